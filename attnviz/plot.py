@@ -1,0 +1,130 @@
+"""PNG heatmaps of attention maps, with Hangul token labels.
+
+Hangul is drawn with NanumGothic, which the `koreanize-matplotlib` dependency ships as a .ttf inside
+its package; DejaVu Sans (bundled with matplotlib) is the fallback for symbols NanumGothic lacks,
+such as the visible space "␣". A label character neither font covers is written as `<U+XXXX>`, so
+no label is ever drawn as empty boxes. matplotlib is imported lazily and drawn with the Agg canvas,
+so nothing here needs a display or changes pyplot's global state.
+"""
+
+import functools
+import math
+import os
+from pathlib import Path
+
+import numpy as np
+
+FONT_FAMILIES = ["NanumGothic", "DejaVu Sans"]
+
+
+def korean_font_path() -> Path:
+    """The NanumGothic .ttf shipped inside the installed koreanize-matplotlib package."""
+    import importlib.util
+
+    from errors import UserError
+
+    spec = importlib.util.find_spec("koreanize_matplotlib")
+    if spec is None or not spec.submodule_search_locations:
+        raise UserError("the Korean font package is missing; install it: pip install koreanize-matplotlib")
+    path = Path(next(iter(spec.submodule_search_locations))) / "fonts" / "NanumGothic.ttf"
+    if not path.is_file():
+        raise UserError(f"{path} is missing; reinstall it: pip install --force-reinstall koreanize-matplotlib")
+    return path
+
+
+@functools.cache
+def font_paths() -> tuple[Path, ...]:
+    """Register NanumGothic with matplotlib; return the font files used, in fallback order."""
+    from matplotlib import font_manager
+
+    korean = korean_font_path()
+    font_manager.fontManager.addfont(str(korean))
+    fallback = Path(font_manager.findfont("DejaVu Sans", fallback_to_default=False))
+    return korean, fallback
+
+
+@functools.cache
+def covered_chars() -> frozenset[int]:
+    """Code points that at least one of the fonts in `font_paths()` has a glyph for."""
+    from matplotlib.ft2font import FT2Font
+
+    return frozenset().union(*(FT2Font(str(p)).get_charmap() for p in font_paths()))
+
+
+def drawable(label: str) -> str:
+    """`label` with characters no font covers replaced by `<U+XXXX>`."""
+    covered = covered_chars()
+    return "".join(ch if ord(ch) in covered else f"<U+{ord(ch):04X}>" for ch in label)
+
+
+def _new_figure(width: float, height: float):
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(width, height), layout="constrained")
+    FigureCanvasAgg(fig)
+    return fig
+
+
+def _draw_map(ax, att: np.ndarray, labels: list[str], title: str):
+    """One heatmap on `ax`: rows = queries, columns = keys, the masked future left blank."""
+    T = att.shape[-1]
+    future = np.triu(np.ones((T, T), dtype=bool), k=1)
+    image = ax.imshow(np.ma.masked_array(att, future), cmap="viridis", vmin=0.0, vmax=1.0,
+                      interpolation="nearest", aspect="equal")
+    # At most ~64 tick labels per axis stay readable; longer sequences label every n-th token.
+    step = max(1, math.ceil(T / 64))
+    ticks = np.arange(0, T, step)
+    names = [drawable(labels[i]) for i in ticks]
+    fontsize = max(4.0, min(10.0, 300.0 / len(ticks)))
+    ax.set_xticks(ticks, names, rotation=90, fontsize=fontsize)
+    ax.set_yticks(ticks, names, fontsize=fontsize)
+    ax.set_xlabel("key token", fontsize=8)
+    ax.set_ylabel("query token", fontsize=8)
+    ax.set_title(title, fontsize=10)
+    return image
+
+
+def draw_layer(weights: np.ndarray, labels: list[str], layer: int, heads: list[int] | None = None):
+    """A matplotlib Figure with one heatmap per head of `weights[layer]` (weights: (L, H, T, T))."""
+    from matplotlib import rc_context
+
+    font_paths()
+    heads = list(range(weights.shape[1])) if heads is None else heads
+    T = weights.shape[-1]
+    ncols = min(len(heads), 4)
+    nrows = math.ceil(len(heads) / ncols)
+    cell = min(14.0, max(3.0, 0.22 * min(T, 64) + 1.2))
+    with rc_context({"font.family": FONT_FAMILIES, "axes.unicode_minus": False}):
+        fig = _new_figure(cell * ncols + 1.0, cell * nrows + 0.6)
+        axes = fig.subplots(nrows, ncols, squeeze=False)
+        for ax in axes.flat[len(heads):]:
+            ax.set_axis_off()
+        for ax, head in zip(axes.flat, heads):
+            image = _draw_map(ax, weights[layer, head], labels, f"layer {layer} head {head}")
+        fig.colorbar(image, ax=axes, label="attention weight", shrink=0.8)
+        fig.suptitle(f"layer {layer}: attention per head (rows attend to columns)")
+    return fig
+
+
+def draw_head(weights: np.ndarray, labels: list[str], layer: int, head: int):
+    """A Figure with the heatmap of one head, e.g. to show in a notebook."""
+    return draw_layer(weights, labels, layer, heads=[head])
+
+
+def save_figure(fig, path: str | os.PathLike) -> Path:
+    """Write `fig` as PNG atomically (a temporary file, then a rename)."""
+    from matplotlib import rc_context
+
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.tmp")
+    with rc_context({"font.family": FONT_FAMILIES}):
+        fig.savefig(tmp, format="png", dpi=110)
+    os.replace(tmp, path)
+    return path
+
+
+def save_layer_pngs(weights: np.ndarray, labels: list[str], out_dir: str | os.PathLike) -> list[Path]:
+    """`layer_<L>.png` for every layer of `weights` (L, H, T, T) in `out_dir`."""
+    return [save_figure(draw_layer(weights, labels, layer), Path(out_dir) / f"layer_{layer}.png")
+            for layer in range(weights.shape[0])]

@@ -1,0 +1,134 @@
+"""Find and load a trained run: the model, its tokenizer, and the bytes each token stands for.
+
+    run = load_run()                      # the most recent run under runs/
+    run = load_run("runs/small")          # a run dir (best/, else last/) or a checkpoint dir
+    ids = run.encode_prompt("대한민국은")   # [<|endoftext|>, ...], cropped to block_size
+
+"Most recent" is the run whose `last/model.safetensors` has the newest modification time. The
+tokenizer is the `tokenizer.json` saved beside the weights, so text is always encoded the way the
+model was trained. Every problem with the files is a `UserError` with a one-line message.
+"""
+
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+from attnviz.labels import byte_of_token
+from errors import UserError
+from model import GPT, CheckpointError
+from model.io import find_checkpoint
+
+EOT = "<|endoftext|>"
+TRAIN_HINT = "train one first: python train.py (or python train.py --config configs/tiny.toml, seconds on a CPU)"
+
+
+def warn(message: str) -> None:
+    """A one-line warning on stderr (the CLI's channel for things the user should know)."""
+    print(f"warning: {message}", file=sys.stderr, flush=True)
+
+
+def find_latest_run(runs_dir: str | Path = "runs") -> Path:
+    """The run dir under `runs_dir` whose last/model.safetensors is newest."""
+    runs_dir = Path(runs_dir)
+    runs = [d for d in runs_dir.iterdir() if (d / "last" / "model.safetensors").is_file()] if runs_dir.is_dir() else []
+    if not runs:
+        raise UserError(f"no trained run under {runs_dir}/; {TRAIN_HINT}, or pass --ckpt RUN_DIR")
+    return max(runs, key=lambda d: (d / "last" / "model.safetensors").stat().st_mtime)
+
+
+def pick_device(name: str = "auto") -> torch.device:
+    """"auto" -> cuda, then mps, then cpu; any other name must be a device torch can use here."""
+    if name == "auto":
+        if torch.cuda.is_available():
+            return torch.device("cuda")
+        return torch.device("mps" if torch.backends.mps.is_available() else "cpu")
+    try:
+        device = torch.device(name)
+        torch.empty(0, device=device)
+    except (RuntimeError, AssertionError) as e:
+        raise UserError(f"device {name!r} is not usable here ({str(e).splitlines()[0]}); try --device cpu") from None
+    return device
+
+
+def load_tokenizer(path: Path):
+    """A tokenizers.Tokenizer from a checkpoint's tokenizer.json; CheckpointError if missing or damaged."""
+    from tokenizers import Tokenizer
+
+    if not path.is_file():
+        raise CheckpointError(f"{path} is missing; a checkpoint needs the tokenizer.json it was trained with (retrain or copy it back)")
+    try:
+        return Tokenizer.from_file(str(path))
+    except Exception as e:  # tokenizers raises a bare Exception for unreadable JSON
+        raise CheckpointError(f"{path} is damaged ({str(e).splitlines()[0]}); restore it or retrain") from None
+
+
+@dataclass
+class Run:
+    """A loaded checkpoint: the model in eval mode, its tokenizer and where it came from."""
+
+    model: GPT
+    tokenizer: object
+    ckpt_dir: Path
+    _token_bytes: list[bytes] | None = field(default=None, repr=False)
+
+    @property
+    def device(self) -> torch.device:
+        return self.model.tok_emb.weight.device
+
+    @property
+    def block_size(self) -> int:
+        return self.model.config.block_size
+
+    @property
+    def eot_id(self) -> int | None:
+        return self.tokenizer.token_to_id(EOT)
+
+    @property
+    def token_bytes(self) -> list[bytes]:
+        """The bytes each token id stands for: `<0xNN>` one byte, special tokens none, others their UTF-8."""
+        if self._token_bytes is None:
+            special = {i for i, t in self.tokenizer.get_added_tokens_decoder().items() if t.special}
+            table = []
+            for i in range(self.model.config.vocab_size):
+                piece = self.tokenizer.id_to_token(i)
+                byte = None if piece is None else byte_of_token(piece)
+                if piece is None or i in special:
+                    table.append(b"")
+                else:
+                    table.append(bytes([byte]) if byte is not None else piece.encode("utf-8"))
+            self._token_bytes = table
+        return self._token_bytes
+
+    def encode(self, text: str) -> list[int]:
+        """Token ids of `text` (NFC-normalised by the tokenizer), no special tokens added."""
+        return self.tokenizer.encode(text, add_special_tokens=False).ids
+
+    def encode_prompt(self, prompt: str) -> list[int]:
+        """<|endoftext|> + the prompt's ids, as documents start in training; cropped to the last
+        block_size tokens (with a warning) when longer than the context."""
+        if prompt == "":
+            raise UserError("the prompt is empty; give some text, e.g. --prompt \"대한민국은\"")
+        ids = ([self.eot_id] if self.eot_id is not None else []) + self.encode(prompt)
+        return crop(ids, self.block_size, "the prompt")
+
+
+def crop(ids: list[int], block_size: int, what: str) -> list[int]:
+    """The last block_size ids, warning when that drops some."""
+    if len(ids) > block_size:
+        warn(f"{what} has {len(ids)} tokens, more than the model's context of {block_size}; "
+             f"using the last {block_size}")
+        return ids[-block_size:]
+    return ids
+
+
+def load_run(path: str | Path | None = None, runs_dir: str | Path = "runs", device: str = "auto") -> Run:
+    """Load a run dir or checkpoint dir (default: the most recent run under `runs_dir`)."""
+    ckpt = find_checkpoint(find_latest_run(runs_dir) if path is None else path)
+    model = GPT.load(ckpt, device=pick_device(device))
+    tokenizer = load_tokenizer(ckpt / "tokenizer.json")
+    if tokenizer.get_vocab_size() > model.config.vocab_size:
+        raise CheckpointError(f"{ckpt}/tokenizer.json has {tokenizer.get_vocab_size()} tokens but the model only "
+                              f"{model.config.vocab_size}; they come from different runs")
+    return Run(model, tokenizer, ckpt)

@@ -1,0 +1,80 @@
+"""Generate text that arrives character by character.
+
+    for ids, pieces in stream_text(run, "대한민국은", max_new_tokens=100, seed=0):
+        print(pieces[0], end="", flush=True)
+    texts = generate_text(run, "대한민국은", num_samples=3, temperature=0.8)
+
+A byte-fallback token can carry a single byte of a multi-byte character (a rare syllable becomes
+three `<0xNN>` tokens), so each sample has an incremental UTF-8 decoder: a piece holds exactly the
+characters completed by its token, never half of one (no U+FFFD while the character is unfinished).
+"""
+
+import codecs
+from collections.abc import Iterator
+
+import torch
+
+from attnviz.runs import Run
+from model import ModelInputError
+from model.sampling import check_options, stream
+
+TEMPERATURE = 0.8  # the default of generate.py and of these functions
+
+
+class Utf8Stream:
+    """Token ids in, completed characters out."""
+
+    def __init__(self, token_bytes: list[bytes]):
+        self.token_bytes = token_bytes
+        self.decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+
+    def push(self, token_id: int) -> str:
+        """The characters this token completes ("" while a character is still unfinished)."""
+        return self.decoder.decode(self.token_bytes[token_id])
+
+    def flush(self) -> str:
+        """Whatever is left at the end: U+FFFD for bytes that never formed a character."""
+        return self.decoder.decode(b"", final=True)
+
+
+def check_sampling(temperature=TEMPERATURE, top_k=None, top_p=None, repetition_penalty=1.0,
+                   max_new_tokens=0, num_samples=1) -> None:
+    """Raise a UserError for an out-of-range option, before any model is loaded."""
+    check_options(temperature, top_k, top_p, repetition_penalty)
+    if max_new_tokens < 0:
+        raise ModelInputError(f"max_new_tokens {max_new_tokens} must be >= 0; use 0 for none")
+    if num_samples < 1:
+        raise ModelInputError(f"num_samples {num_samples} must be >= 1")
+
+
+def stream_text(run: Run, prompt: str | list[int], max_new_tokens: int = 200, num_samples: int = 1,
+                seed: int | None = None, use_cache: bool = True, stop_at_eot: bool = True,
+                temperature: float = TEMPERATURE, top_k: int | None = None, top_p: float | None = None,
+                repetition_penalty: float = 1.0) -> Iterator[tuple[list[int], list[str]]]:
+    """Continue `prompt` (text, or ids from `run.encode_prompt`) in `num_samples` rows decoded as a batch.
+
+    Yields `(ids, pieces)` per step: the new token id and the completed text of each sample; after
+    the last step once more `([], pieces)` with what the decoders still held. Sampling options as in
+    `model.sampling.generate` (temperature 0 = greedy). The same seed gives the same text. Bytes that
+    never form a character (a model can sample a lone byte token) print as U+FFFD.
+    """
+    sampling = dict(temperature=temperature, top_k=top_k, top_p=top_p, repetition_penalty=repetition_penalty)
+    check_sampling(max_new_tokens=max_new_tokens, num_samples=num_samples, **sampling)
+    ids = run.encode_prompt(prompt) if isinstance(prompt, str) else prompt
+    idx = torch.tensor([ids] * num_samples, dtype=torch.long, device=run.device)   # (B, T)
+    generator = None if seed is None else torch.Generator(device=run.device).manual_seed(seed)
+    decoders = [Utf8Stream(run.token_bytes) for _ in range(num_samples)]
+    eos = run.eot_id if stop_at_eot else None
+    for column in stream(run.model, idx, max_new_tokens, eos_token_id=eos, generator=generator,
+                         use_cache=use_cache, **sampling):
+        step = column.tolist()                                                      # (B,)
+        yield step, [d.push(i) for d, i in zip(decoders, step)]
+    yield [], [d.flush() for d in decoders]
+
+
+def generate_text(run: Run, prompt: str, max_new_tokens: int = 200, num_samples: int = 1, **options) -> list[str]:
+    """The generated continuation of `prompt` (without the prompt), one string per sample."""
+    texts = [""] * num_samples
+    for _, pieces in stream_text(run, prompt, max_new_tokens, num_samples, **options):
+        texts = [t + p for t, p in zip(texts, pieces)]
+    return texts

@@ -1,0 +1,120 @@
+"""Decoding speed: our generate with and without the KV cache, next to transformers' GPT-2.
+
+    python bench/generate_speed.py            # the whole grid (the uncached 1000-token runs take many minutes)
+    python bench/generate_speed.py --quick    # batch 1; uncached only at 240 tokens
+    python bench/generate_speed.py --shapes small --batch 1 --new 1000 --modes ours,hf --repeat 3
+
+Random weights, fp32, greedy, a 16-token prompt, vocabulary 8192, block 1024. tok/s counts every
+generated token of the batch (B x new tokens / seconds); each figure is the best of --repeat runs,
+since the CPU is shared. GPT2LMHeadModel.generate (its own cache, do_sample=False) is timed when
+transformers is installed. Issue 3's targets: cached >= 20x uncached at 1000 tokens, and >= 2.5x
+transformers' cached tok/s.
+"""
+
+import argparse
+import os
+import sys
+import time
+
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from model import GPT, GPTConfig  # noqa: E402
+from model.sampling import generate  # noqa: E402
+
+SHAPES = {"tiny": {"n_layer": 4, "n_head": 4, "n_embd": 128}, "small": {"n_layer": 6, "n_head": 6, "n_embd": 384}}
+VOCAB, BLOCK, PROMPT = 8192, 1024, 16
+MODES = ("ours", "ours-nocache", "hf", "hf-nocache")
+
+
+def make_hf(shape):
+    """transformers' GPT-2 at the same shape, or None when transformers is not installed."""
+    try:
+        from transformers import GPT2Config, GPT2LMHeadModel
+    except ImportError:
+        return None
+    config = GPT2Config(
+        vocab_size=VOCAB,
+        n_positions=BLOCK,
+        resid_pdrop=0.0,
+        embd_pdrop=0.0,
+        attn_pdrop=0.0,
+        bos_token_id=None,
+        eos_token_id=None,
+        **SHAPES[shape],
+    )
+    return GPT2LMHeadModel(config).eval()
+
+
+def decode(mode, model, idx, new):
+    """Generate `new` tokens greedily and return the seconds taken."""
+    start = time.perf_counter()
+    if mode.startswith("ours"):
+        out = generate(model, idx, new, temperature=0, use_cache=(mode == "ours"))
+    else:
+        out = model.generate(
+            idx, attention_mask=torch.ones_like(idx), max_new_tokens=new, min_new_tokens=new,
+            do_sample=False, use_cache=(mode == "hf"), pad_token_id=0,
+        )  # fmt: skip
+    seconds = time.perf_counter() - start
+    assert out.shape == (idx.size(0), idx.size(1) + new), out.shape
+    return seconds
+
+
+def skipped(args, mode, batch, new):
+    """--quick: batch 1 only, and the slow uncached runs only at the shortest length."""
+    return args.quick and (batch != 1 or (mode.endswith("nocache") and new != min(args.new)))
+
+
+def time_modes(models, modes, idx, new, repeat):
+    """Best seconds per mode; the modes take turns, so a burst of load from elsewhere hits them alike."""
+    best = {}
+    for _ in range(repeat):
+        for mode in modes:
+            model = models[mode.split("-")[0]]
+            decode(mode, model, idx, 8)  # warm-up
+            best[mode] = min(best.get(mode, float("inf")), decode(mode, model, idx, new))
+    return best
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--shapes", default="tiny,small", help="comma list of: " + ", ".join(SHAPES))
+    p.add_argument("--batch", default="1,8", help="comma list of batch sizes")
+    p.add_argument("--new", default="240,1000", help="comma list of new-token counts")
+    p.add_argument("--modes", default=",".join(MODES), help="comma list of: " + ", ".join(MODES))
+    p.add_argument("--repeat", type=int, default=2, help="runs per figure; the best is kept")
+    p.add_argument("--quick", action="store_true", help="batch 1 only; uncached only at the shortest length")
+    p.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
+    args = p.parse_args(argv)
+    args.new = [int(n) for n in args.new.split(",")]
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, fp32 greedy, prompt {PROMPT}, block {BLOCK}")
+
+    rates = {}  # (shape, batch, new, mode) -> generated tokens per second
+    for shape in args.shapes.split(","):
+        torch.manual_seed(0)
+        models = {"ours": GPT(GPTConfig(vocab_size=VOCAB, block_size=BLOCK, **SHAPES[shape])).eval()}
+        models["hf"] = make_hf(shape)
+        for batch in (int(b) for b in args.batch.split(",")):
+            idx = torch.randint(0, VOCAB, (batch, PROMPT))
+            for new in args.new:
+                modes = [m for m in args.modes.split(",") if models[m.split("-")[0]] is not None]
+                modes = [m for m in modes if not skipped(args, m, batch, new)]
+                for mode, seconds in time_modes(models, modes, idx, new, args.repeat).items():
+                    rates[shape, batch, new, mode] = rate = batch * new / seconds
+                    print(
+                        f"{shape:5s} B={batch} new={new:4d} {mode:13s} {rate:9.1f} tok/s {seconds:8.2f} s", flush=True
+                    )
+
+    print("\nratios (ours cached / other)")
+    for (shape, batch, new, mode), rate in rates.items():
+        others = [o for o in MODES[1:] if mode == "ours" and (shape, batch, new, o) in rates]
+        if others:
+            ratios = "  ".join(f"{o}: {rate / rates[shape, batch, new, o]:5.1f}x" for o in others)
+            print(f"{shape:5s} B={batch} new={new:4d}  {ratios}")
+
+
+if __name__ == "__main__":
+    main()

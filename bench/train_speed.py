@@ -1,0 +1,197 @@
+"""Training throughput: tokens/s and model FLOP utilisation of one full train step.
+
+A step is forward, backward and an AdamW update on random token batches, timed after warm-up,
+for the project's GPT in fp32 and bf16 autocast, eager and `torch.compile`d, and (when
+transformers is installed) for `GPT2LMHeadModel` at the same shape in fp32. Utilisation is
+measured against this machine's own matmul peak (a large fp32 and bf16 matmul, timed here).
+
+    python bench/train_speed.py                       # tiny and small shapes, every variant
+    python bench/train_speed.py --shapes small --steps 20 --no-compile
+"""
+
+import argparse
+import contextlib
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from model import GPT, GPTConfig  # noqa: E402
+
+
+@dataclass(frozen=True)
+class Shape:
+    name: str
+    n_layer: int
+    n_head: int
+    n_embd: int
+    block_size: int
+    batch_size: int
+
+
+SHAPES = {
+    "tiny": Shape("tiny", n_layer=4, n_head=4, n_embd=128, block_size=128, batch_size=16),
+    "small": Shape("small", n_layer=6, n_head=6, n_embd=384, block_size=256, batch_size=8),
+}
+VOCAB_SIZE = 8192
+
+
+def measure_matmul_peak(dtype: torch.dtype, n: int = 2048, repeats: int = 10) -> float:
+    """Best GFLOP/s of an (n, n) @ (n, n) matmul in `dtype`: the ceiling that utilisation is measured against."""
+    a = torch.randn(n, n).to(dtype)
+    b = torch.randn(n, n).to(dtype)
+    for _ in range(2):
+        a @ b
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        a @ b
+        best = min(best, time.perf_counter() - start)
+    return 2 * n**3 / best / 1e9
+
+
+def build_project_model(shape: Shape) -> torch.nn.Module:
+    config = GPTConfig(vocab_size=VOCAB_SIZE, block_size=shape.block_size, n_layer=shape.n_layer,
+                       n_head=shape.n_head, n_embd=shape.n_embd, dropout=0.0)
+    return GPT(config)
+
+
+class HFAdapter(torch.nn.Module):
+    """Gives transformers' model our calling convention: `(idx, targets) -> (logits, loss)`."""
+
+    def __init__(self, hf_model: torch.nn.Module):
+        super().__init__()
+        self.hf_model = hf_model
+
+    def forward(self, idx, targets):
+        logits = self.hf_model(input_ids=idx).logits
+        loss = torch.nn.functional.cross_entropy(logits.flatten(0, 1), targets.flatten())
+        return logits, loss
+
+
+def build_hf_model(shape: Shape) -> torch.nn.Module:
+    """GPT-2 of the same shape with our choices: dropout off, exact (erf) GELU, SDPA attention (its default)."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    config = GPT2Config(vocab_size=VOCAB_SIZE, n_positions=shape.block_size, n_layer=shape.n_layer,
+                        n_head=shape.n_head, n_embd=shape.n_embd, resid_pdrop=0.0, embd_pdrop=0.0,
+                        attn_pdrop=0.0, activation_function="gelu", bos_token_id=0, eos_token_id=0)
+    return HFAdapter(GPT2LMHeadModel(config))
+
+
+def make_train_step(model: torch.nn.Module, shape: Shape, bf16: bool, compile_model: bool):
+    """A closure running one full train step (forward, backward, AdamW) on a fixed random batch."""
+    torch.manual_seed(0)
+    model.train()
+    step_model = torch.compile(model) if compile_model else model
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, weight_decay=0.1)
+    idx = torch.randint(VOCAB_SIZE, (shape.batch_size, shape.block_size + 1))
+    x, y = idx[:, :-1], idx[:, 1:]
+
+    def train_step():
+        with torch.autocast("cpu", dtype=torch.bfloat16) if bf16 else contextlib.nullcontext():
+            _, loss = step_model(x, y)
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+
+    return train_step
+
+
+def time_variants(train_steps: list, warmup: int, steps: int, rounds: int) -> list[float]:
+    """Seconds per step of each closure: the best round of `steps` steps, variants interleaved round by round.
+
+    The cores are shared, so a variant timed while something else runs looks slow; interleaving and keeping
+    each variant's best round compares them all under the same, quietest, conditions.
+    """
+    for train_step in train_steps:
+        for _ in range(warmup):
+            train_step()
+    best = [float("inf")] * len(train_steps)
+    for _ in range(rounds):
+        for i, train_step in enumerate(train_steps):
+            start = time.perf_counter()
+            for _ in range(steps):
+                train_step()
+            best[i] = min(best[i], (time.perf_counter() - start) / steps)
+    return best
+
+
+def default_cpu_settings() -> tuple[str, bool] | None:
+    """train.py's defaults on this CPU as (precision, compile), if train.py exposes them."""
+    try:
+        import train
+        return train.default_precision(torch.device("cpu")), bool(train.default_compile(torch.device("cpu")))
+    except (ImportError, AttributeError, TypeError):
+        return None
+
+
+def parse_args(argv):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--shapes", default="tiny,small", help="comma-separated subset of: " + ", ".join(SHAPES))
+    parser.add_argument("--steps", type=int, default=4, help="timed steps per variant and round")
+    parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds; each variant keeps its best")
+    parser.add_argument("--warmup", type=int, default=3, help="untimed steps first (compilation happens here)")
+    parser.add_argument("--no-compile", action="store_true", help="skip the torch.compile variants")
+    parser.add_argument("--no-hf", action="store_true", help="skip transformers' GPT2LMHeadModel")
+    parser.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
+    return parser.parse_args(argv)
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    shapes = [SHAPES[name.strip()] for name in args.shapes.split(",")]
+    # oneDNN's check for native bf16 (AVX-512 BF16 or AMX); elsewhere bf16 is emulated and slower than fp32.
+    bf16_ok = torch.ops.mkldnn._is_mkldnn_bf16_supported()
+
+    peaks = {"fp32": measure_matmul_peak(torch.float32)}
+    if bf16_ok:
+        peaks["bf16"] = measure_matmul_peak(torch.bfloat16)
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, "
+          f"CPU capability {torch.backends.cpu.get_cpu_capability()}")
+    print("matmul peak (2048^3): " + ", ".join(f"{k} {v:.0f} GFLOP/s" for k, v in peaks.items()))
+    defaults = default_cpu_settings()
+    if defaults:
+        print(f"train.py CPU defaults: precision {defaults[0]}, compile {defaults[1]}")
+
+    variants = [("ours", "fp32", False), ("ours", "bf16", False)]
+    if not args.no_compile:
+        variants += [("ours", "fp32", True), ("ours", "bf16", True)]
+    if not args.no_hf:
+        try:
+            import transformers  # noqa: F401
+            variants.append(("transformers", "fp32", False))
+        except ImportError:
+            print("transformers not installed: no GPT2LMHeadModel comparison")
+    variants = [v for v in variants if v[1] in peaks]
+
+    print(f"\n{'shape':6} {'model':13} {'precision':9} {'compile':7} {'tok/s':>8} {'ms/step':>8} "
+          f"{'MFU':>6} {'vs HF':>6}")
+    for shape in shapes:
+        flops_per_token = build_project_model(shape).flops_per_token(shape.block_size)
+        train_steps = []
+        for who, precision, compiled in variants:
+            model = build_project_model(shape) if who == "ours" else build_hf_model(shape)
+            train_steps.append(make_train_step(model, shape, precision == "bf16", compiled))
+        seconds_per_step = time_variants(train_steps, args.warmup, args.steps, args.rounds)
+        rows = []
+        for (who, precision, compiled), seconds in zip(variants, seconds_per_step):
+            tokens_per_s = shape.batch_size * shape.block_size / seconds
+            mfu = flops_per_token * tokens_per_s / (peaks[precision] * 1e9)
+            rows.append((who, precision, compiled, tokens_per_s, seconds, mfu))
+        hf_rate = next((r[3] for r in rows if r[0] == "transformers"), None)
+        for who, precision, compiled, tokens_per_s, seconds, mfu in rows:
+            ratio = f"{tokens_per_s / hf_rate:5.2f}x" if hf_rate else "   -"
+            mark = " <- default" if defaults and who == "ours" and (precision, compiled) == defaults else ""
+            print(f"{shape.name:6} {who:13} {precision:9} {str(compiled):7} {tokens_per_s:8.0f} "
+                  f"{seconds * 1e3:8.1f} {mfu:6.1%} {ratio:>6}{mark}", flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,189 @@
+"""Corpus -> tokenizer.json, train.bin, val.bin and meta.json, cached under `cfg.cache_dir`.
+
+    python -m data.prepare --config configs/small.toml [--data.vocab_size=4096 ...]
+
+The cache directory's name is a fingerprint of the source's contents and every setting that changes the
+output, so a second run reuses it in a second and a changed corpus or setting rebuilds. Shards are flat
+arrays of token ids (uint16 while the vocabulary fits), each document preceded by `<|endoftext|>`, written
+batch by batch so memory stays bounded whatever the corpus size. train.py calls `prepare` too.
+"""
+
+import argparse
+import hashlib
+import json
+import os
+import re
+import shutil
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+from tqdm import tqdm
+
+from data.config import DataConfig, DataError
+from data.sources import Source, open_source
+from data.split import plan_split, split_chunks
+from data.tokenizer import EOT, WORDS, tokenizer_hash, train_tokenizer
+from errors import UserError
+
+FORMAT = 1  # bump when the output of the same inputs changes
+BATCH_CHARS = 1 << 18  # characters encoded per batch: enough for both cores, small enough for memory
+# The BPE trainer needs about 1 KB per distinct word, so it sees an evenly spread sample of this many
+# characters of the training split: memory stays bounded (about 100 MB) however big the corpus is.
+TOKENIZER_CHARS = 4_000_000
+
+
+@dataclass
+class Prepared:
+    dir: Path  # holds train.bin, val.bin, meta.json, tokenizer.json
+    meta: dict
+    tokenizer_path: Path
+    reused: bool
+
+
+def prepare(cfg: DataConfig, verbose: bool = True) -> Prepared:
+    """Prepare (or reuse) the tokenizer and token shards for `cfg`; bad input raises DataError."""
+    train = open_source(cfg.source, cfg)
+    val = open_source(cfg.val_source, cfg) if cfg.val_source else None
+    return prepare_sources(cfg, train, val, verbose)
+
+
+def prepare_sources(cfg: DataConfig, train: Source, val: Source | None = None, verbose: bool = True) -> Prepared:
+    """`prepare` for already opened sources (tests pass in-memory ones)."""
+    started = time.perf_counter()
+    settings = {k: v for k, v in asdict(cfg).items() if k not in ("source", "val_source", "cache_dir")}
+    if val:
+        settings.pop("val_fraction")
+    fingerprint = digest([FORMAT, WORDS, TOKENIZER_CHARS, train.fingerprint, val and val.fingerprint, settings])
+    slug = re.sub(r"\W+", "_", Path(train.name).stem)[:40] or "corpus"
+    out = Path(cfg.cache_dir) / f"{slug}-{cfg.vocab_size}-{fingerprint[:16]}"
+    reused = is_complete(out)
+    if not reused:
+        tmp = out.with_name(f".tmp-{out.name}-{os.getpid()}")
+        try:
+            build(tmp, cfg, train, val, fingerprint, verbose)
+            publish(tmp, out)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+    meta = json.loads((out / "meta.json").read_text())
+    if verbose:
+        report(out, meta, train.name, reused, time.perf_counter() - started)
+    return Prepared(out, meta, out / "tokenizer.json", reused)
+
+
+def is_complete(out: Path) -> bool:
+    return all((out / name).is_file() for name in ("meta.json", "tokenizer.json", "train.bin", "val.bin"))
+
+
+def publish(tmp: Path, out: Path):
+    """Move a finished build into place in one rename; if another process got there first, keep its copy."""
+    try:
+        os.replace(tmp, out)
+    except OSError:
+        if is_complete(out):
+            return
+        shutil.rmtree(out)  # left incomplete, e.g. files deleted by hand
+        os.replace(tmp, out)
+
+
+def build(out: Path, cfg: DataConfig, train: Source, val: Source | None, fingerprint: str, verbose: bool):
+    """Split, train the tokenizer on (a sample of) the training part, encode both parts into `out`."""
+    out.mkdir(parents=True)
+    quiet = None if verbose else True  # None: tqdm draws bars only on a terminal
+    plan = plan_split(tqdm(train.chunks(), desc="read", unit=" chunks", disable=quiet), cfg.val_fraction, train.name)
+    if val:
+        parts = {"train": (train.chunks, plan.chars),
+                 "val": (val.chunks, plan_split(val.chunks(), cfg.val_fraction, val.name).chars)}
+    else:
+        parts = {"train": (lambda: split_chunks(train.chunks(), plan, "train"), plan.chars - plan.val_chars),
+                 "val": (lambda: split_chunks(train.chunks(), plan, "val"), plan.val_chars)}
+    chunks, chars = parts["train"]
+    with tqdm(total=chars, desc="train tokenizer", unit=" chars", unit_scale=True, disable=quiet) as bar:
+        stride = -(-chars // TOKENIZER_CHARS)  # ceil: every chunk while the split fits the budget
+        tok = train_tokenizer(sample_texts(chunks(), stride, bar), cfg.vocab_size)
+    tok.save(str(out / "tokenizer.json"))
+    meta = {"vocab_size": tok.get_vocab_size(), "dtype": "uint16" if tok.get_vocab_size() <= 1 << 16 else "uint32",
+            "eot_id": tok.token_to_id(EOT), "splits": {}, "source_fingerprint": fingerprint,
+            "tokenizer_hash": tokenizer_hash(tok), "data": asdict(cfg), "format": FORMAT}
+    tok.encode_special_tokens = True  # a literal "<|endoftext|>" in the corpus stays text
+    for part, (chunks, chars) in parts.items():
+        with tqdm(total=chars, desc=f"encode {part}", unit=" chars", unit_scale=True, disable=quiet) as bar:
+            meta["splits"][part] = write_shard(tok, chunks(), out / f"{part}.bin", meta["dtype"], bar)
+        if not meta["splits"][part]["chars"]:
+            raise DataError(f"the {part} split is empty ({plan.chars} characters in {train.name}); add text "
+                            f"or set data.val_source")
+    (out / "meta.json").write_text(json.dumps(meta, indent=2, ensure_ascii=False))
+
+
+def sample_texts(chunks, stride: int, bar: tqdm):
+    """Every `stride`-th chunk's text."""
+    for i, (_, text) in enumerate(chunks):
+        bar.update(len(text))
+        if i % stride == 0:
+            yield text
+
+
+def write_shard(tok, chunks, path: Path, dtype: str, bar: tqdm) -> dict:
+    """Encode `(starts_document, text)` chunks batch by batch, appending the ids to `path`."""
+    stats = {"documents": 0, "chars": 0, "bytes": 0, "tokens": 0}
+    eot = tok.token_to_id(EOT)
+    with open(path, "wb") as f:
+        for batch in batches(chunks, BATCH_CHARS):
+            ids, encodings = [], tok.encode_batch_fast([text for _, text in batch], add_special_tokens=False)
+            for (first, text), enc in zip(batch, encodings):
+                if first:
+                    ids.append(eot)
+                ids.extend(enc.ids)
+                stats["documents"] += first
+                stats["chars"] += len(text)
+                stats["bytes"] += len(text.encode("utf-8"))
+                bar.update(len(text))
+            f.write(np.asarray(ids, dtype=dtype).tobytes())
+            stats["tokens"] += len(ids)
+    return stats
+
+
+def batches(chunks, max_chars: int):
+    """Group chunks into lists of about `max_chars` characters (a longer chunk makes a batch alone)."""
+    batch, size = [], 0
+    for chunk in chunks:
+        batch.append(chunk)
+        size += len(chunk[1])
+        if size >= max_chars:
+            yield batch
+            batch, size = [], 0
+    if batch:
+        yield batch
+
+
+def digest(obj) -> str:
+    return hashlib.sha256(json.dumps(obj, sort_keys=True).encode()).hexdigest()
+
+
+def report(out: Path, meta: dict, name: str, reused: bool, seconds: float):
+    print(f"data: {name} -> {out} ({'reused' if reused else 'built'} in {seconds:.1f} s)")
+    for part, s in meta["splits"].items():
+        print(f"  {part + ':':6} {s['documents']:,} documents, {s['chars']:,} characters, {s['tokens']:,} tokens, "
+              f"{s['chars'] / max(s['tokens'], 1):.2f} characters/token -> {out / (part + '.bin')}")
+    asked = meta["data"]["vocab_size"]
+    note = f" (of {asked:,} asked: the corpus has no more merges)" if meta["vocab_size"] < asked else ""
+    print(f"  tokenizer: vocab size {meta['vocab_size']:,}{note} -> {out / 'tokenizer.json'}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m data.prepare", description=__doc__.split("\n")[0],
+                                     epilog="Overrides: --data.KEY=VALUE, the value parsed as TOML.")
+    parser.add_argument("--config", default="configs/small.toml", help="a TOML file with a [data] table")
+    args, overrides = parser.parse_known_args(argv)
+    try:
+        prepare(DataConfig.from_toml(args.config, overrides))
+    except UserError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

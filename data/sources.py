@@ -1,0 +1,225 @@
+"""Corpus sources: the built-in Korean corpus, text files, directories, JSON lines, CSV/Parquet and `hf:NAME`.
+
+`open_source(spec, cfg)` checks a source and returns a `Source`; each call of `source.chunks()` is a fresh
+pass over its text as `(starts_document, text)` chunks, NFC-normalised, in a fixed order. Big files come in
+pieces of about `CHUNK_CHARS` characters cut after a line break, so no pass holds the whole corpus.
+"""
+
+import codecs
+import functools
+import hashlib
+import importlib.util
+import json
+import re
+import unicodedata
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterable, Iterator
+
+from data.config import DataConfig, DataError
+
+Chunks = Iterator[tuple[bool, str]]
+CHUNK_CHARS = 1 << 13
+READ_BYTES = 1 << 20
+TABLE_KINDS = {".csv": "csv", ".parquet": "parquet"}
+# A JSON escape like "\ud800" can put half a UTF-16 pair into a string; it is not text and cannot be encoded.
+LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+@dataclass
+class Source:
+    name: str  # what the user wrote, for messages and the cache directory's name
+    fingerprint: str  # changes when the text changes
+    chunks: Callable[[], Chunks]  # a fresh pass over the text
+
+
+def open_source(spec: str, cfg: DataConfig) -> Source:
+    """Resolve `builtin`, `hf:NAME` or a path into a `Source`; a missing or unusable one is a DataError."""
+    if spec == "builtin":
+        files = builtin_files()
+        digest = hashlib.sha256(b"".join(f.read_bytes() for f in files)).hexdigest()
+        return Source("builtin", digest, lambda: text_files_chunks(files, "utf-8"))
+    if spec.startswith("hf:"):
+        return dataset_source(load_hf(spec[3:], cfg), cfg.text_field, spec)
+    path = Path(spec).expanduser()
+    if not path.exists():
+        raise DataError(f"data source {spec} does not exist; give a file, a directory, \"builtin\" or \"hf:NAME\"")
+    files = sorted(f for f in path.rglob("*.txt") if f.is_file()) if path.is_dir() else [path]
+    if not files:
+        raise DataError(f"no *.txt files under {spec}; put one document per .txt file there")
+    stats = [(str(f.resolve()), f.stat().st_size, f.stat().st_mtime_ns) for f in files]
+    fingerprint = hashlib.sha256(json.dumps(stats).encode()).hexdigest()
+    kind = path.suffix.lower()
+    if kind in TABLE_KINDS:
+        table = functools.cache(lambda: load_table(path, TABLE_KINDS[kind], cfg))
+        return Source(spec, fingerprint, lambda: dataset_chunks(table(), cfg.text_field, spec))
+    if kind in (".jsonl", ".json"):
+        return Source(spec, fingerprint, lambda: json_chunks(path, cfg.encoding, cfg.text_field))
+    return Source(spec, fingerprint, lambda: text_files_chunks(files, cfg.encoding))
+
+
+def builtin_files() -> list[Path]:
+    """konlpy's package data: the Constitution, then the ten bills in order (the last one is the val split)."""
+    # find_spec locates the package without importing it: `import konlpy` loads jpype for its taggers.
+    spec = importlib.util.find_spec("konlpy")
+    if spec is None or not spec.submodule_search_locations:
+        raise DataError('the built-in corpus comes with the konlpy package; run `pip install konlpy`')
+    corpus = Path(list(spec.submodule_search_locations)[0]) / "data" / "corpus"
+    files = [corpus / "kolaw" / "constitution.txt", *sorted((corpus / "kobill").glob("*.txt"))]
+    if len(files) < 2 or not files[0].is_file():
+        raise DataError(f"konlpy's corpus files are missing under {corpus}; reinstall konlpy")
+    return files
+
+
+def text_files_chunks(files: list[Path], encoding: str) -> Chunks:
+    """One document per file, read in pieces cut after a line break (NFC never spans a line break)."""
+    for path in files:
+        first = True
+        for text in decode_file(path, encoding):
+            if text:
+                yield first, unicodedata.normalize("NFC", text)
+                first = False
+
+
+def decode_file(path: Path, encoding: str) -> Iterator[str]:
+    """Decode a file incrementally into pieces; a bad byte is a DataError naming the file and offset."""
+    codec = codecs.lookup(encoding).name
+    utf8, wide = codec == "utf-8", codec.startswith(("utf-16", "utf-32"))  # wide ones are full of NUL bytes
+    decoder = codecs.getincrementaldecoder(encoding)()
+    offset, pending = 0, ""
+    try:
+        f = open(path, "rb")
+    except OSError as e:
+        raise DataError(f"cannot read {path} ({e.strerror}); check that it is a readable file") from None
+    with f:
+        while True:
+            data = f.read(READ_BYTES)
+            if offset == 0 and b"\x00" in data[:8192] and not wide:
+                raise DataError(f"{path} looks binary (it contains NUL bytes); point data.source at text files")
+            held = len(decoder.getstate()[0])  # bytes of a character split by the previous read
+            try:
+                text = pending + decoder.decode(data, final=not data)
+            except UnicodeDecodeError as e:
+                hint = ("if it is a Korean Windows (cp949/EUC-KR) file, pass --data.encoding=cp949" if utf8
+                        else "check data.encoding (for UTF-8 pass --data.encoding=utf-8)")
+                raise DataError(f"{path} is not valid {encoding} at byte {offset - held + e.start} ({e.reason}); "
+                                f"{hint}") from None
+            if offset == 0 and utf8:
+                text = text.removeprefix("\ufeff")
+            offset += len(data)
+            end = cut_point(text) if data else len(text)
+            yield from split_pieces(text[:end])
+            pending = text[end:]
+            if not data:
+                return
+
+
+def cut_point(text: str) -> int:
+    """Just after the last line break (else the last space): the rest waits for the next read."""
+    end = text.rfind("\n") + 1 or text.rfind(" ") + 1
+    return end if end else len(text)
+
+
+def split_pieces(text: str) -> Iterator[str]:
+    """Cut a decoded block into pieces of at most CHUNK_CHARS, ending at a line break where one exists."""
+    start = 0
+    while len(text) - start > CHUNK_CHARS:
+        end = start + cut_point(text[start:start + CHUNK_CHARS])
+        yield text[start:end]
+        start = end
+    yield text[start:]
+
+
+def json_chunks(path: Path, encoding: str, field: str) -> Chunks:
+    """Documents from a .jsonl file (one JSON object per line) or a .json list of objects."""
+    if path.suffix.lower() == ".json":
+        try:
+            records = json.loads(path.read_bytes().decode(encoding).removeprefix("\ufeff"))
+        except (UnicodeDecodeError, json.JSONDecodeError) as e:
+            raise DataError(f"{path} is not a valid JSON file ({e}); for one object per line use .jsonl") from None
+        if not isinstance(records, list):
+            raise DataError(f"{path} must hold a JSON list of objects; for one object per line use .jsonl")
+        yield from documents_chunks(record_text(r, field, f"{path} item {i}") for i, r in enumerate(records))
+        return
+    with open(path, "rb") as f:
+        lines = (line for line in f if line.strip())
+        yield from documents_chunks(jsonl_text(line, n, path, encoding, field) for n, line in enumerate(lines, 1))
+
+
+def jsonl_text(line: bytes, n: int, path: Path, encoding: str, field: str) -> str:
+    try:
+        record = json.loads(line.decode(encoding).removeprefix("\ufeff"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise DataError(f"{path} line {n} is not valid JSON ({e}); each line must be one JSON object") from None
+    return record_text(record, field, f"{path} line {n}")
+
+
+def record_text(record, field: str, where: str) -> str:
+    if isinstance(record, str):
+        return LONE_SURROGATE.sub("\ufffd", record)
+    if not isinstance(record, dict) or field not in record:
+        keys = ", ".join(record) if isinstance(record, dict) else type(record).__name__
+        raise DataError(f"{where} has no {field!r} field (it has: {keys}); set --data.text_field=NAME")
+    text = record[field]
+    if text is not None and not isinstance(text, str):
+        raise DataError(f"{where}: field {field!r} is {type(text).__name__}, not text; set --data.text_field")
+    return LONE_SURROGATE.sub("\ufffd", text or "")
+
+
+def documents_chunks(documents: Iterable[str]) -> Chunks:
+    """Each non-empty document as one NFC chunk."""
+    for text in documents:
+        if text:
+            yield True, unicodedata.normalize("NFC", text)
+
+
+def dataset_source(ds, field: str, name: str) -> Source:
+    """A `datasets.Dataset` (from the Hub cache, or built in memory by a test) as a Source."""
+    # datasets gives every Dataset a fingerprint of its contents' origin; stable across loads from its cache.
+    return Source(name, ds._fingerprint, lambda: dataset_chunks(ds, field, name))
+
+
+def dataset_chunks(ds, field: str, name: str) -> Chunks:
+    if field not in ds.column_names:
+        raise DataError(f"{name} has no column {field!r} (it has: {', '.join(ds.column_names)}); "
+                        f"set --data.text_field=NAME")
+    for batch in ds.select_columns([field]).iter(batch_size=1000):
+        yield from documents_chunks(record_text(t, field, name) for t in batch[field])
+
+
+def load_table(path: Path, kind: str, cfg: DataConfig):
+    import datasets  # slow to import: only for the sources that need it
+
+    try:
+        return datasets.load_dataset(kind, data_files=str(path), split="train",
+                                     cache_dir=str(Path(cfg.cache_dir) / "datasets"))
+    except Exception as e:  # pyarrow and datasets raise many types for a malformed file
+        raise DataError(f"could not read {path} as {kind}: {first_line(e)}; check the file") from None
+
+
+def load_hf(name: str, cfg: DataConfig):
+    import datasets
+
+    try:
+        return datasets.load_dataset(name, cfg.hf_config or None, split=cfg.hf_split)
+    except Exception as e:  # offline, unknown name, bad config or split: all end here
+        raise DataError(
+            f"could not load Hugging Face data set {name!r} (config {cfg.hf_config or 'default'}, split "
+            f"{cfg.hf_split}): {first_line(e)}; it is not in the local cache and could not be downloaded: "
+            f"check the name, or run once with network access") from None
+
+
+def first_line(e: Exception) -> str:
+    text = str(e).strip().splitlines()
+    return f"{type(e).__name__}: {text[0][:200] if text else ''}"
+
+
+def read_documents(chunks: Iterable[tuple[bool, str]]) -> list[str]:
+    """Join a chunk stream back into whole documents (for small corpora: tests, inspection)."""
+    documents = []
+    for first, text in chunks:
+        if first:
+            documents.append(text)
+        else:
+            documents[-1] += text
+    return documents

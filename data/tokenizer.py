@@ -1,0 +1,65 @@
+"""The BPE tokenizer: train on the training split, save as a standard `tokenizer.json`, load it back.
+
+Tokens are whole characters (NFC, so one per Hangul syllable) and merges of them inside a word; a character
+outside the vocabulary falls back to its UTF-8 bytes `<0x00>`..`<0xFF>`, so nothing is unknown and
+`decode(encode(s)) == NFC(s)` for every string (decode with `skip_special_tokens=False` if `s` itself
+contains `<|endoftext|>`). Spaces stay literal: no `▁`, no byte-to-letter mapping.
+
+    tok = train_tokenizer(["대한민국 헌법", ...], vocab_size=2048)
+    tok.save("tokenizer.json"); tok = load_tokenizer("tokenizer.json")
+"""
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Iterable
+
+from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
+
+from data.config import DataError
+
+EOT = "<|endoftext|>"
+BYTE_TOKENS = [f"<0x{b:02X}>" for b in range(256)]
+# Words keep their leading space; numbers, punctuation runs, line breaks and other whitespace stand alone,
+# so merges never cross a word boundary. Every character matches some branch, so nothing is dropped.
+WORDS = r" ?[\p{L}\p{M}]+| ?\p{N}+| ?[^\s\p{L}\p{M}\p{N}]+|\s*[\r\n]+|\s+(?!\S)|\s+"
+
+
+def train_tokenizer(texts_iter: Iterable[str], vocab_size: int) -> Tokenizer:
+    """Train BPE on texts; ids: 0 `<|endoftext|>`, 1..256 the byte tokens, then characters and merges."""
+    tok = new_tokenizer(models.BPE())
+    # Characters get at most 3/4 of the non-byte slots (the most frequent ones); rarer ones become bytes.
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size - len(BYTE_TOKENS), special_tokens=[EOT],
+                                  limit_alphabet=(vocab_size - 1 - len(BYTE_TOKENS)) * 3 // 4,
+                                  show_progress=False)  # its bars print blank lines to stdout
+    tok.train_from_iterator(texts_iter, trainer=trainer)
+    # The trainer cannot add byte tokens that never occur, so rebuild the model with them after EOT.
+    trained = json.loads(tok.to_str())["model"]
+    vocab = {EOT: 0} | {b: i + 1 for i, b in enumerate(BYTE_TOKENS)}
+    for token, _ in sorted(trained["vocab"].items(), key=lambda item: item[1]):
+        vocab.setdefault(token, len(vocab))
+    merges = [tuple(pair) for pair in trained["merges"]]
+    tok = new_tokenizer(models.BPE(vocab, merges, byte_fallback=True))
+    tok.add_special_tokens([EOT])
+    return tok
+
+
+def new_tokenizer(model: models.Model) -> Tokenizer:
+    tok = Tokenizer(model)
+    tok.normalizer = normalizers.NFC()
+    tok.pre_tokenizer = pre_tokenizers.Split(Regex(WORDS), behavior="isolated")
+    tok.decoder = decoders.Sequence([decoders.ByteFallback(), decoders.Fuse()])
+    return tok
+
+
+def load_tokenizer(path: str | Path) -> Tokenizer:
+    """Load a `tokenizer.json`; a missing or broken file is a DataError."""
+    try:
+        return Tokenizer.from_file(str(path))
+    except Exception as e:  # tokenizers raises a bare Exception for both missing and malformed files
+        raise DataError(f"cannot load tokenizer {path} ({e}); run `python -m data.prepare` to rebuild it") from None
+
+
+def tokenizer_hash(tok: Tokenizer) -> str:
+    """A digest of the whole tokenizer (vocabulary, merges, normaliser, pre-tokenizer, decoder)."""
+    return hashlib.sha256(tok.to_str().encode()).hexdigest()

@@ -1,0 +1,62 @@
+"""What the machine offers a training run: the device, the default precision and compile, the FLOP peak.
+
+    device = resolve_device("auto")          # cuda, then mps, then cpu
+    default_precision(device)                 # what train.dtype = "auto" means
+    default_compile(device)                   # what train.compile = "auto" means
+    peak_flops(device, configured=0.0)        # the denominator of MFU (0 = unknown)
+
+The CPU defaults come from bench/train_speed.py (tokens/s at equal validation loss); change them here.
+"""
+
+from pathlib import Path
+
+import torch
+
+from errors import UserError
+
+# dense bf16 tensor-core peaks (FLOP/s); matched by substring of the device name, first match wins
+GPU_PEAK_FLOPS = {"H200": 989e12, "H100": 989e12, "A100": 312e12, "L40S": 362e12, "L4": 121e12, "A10": 125e12}
+
+
+def resolve_device(name: str, local_rank: int = 0) -> torch.device:
+    """train.device -> torch.device; under torchrun "cuda" means this process's GPU."""
+    if name == "auto":
+        name = "cuda" if torch.cuda.is_available() else "mps" if torch.backends.mps.is_available() else "cpu"
+    if name.startswith("cuda") and not torch.cuda.is_available():
+        raise UserError(f'train.device = "{name}" but CUDA is not available; use --train.device=auto or cpu')
+    if name == "mps" and not torch.backends.mps.is_available():
+        raise UserError('train.device = "mps" but MPS is not available; use --train.device=auto or cpu')
+    return torch.device(f"cuda:{local_rank}" if name == "cuda" else name)
+
+
+def default_precision(device: torch.device) -> str:
+    """What dtype = "auto" means: bf16 autocast where the hardware computes in bf16, else fp32."""
+    if device.type == "cuda":
+        return "bf16" if torch.cuda.is_bf16_supported() else "fp16"
+    if device.type == "cpu" and cpu_has_native_bf16():
+        return "bf16"
+    return "fp32"
+
+
+def default_compile(device: torch.device) -> bool:
+    """What compile = "auto" means: on for CUDA; off elsewhere, where compile time outweighs the gain."""
+    return device.type == "cuda"
+
+
+def cpu_has_native_bf16() -> bool:
+    """AVX-512 BF16 or AMX: bf16 matmuls run faster than fp32 (without them they are emulated, slower)."""
+    try:
+        flags = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return False
+    return "avx512_bf16" in flags or "amx_bf16" in flags
+
+
+def peak_flops(device: torch.device, configured: float = 0.0) -> float:
+    """Per-device peak FLOP/s for MFU: train.peak_flops if set, else the GPU table, else 0 (unknown)."""
+    if configured > 0:
+        return configured
+    if device.type == "cuda":
+        name = torch.cuda.get_device_name(device)
+        return next((flops for key, flops in GPU_PEAK_FLOPS.items() if key in name), 0.0)
+    return 0.0

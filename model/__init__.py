@@ -1,0 +1,13 @@
+"""The network and everything needed to run it: config, attention, GPT, KV cache, decoding, checkpoints.
+
+    from model import GPT, GPTConfig, KVCache, CheckpointError
+
+`model/` imports nothing from `data/` or the top level except `errors.py`.
+"""
+
+from model.config import GPTConfig, ModelConfigError, ModelInputError
+from model.gpt import GPT
+from model.io import CheckpointError
+from model.kv_cache import KVCache
+
+__all__ = ["GPT", "CheckpointError", "GPTConfig", "KVCache", "ModelConfigError", "ModelInputError"]

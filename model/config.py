@@ -1,0 +1,59 @@
+"""GPTConfig: the sizes that define a network, checked when it is made.
+
+    GPTConfig(vocab_size=2048, block_size=256, n_layer=4, n_head=4, n_embd=128)
+
+A TOML `[model]` table maps onto it one key per field (`vocab_size` comes from the tokenizer), and
+checkpoints store `asdict(config)`. Bad values raise `ModelConfigError` with a message that names the
+field and says what to do.
+"""
+
+from dataclasses import dataclass
+
+from errors import UserError
+
+
+class ModelConfigError(UserError, ValueError):
+    """A model setting is out of range (caught as `UserError` by the CLIs, or as `ValueError`)."""
+
+
+class ModelInputError(UserError, ValueError):
+    """What the model was given does not fit it: a sequence longer than `block_size`, a bad sampling option."""
+
+
+def is_number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+@dataclass
+class GPTConfig:
+    vocab_size: int = 2048
+    block_size: int = 256  # learned positions, so also the longest context
+    n_layer: int = 4
+    n_head: int = 4
+    n_embd: int = 128
+    dropout: float = 0.0
+    bias: bool = True  # biases in Linear and LayerNorm
+    layer_norm_eps: float = 1e-5
+
+    def __post_init__(self):
+        for name in ("vocab_size", "block_size", "n_layer", "n_head", "n_embd"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+                raise ModelConfigError(f"model.{name} = {value!r} must be a positive integer; fix the [model] table")
+        if self.n_embd % self.n_head != 0:
+            raise ModelConfigError(
+                f"model.n_embd = {self.n_embd} is not divisible by model.n_head = {self.n_head}; "
+                "pick n_embd as a multiple of n_head (each head gets n_embd // n_head dimensions)"
+            )
+        if not is_number(self.dropout) or not 0 <= self.dropout < 1:
+            raise ModelConfigError(f"model.dropout = {self.dropout!r} must be a number in [0, 1); 0.0 turns it off")
+        if not isinstance(self.bias, bool):
+            raise ModelConfigError(f"model.bias = {self.bias!r} must be true or false")
+        if not is_number(self.layer_norm_eps) or self.layer_norm_eps <= 0:
+            raise ModelConfigError(
+                f"model.layer_norm_eps = {self.layer_norm_eps!r} must be a positive number, e.g. 1e-5"
+            )
+
+    @property
+    def head_dim(self) -> int:
+        return self.n_embd // self.n_head

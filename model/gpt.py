@@ -1,0 +1,174 @@
+"""GPT: token + learned position embeddings, pre-LayerNorm blocks, final LayerNorm, tied LM head.
+
+    model = GPT(GPTConfig(vocab_size=2048))
+    logits, loss = model(idx, targets)              # training: logits (B, T, V), mean cross-entropy
+    logits, _ = model(idx)                          # inference: last position only, (B, 1, V)
+    logits, maps = model.forward_with_attention(idx)  # maps (B, n_layer, n_head, T, T)
+    out = model.generate(idx, max_new_tokens=50, temperature=0)   # see model/sampling.py
+    model.save("runs/x/last"); model = GPT.load("runs/x")
+
+Attention lives in model/attention.py, the KV cache in model/kv_cache.py, decoding in
+model/sampling.py and the checkpoint files in model/io.py.
+"""
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from model import io, sampling
+from model.attention import CausalSelfAttention
+from model.config import GPTConfig, ModelConfigError, ModelInputError
+from model.kv_cache import KVCache
+
+
+class MLP(nn.Module):
+    def __init__(self, config):
+        super().__init__()
+        self.c_fc = nn.Linear(config.n_embd, 4 * config.n_embd, bias=config.bias)
+        self.c_proj = nn.Linear(4 * config.n_embd, config.n_embd, bias=config.bias)
+        self.dropout = nn.Dropout(config.dropout)
+
+    def forward(self, x):
+        h = F.gelu(self.c_fc(x))  # (B, T, 4C); exact erf form (GPT-2's code used the tanh approximation)
+        return self.dropout(self.c_proj(h))  # (B, T, C)
+
+
+class Block(nn.Module):
+    """Pre-LN transformer block: x + attn(ln_1(x)), then x + mlp(ln_2(x))."""
+
+    def __init__(self, config, layer: int):
+        super().__init__()
+        self.ln_1 = nn.LayerNorm(config.n_embd, eps=config.layer_norm_eps, bias=config.bias)
+        self.attn = CausalSelfAttention(config, layer)
+        self.ln_2 = nn.LayerNorm(config.n_embd, eps=config.layer_norm_eps, bias=config.bias)
+        self.mlp = MLP(config)
+
+    def forward(self, x, kv_cache=None, need_attn: bool = False):
+        y, att = self.attn(self.ln_1(x), kv_cache, need_attn)
+        x = x + y
+        x = x + self.mlp(self.ln_2(x))
+        return x, att
+
+
+class GPT(nn.Module):
+    def __init__(self, config: GPTConfig):
+        super().__init__()
+        self.config = config
+        self.tok_emb = nn.Embedding(config.vocab_size, config.n_embd)
+        self.pos_emb = nn.Embedding(config.block_size, config.n_embd)
+        self.drop = nn.Dropout(config.dropout)
+        self.blocks = nn.ModuleList(Block(config, layer) for layer in range(config.n_layer))
+        self.ln_f = nn.LayerNorm(config.n_embd, eps=config.layer_norm_eps, bias=config.bias)
+        self.lm_head = nn.Linear(config.n_embd, config.vocab_size, bias=False)
+        self.lm_head.weight = self.tok_emb.weight  # tied: one matrix reads and writes tokens
+        self.apply(self._init_weights)
+        # GPT-2: each residual branch adds to the stream, so its output projection starts smaller
+        for name, p in self.named_parameters():
+            if name.endswith("c_proj.weight"):
+                nn.init.normal_(p, mean=0.0, std=0.02 / math.sqrt(2 * config.n_layer))
+
+    @staticmethod
+    def _init_weights(module):
+        if isinstance(module, (nn.Linear, nn.Embedding)):
+            nn.init.normal_(module.weight, mean=0.0, std=0.02)
+        if isinstance(module, nn.Linear) and module.bias is not None:
+            nn.init.zeros_(module.bias)
+
+    def _trunk(self, idx, kv_cache, need_attn):
+        """idx (B, T) -> final hidden states (B, T, C) and one attention map per layer (or Nones)."""
+        T = idx.size(1)
+        pos = 0 if kv_cache is None else kv_cache.pos
+        if pos + T > self.config.block_size:
+            where = f"{T} tokens" if pos == 0 else f"{T} tokens after {pos} cached ones"
+            raise ModelInputError(
+                f"{where} exceed the model's block_size of {self.config.block_size}; "
+                f"give at most {self.config.block_size - pos} tokens (crop to the most recent ones)"
+            )
+        x = self.drop(self.tok_emb(idx) + self.pos_emb.weight[pos : pos + T])  # (B, T, C)
+        maps = []
+        for block in self.blocks:
+            x, att = block(x, kv_cache, need_attn)
+            maps.append(att)
+        if kv_cache is not None:
+            kv_cache.advance(T)
+        return self.ln_f(x), maps
+
+    def forward(self, idx, targets=None, kv_cache=None, all_logits=False):
+        """idx (B, T) -> `(logits, loss)`.
+
+        With targets (B, T) (-1 = ignore): logits (B, T, V) and the mean cross-entropy. Without:
+        logits of the last position only, (B, 1, V), unless `all_logits`; loss is None.
+        With a KVCache, idx continues the cached tokens: positions start at `kv_cache.pos`.
+        """
+        x, _ = self._trunk(idx, kv_cache, need_attn=False)
+        if targets is None:
+            logits = self.lm_head(x if all_logits else x[:, -1:])  # (B, T or 1, V)
+            return logits, None
+        logits = self.lm_head(x)  # (B, T, V)
+        loss = F.cross_entropy(logits.view(-1, logits.size(-1)), targets.reshape(-1), ignore_index=-1)
+        return logits, loss
+
+    def forward_with_attention(self, idx):
+        """idx (B, T) -> `(logits (B, T, V), maps (B, n_layer, n_head, T, T))`, eval-only inspection.
+
+        The same blocks as `forward`, each taking its explicit attention path, so the maps are the
+        very weights that produced the logits.
+        """
+        x, maps = self._trunk(idx, None, need_attn=True)
+        return self.lm_head(x), torch.stack(maps, dim=1)  # maps: (B, L, nh, T, T)
+
+    def attention_maps(self, idx):
+        """idx (B, T) -> attention weights (B, n_layer, n_head, T, T); every row sums to 1."""
+        return self.forward_with_attention(idx)[1]
+
+    def new_kv_cache(self, batch_size: int, max_len=None, dtype=None, device=None) -> KVCache:
+        """An empty cache for this model (max_len defaults to block_size, dtype/device to the weights')."""
+        c, w = self.config, self.tok_emb.weight
+        return KVCache(
+            c.n_layer, batch_size, c.n_head, max_len or c.block_size, c.head_dim,
+            dtype=dtype or w.dtype, device=device or w.device,
+        )  # fmt: skip
+
+    def num_params(self, non_embedding: bool = False) -> int:
+        """Parameters, the tied embedding/head counted once; `non_embedding` leaves out both embeddings."""
+        n = sum(p.numel() for p in self.parameters())  # parameters() yields a shared tensor once
+        if non_embedding:
+            n -= self.tok_emb.weight.numel() + self.pos_emb.weight.numel()
+        return n
+
+    def flops_per_token(self, seq_len: int) -> float:
+        """Training FLOPs (forward + backward) per token at context seq_len: 6N + 12·L·d·T.
+
+        N counts every weight used in a matmul: the non-embedding parameters plus the LM head (the
+        tied embedding), not the position table, which is only looked up.
+        """
+        c = self.config
+        n = self.num_params(non_embedding=True) + self.tok_emb.weight.numel()
+        return 6 * n + 12 * c.n_layer * c.n_embd * seq_len
+
+    def generate(self, idx, max_new_tokens, **options):
+        """See `model.sampling.generate`."""
+        return sampling.generate(self, idx, max_new_tokens, **options)
+
+    def stream(self, idx, max_new_tokens, **options):
+        """See `model.sampling.stream`."""
+        return sampling.stream(self, idx, max_new_tokens, **options)
+
+    def save(self, directory, extra_config: dict | None = None) -> None:
+        """Write `model.safetensors` + `config.json` ({"model": asdict(config), **extra_config}) atomically."""
+        io.save_checkpoint(self, directory, extra_config)
+
+    @classmethod
+    def load(cls, path, device="cpu") -> "GPT":
+        """A checkpoint dir (has model.safetensors) or a run dir (its best/, else last/) -> GPT in eval mode."""
+        ckpt = io.find_checkpoint(path)
+        raw = io.read_model_config(ckpt)
+        try:
+            config = GPTConfig(**raw)
+        except (TypeError, ModelConfigError) as e:
+            raise io.CheckpointError(f'{ckpt / io.CONFIG} has bad "model" settings ({e}); restore the file') from e
+        model = cls(config)
+        io.load_weights(model, ckpt)
+        return model.to(device).eval()

@@ -1,0 +1,113 @@
+"""Checkpoint files: `model.safetensors` (weights) + `config.json` ({"model": {...}, ...}).
+
+    model.save(dir, extra_config)  ->  save_checkpoint(model, dir, extra_config)
+    GPT.load(path)                 ->  find_checkpoint, read_model_config, load_weights
+
+The LM head shares its matrix with the token embedding, so only `tok_emb.weight` is stored and
+loading the embedding restores the head. Files are written to a temporary name, synced and then
+renamed, so a crash never leaves half a file under the real name. Weights are never unpickled.
+Every problem with the files on disk raises `CheckpointError` with a one-line message.
+"""
+
+import json
+import os
+import tempfile
+from dataclasses import asdict
+from pathlib import Path
+
+import safetensors.torch
+
+from errors import UserError
+
+WEIGHTS, CONFIG = "model.safetensors", "config.json"
+TIED = "lm_head.weight"  # stored once, as tok_emb.weight
+REQUIRED = ("vocab_size", "block_size", "n_layer", "n_head", "n_embd")
+
+
+class CheckpointError(UserError):
+    """A checkpoint is missing, damaged or does not match the model."""
+
+
+def atomic_write(path: Path, write) -> None:
+    """Call write(tmp_path), fsync it, then rename it to `path` (same directory, so the rename is atomic)."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    try:
+        write(tmp)
+        with open(tmp, "rb+") as f:
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def save_checkpoint(model, directory, extra_config: dict | None = None) -> None:
+    """Write the weights (tied head left out) and config.json into `directory` (created if needed)."""
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    tensors = {k: t.detach().cpu().contiguous() for k, t in model.state_dict().items() if k != TIED}
+    config = {"model": asdict(model.config), **(extra_config or {})}
+    atomic_write(directory / WEIGHTS, lambda tmp: safetensors.torch.save_file(tensors, tmp))
+    text = json.dumps(config, indent=2, ensure_ascii=False) + "\n"
+    atomic_write(directory / CONFIG, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
+
+
+def find_checkpoint(path) -> Path:
+    """A checkpoint dir as given, or a run dir's `best/` (else `last/`), or the dir of a model.safetensors."""
+    path = Path(path)
+    if not path.exists():
+        raise CheckpointError(f"{path} does not exist; pass a run directory (runs/<name>) or a checkpoint directory")
+    if path.is_file() and path.name == WEIGHTS:
+        return path.parent
+    for candidate in (path, path / "best", path / "last"):
+        if (candidate / WEIGHTS).is_file():
+            return candidate
+    raise CheckpointError(
+        f"no {WEIGHTS} in {path} nor in {path}/best or {path}/last; "
+        "pass a run directory (runs/<name>) or a checkpoint directory such as runs/<name>/last"
+    )
+
+
+def read_model_config(ckpt: Path) -> dict:
+    """The `model` table of ckpt/config.json, checked to hold the sizes a GPT needs."""
+    file = ckpt / CONFIG
+    if not file.is_file():
+        raise CheckpointError(f"{file} is missing; a checkpoint needs {CONFIG} beside {WEIGHTS} (re-save it)")
+    try:
+        config = json.loads(file.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise CheckpointError(f"{file} is not valid JSON ({e}); restore it or re-save the checkpoint") from e
+    model = config.get("model") if isinstance(config, dict) else None
+    if not isinstance(model, dict):
+        raise CheckpointError(f'{file} has no "model" object; re-save the checkpoint with GPT.save')
+    missing = [k for k in REQUIRED if k not in model]
+    if missing:
+        raise CheckpointError(f"{file} lacks model.{', model.'.join(missing)}; re-save the checkpoint with GPT.save")
+    return model
+
+
+def load_weights(model, ckpt: Path) -> None:
+    """Copy ckpt/model.safetensors into `model`, after checking every name and shape."""
+    file = ckpt / WEIGHTS
+    try:
+        tensors = safetensors.torch.load_file(file)
+    except Exception as e:  # safetensors raises its own error type for truncated or garbled files
+        reason = " ".join(str(e).split())  # one line
+        raise CheckpointError(f"{file} is damaged or truncated ({reason}); restore it or use another checkpoint") from e
+    expected = {k: t.shape for k, t in model.state_dict().items() if k != TIED}
+    missing = sorted(expected.keys() - tensors.keys())
+    unexpected = sorted(tensors.keys() - expected.keys())
+    if missing or unexpected:
+        problems = [f"{what} {len(names)} tensors ({', '.join(names[:3])}{', ...' if len(names) > 3 else ''})"
+                    for what, names in (("lacks", missing), ("has unknown", unexpected)) if names]  # fmt: skip
+        raise CheckpointError(
+            f"{file} {' and '.join(problems)} for its {CONFIG}; the weights and config come from different models"
+        )
+    for k, shape in expected.items():
+        if tensors[k].shape != shape:
+            raise CheckpointError(
+                f"{file}: {k} has shape {tuple(tensors[k].shape)} but {CONFIG} implies {tuple(shape)}; "
+                "the weights and config come from different models"
+            )
+    model.load_state_dict(tensors, strict=False)  # only the tied head is absent; loading tok_emb fills it

@@ -1,0 +1,158 @@
+"""Decoding: pick the next token (greedy, temperature, top-k, top-p, repetition penalty) and loop.
+
+    out = generate(model, idx, max_new_tokens=100, temperature=0.8, top_k=50)   # (B, T + n)
+    for column in stream(model, idx, 100, temperature=0):                      # column: (B,)
+        ...
+    for column, logits in stream_with_logits(model, idx, 100, use_cache=False):  # the reference
+        ...
+
+`idx` is a batch of prompts of EQUAL length (B, T); each row decodes independently. With a KV cache
+the prompt is run once (prefill) and then one token per step; `use_cache=False` recomputes the whole
+context window every step and is the reference the cached path must match.
+
+Sliding window. Learned positions stop at block_size, so the context is a window of the sequence.
+It grows token by token; whenever it would exceed block_size tokens, it restarts from the most recent
+block_size // 2 tokens (a prompt longer than block_size starts that way too). With the cache this means:
+when the cache is full, keep the last block_size // 2 tokens, reset the cache and prefill them again
+(never roll it, as the cached keys carry their old positions). Both paths use this one rule, so cached
+and uncached greedy runs give the same tokens and logits even far past block_size.
+"""
+
+import torch
+
+from model.config import ModelInputError
+
+
+def keep_top_k(logits, k: int):
+    """Set all but the k largest logits of each row to -inf (ties with the k-th are kept). (B, V) -> (B, V)"""
+    kth = torch.topk(logits, min(k, logits.size(-1)), dim=-1).values[:, -1:]  # (B, 1)
+    return logits.masked_fill(logits < kth, float("-inf"))
+
+
+def keep_top_p(logits, p: float):
+    """Nucleus: keep the smallest set of most likely tokens whose probability sums to >= p (at least one)."""
+    sorted_logits, order = torch.sort(logits, dim=-1, descending=True)  # (B, V)
+    probs = sorted_logits.softmax(dim=-1)
+    before = probs.cumsum(dim=-1) - probs  # probability of the tokens ranked above each one
+    drop_sorted = before >= p  # the set already reached p without this token; the top token has 0
+    drop = drop_sorted.scatter(-1, order, drop_sorted)  # back to vocabulary order
+    return logits.masked_fill(drop, float("-inf"))
+
+
+def seen_tokens(idx, vocab_size: int):
+    """Bool (B, V): True for every token id that occurs in its row of idx (B, T)."""
+    seen = torch.zeros(idx.size(0), vocab_size, dtype=torch.bool, device=idx.device)
+    return seen.scatter_(1, idx, True)
+
+
+def penalize_repetition(logits, seen, penalty: float):
+    """CTRL-style: for tokens already seen, divide positive logits by penalty, multiply negative ones."""
+    penalized = torch.where(logits > 0, logits / penalty, logits * penalty)
+    return torch.where(seen, penalized, logits)
+
+
+def check_options(temperature, top_k, top_p, repetition_penalty) -> None:
+    """Raise ModelInputError (a UserError) for a sampling option out of range."""
+    if not temperature >= 0:
+        raise ModelInputError(f"temperature {temperature} must be >= 0; use 0 for greedy decoding")
+    if top_k is not None and (isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1):
+        raise ModelInputError(f"top_k {top_k!r} must be a positive integer (or unset)")
+    if top_p is not None and not 0 < top_p <= 1:
+        raise ModelInputError(f"top_p {top_p} must be in (0, 1]; 1 keeps every token")
+    if not repetition_penalty > 0:
+        raise ModelInputError(f"repetition_penalty {repetition_penalty} must be > 0; 1 turns it off")
+
+
+def choose_next(logits, temperature=1.0, top_k=None, top_p=None, generator=None):
+    """(B, V) logits -> (B,) token ids: argmax if temperature is 0, else a filtered sample."""
+    if temperature == 0:
+        return logits.argmax(dim=-1)
+    logits = logits / temperature
+    if top_k is not None:
+        logits = keep_top_k(logits, top_k)
+    if top_p is not None and top_p < 1:
+        logits = keep_top_p(logits, top_p)
+    probs = logits.softmax(dim=-1)  # (B, V)
+    return torch.multinomial(probs, 1, generator=generator).squeeze(1)  # (B,)
+
+
+def window_start(start: int, n: int, block_size: int) -> int:
+    """Start of the context window once the sequence has n tokens (the module docstring's rule)."""
+    return start if n - start <= block_size else n - max(1, block_size // 2)
+
+
+@torch.inference_mode()
+def stream_with_logits(
+    model, idx, max_new_tokens, temperature=1.0, top_k=None, top_p=None, repetition_penalty=1.0,
+    eos_token_id=None, generator=None, use_cache=True,
+):  # fmt: skip
+    """Like `stream`, but yields `(column (B,), logits (B, V))`: each new token and the raw model
+    logits it was chosen from (before penalty, temperature and filtering)."""
+    check_options(temperature, top_k, top_p, repetition_penalty)
+    if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) or max_new_tokens < 0:
+        raise ModelInputError(f"max_new_tokens {max_new_tokens!r} must be an integer >= 0")
+    B, T = idx.shape
+    if T == 0:
+        raise ModelInputError("the prompt is empty; give at least one token (for example the end-of-text id)")
+    block_size = model.config.block_size
+    out = torch.empty(B, T + max_new_tokens, dtype=torch.long, device=idx.device)  # the whole sequence
+    out[:, :T] = idx
+    seen = seen_tokens(idx, model.config.vocab_size) if repetition_penalty != 1 else None
+    done = torch.zeros(B, dtype=torch.bool, device=idx.device) if eos_token_id is not None else None
+    cache = model.new_kv_cache(B) if use_cache else None
+    n = T
+    start = window_start(0, n, block_size)
+    fresh = out[:, start:n]  # the tokens the cache has not seen yet (the prompt, at first)
+    for _ in range(max_new_tokens):
+        logits, _ = model(fresh if use_cache else out[:, start:n], kv_cache=cache)
+        logits = logits[:, -1]  # (B, V)
+        scores = penalize_repetition(logits, seen, repetition_penalty) if seen is not None else logits
+        column = choose_next(scores, temperature, top_k, top_p, generator)  # (B,)
+        if done is not None:  # finished rows keep emitting eos
+            column = column.masked_fill(done, eos_token_id)
+            done |= column == eos_token_id
+        if seen is not None:
+            seen.scatter_(1, column[:, None], True)
+        out[:, n] = column
+        n += 1
+        yield column, logits
+        if done is not None and bool(done.all()):  # the one host sync per step, only with an eos
+            return
+        new_start = window_start(start, n, block_size)
+        if new_start == start:
+            fresh = out[:, n - 1 : n]  # (B, 1)
+        else:  # window full: restart it (and the cache) from the last block_size // 2 tokens
+            start = new_start
+            fresh = out[:, start:n]  # (B, block_size // 2)
+            if use_cache:
+                cache.reset()
+
+
+def stream(
+    model, idx, max_new_tokens, temperature=1.0, top_k=None, top_p=None, repetition_penalty=1.0,
+    eos_token_id=None, generator=None, use_cache=True,
+):  # fmt: skip
+    """Yield the new token column (B,) of every step; stops after max_new_tokens, or once every row
+    has emitted `eos_token_id`. Options as in `generate`."""
+    for column, _ in stream_with_logits(
+        model, idx, max_new_tokens, temperature, top_k, top_p, repetition_penalty, eos_token_id, generator, use_cache
+    ):  # fmt: skip
+        yield column
+
+
+def generate(
+    model, idx, max_new_tokens, temperature=1.0, top_k=None, top_p=None, repetition_penalty=1.0,
+    eos_token_id=None, generator=None, use_cache=True,
+):  # fmt: skip
+    """Continue each prompt of idx (B, T) (equal lengths) and return (B, T + n), n <= max_new_tokens.
+
+    temperature 0 is greedy (top_k/top_p then do nothing); a seeded `torch.Generator` on the model's
+    device makes sampling reproducible. A row that emits eos_token_id keeps emitting it, and decoding
+    stops early once every row has. Call `model.eval()` first (GPT.load does) so dropout is off.
+    """
+    columns = list(stream(
+        model, idx, max_new_tokens, temperature, top_k, top_p, repetition_penalty, eos_token_id, generator, use_cache
+    ))  # fmt: skip
+    if not columns:
+        return idx.clone()
+    return torch.cat([idx, torch.stack(columns, dim=1)], dim=1)  # (B, T + n)

@@ -1,0 +1,181 @@
+"""Run configuration: one TOML file with a table per dataclass, plus command-line overrides.
+
+    cfg = load_config("configs/small.toml", ["--train.lr=3e-4", "--model.dropout=0.1"])
+    cfg.train.lr, cfg.data.vocab_size, cfg.model["n_layer"]
+
+`[data]` is `data.config.DataConfig`, `[model]` is `model.GPTConfig` without `vocab_size` (that comes
+from the tokenizer), `[train]` is `TrainConfig` and `[log]` is `LogConfig` below. Override values are
+parsed as TOML (`--train.compile=false`, `--log.wandb_run_name="a b"`); a bare word that is not TOML
+(`--train.device=cpu`) is taken as a string. Every value is type-checked against its dataclass, and an
+unknown section or key raises `ConfigError` listing the valid ones.
+"""
+
+import math
+import tomllib
+import types
+import typing
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+
+from data.config import DataConfig
+from errors import UserError
+from model.config import GPTConfig
+
+
+class ConfigError(UserError):
+    """A config file or override is wrong: unknown key, wrong type, value out of range."""
+
+
+@dataclass
+class TrainConfig:
+    max_steps: int = 2000
+    batch_size: int = 16  # sequences per micro-step (per process under DDP)
+    grad_accum: int = 1  # micro-steps per optimizer step
+    lr: float = 1e-3  # peak learning rate, reached after warmup
+    min_lr: float = 1e-4  # end of the cosine decay
+    warmup_steps: int = 100
+    weight_decay: float = 0.1  # matrices only; biases, LayerNorm gains stay undecayed
+    beta1: float = 0.9
+    beta2: float = 0.99
+    grad_clip: float = 1.0  # max global grad norm; 0 turns clipping off
+    seed: int = 1337
+    device: str = "auto"  # auto = cuda, then mps, then cpu; or cpu, cuda, cuda:1, mps
+    dtype: str = "auto"  # auto | fp32 | bf16 | fp16 (autocast; auto: hardware.default_precision)
+    compile: str | bool = "auto"  # auto | on | off (auto: hardware.default_compile)
+    eval_interval: int = 100  # steps between evaluations (and saves of last/ and best/)
+    eval_iters: int = 10  # batches per split in each evaluation
+    log_interval: int = 10  # steps between loss logs (the only host-device syncs)
+    patience: int = 0  # stop after this many evaluations without a new best val loss; 0 = never
+    sample_tokens: int = 64  # tokens of the sample printed at each evaluation; 0 = none
+    peak_flops: float = 0.0  # per-device peak FLOP/s for MFU when the device is not in hardware.GPU_PEAK_FLOPS
+    threads: int = 0  # torch CPU threads per process; 0 = torch's default (one per core)
+
+    def __post_init__(self):
+        for name in ("max_steps", "batch_size", "grad_accum", "eval_interval", "eval_iters", "log_interval"):
+            if getattr(self, name) <= 0:
+                raise ConfigError(f"train.{name} = {getattr(self, name)} must be positive")
+        for name in ("warmup_steps", "patience", "sample_tokens", "seed", "threads"):
+            if getattr(self, name) < 0:
+                raise ConfigError(f"train.{name} = {getattr(self, name)} must be 0 or more")
+        for name in ("lr", "min_lr", "weight_decay", "grad_clip", "peak_flops"):
+            if not (math.isfinite(getattr(self, name)) and getattr(self, name) >= 0):
+                raise ConfigError(f"train.{name} = {getattr(self, name)} must be a finite number >= 0")
+        if self.min_lr > self.lr:
+            raise ConfigError(f"train.min_lr = {self.min_lr} is above train.lr = {self.lr}; lower min_lr")
+        for name in ("beta1", "beta2"):
+            if not 0 <= getattr(self, name) < 1:
+                raise ConfigError(f"train.{name} = {getattr(self, name)} must be in [0, 1)")
+        if self.dtype not in ("auto", "fp32", "bf16", "fp16"):
+            raise ConfigError(f'train.dtype = "{self.dtype}" is not one of "auto", "fp32", "bf16", "fp16"')
+        if self.compile not in ("auto", "on", "off", True, False):
+            raise ConfigError(f'train.compile = {self.compile!r} is not one of "auto", "on", "off", true, false')
+        kind, colon, index = self.device.partition(":")
+        if kind not in ("auto", "cpu", "cuda", "mps") or (colon and not (kind == "cuda" and index.isdigit())):
+            raise ConfigError(f'train.device = "{self.device}" is not one of "auto", "cpu", "cuda", "cuda:N", "mps"')
+
+
+@dataclass
+class LogConfig:
+    wandb: bool = False  # Weights & Biases (offline when there are no credentials)
+    wandb_project: str = "kogpt-mini"
+    wandb_run_name: str = ""  # empty: the run directory's name
+
+
+@dataclass
+class RunConfig:
+    data: DataConfig = field(default_factory=DataConfig)
+    model: dict = field(default_factory=dict)  # GPTConfig keywords without vocab_size
+    train: TrainConfig = field(default_factory=TrainConfig)
+    log: LogConfig = field(default_factory=LogConfig)
+
+    def model_config(self, vocab_size: int) -> GPTConfig:
+        return GPTConfig(vocab_size=vocab_size, **self.model)
+
+    def to_dict(self, vocab_size: int | None = None) -> dict:
+        """The resolved config as saved in config.json (`model` gets vocab_size when it is known)."""
+        model = asdict(self.model_config(vocab_size)) if vocab_size else dict(self.model)
+        return {"data": asdict(self.data), "model": model, "train": asdict(self.train), "log": asdict(self.log)}
+
+
+SECTIONS = {"data": DataConfig, "model": GPTConfig, "train": TrainConfig, "log": LogConfig}
+
+
+def load_config(path, overrides: list[str] = ()) -> RunConfig:
+    """Read a TOML file, apply `--section.key=value` overrides, check every key and type."""
+    path = Path(path)
+    try:
+        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(f"config file {path} not found; pass --config configs/small.toml or another file") from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
+        raise ConfigError(f"{path} is not valid TOML ({e}); fix the file") from None
+    for arg in overrides:
+        section, key, value = parse_override(arg)
+        table = raw.setdefault(section, {})
+        if not isinstance(table, dict):
+            raise ConfigError(f"[{section}] in {path} is not a table; fix the file")
+        table[key] = value
+    return build_config(raw, source=str(path))
+
+
+def parse_override(arg: str) -> tuple[str, str, object]:
+    """`--train.lr=3e-4` -> ("train", "lr", 0.0003); the value is TOML, or else a plain string."""
+    name, sep, text = arg.removeprefix("--").partition("=")
+    section, dot, key = name.partition(".")
+    if not (arg.startswith("--") and sep and dot and section and key):
+        raise ConfigError(f"cannot read option {arg!r}; overrides look like --train.lr=3e-4 (section.key=value)")
+    try:
+        value = tomllib.loads(f"v = {text}")["v"]
+    except tomllib.TOMLDecodeError:
+        value = text
+    return section, key, value
+
+
+def build_config(raw: dict, source: str = "config") -> RunConfig:
+    """Turn the parsed TOML tables into a RunConfig, rejecting unknown names and wrong types."""
+    unknown = sorted(set(raw) - set(SECTIONS))
+    if unknown:
+        raise ConfigError(f"unknown section [{unknown[0]}] in {source}; valid sections: {', '.join(SECTIONS)}")
+    values = {}
+    for section, cls in SECTIONS.items():
+        table = raw.get(section, {})
+        if not isinstance(table, dict):
+            raise ConfigError(f"{section} in {source} must be a table [{section}]")
+        values[section] = check_table(section, cls, table)
+    model_defaults = {f.name: f.default for f in fields(GPTConfig) if f.name != "vocab_size"}
+    values["model"] = {**model_defaults, **values["model"]}
+    cfg = RunConfig(
+        data=DataConfig(**values["data"]),
+        model=values["model"],
+        train=TrainConfig(**values["train"]),
+        log=LogConfig(**values["log"]),
+    )
+    cfg.model_config(vocab_size=cfg.data.vocab_size)  # GPTConfig checks the [model] values now, before any data work
+    return cfg
+
+
+def check_table(section: str, cls, table: dict) -> dict:
+    """Check each key exists in `cls` and its value has the field's type; ints widen to floats."""
+    hints = typing.get_type_hints(cls)
+    valid = [f.name for f in fields(cls) if not (cls is GPTConfig and f.name == "vocab_size")]
+    out = {}
+    for key, value in table.items():
+        if key not in valid:
+            hint = " (it comes from the tokenizer: set data.vocab_size)" if key == "vocab_size" else ""
+            raise ConfigError(f"unknown key {section}.{key}{hint}; valid keys in [{section}]: {', '.join(valid)}")
+        out[key] = check_type(f"{section}.{key}", value, hints[key])
+    return out
+
+
+def check_type(name: str, value, hint):
+    """`value` if it fits the annotation `hint` (int, float, str, bool or a union of them), else ConfigError."""
+    allowed = typing.get_args(hint) if isinstance(hint, types.UnionType) else (hint,)
+    for t in allowed:
+        if t is float and isinstance(value, int) and not isinstance(value, bool):
+            return float(value)
+        if t in (int, float) and isinstance(value, bool):
+            continue
+        if isinstance(value, t):
+            return value
+    expected = " or ".join({int: "an integer", float: "a number", str: "a string", bool: "true/false"}[t] for t in allowed)
+    raise ConfigError(f"{name} = {value!r} must be {expected}")

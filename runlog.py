@@ -1,0 +1,86 @@
+"""What a training run reports: metrics.jsonl, loss.png and Weights & Biases.
+
+    log = RunLog(run_dir, cfg_dict, resume_step=None, wandb_cfg=cfg.log)
+    log.write({"step": 10, "loss": 3.2, "lr": 1e-3, "tokens_per_s": 5e3})
+    log.close()                              # also draws loss.png from metrics.jsonl
+
+metrics.jsonl has one JSON object per line: per logged step `{"step", "loss", "lr", "tokens_per_s", ...}`,
+per evaluation `{"kind": "eval", "step", "train_loss", "val_loss", ...}` and a last
+`{"kind": "final", "val_loss", "val_bpc", "best_val_bpc", ...}`.
+"""
+
+import json
+import os
+from pathlib import Path
+
+
+def read_metrics(path: Path) -> list[dict]:
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+class RunLog:
+    """Appends records to metrics.jsonl (and to wandb when enabled)."""
+
+    def __init__(self, run_dir: Path, config: dict, resume_step: int | None, wandb_cfg):
+        self.path, self.run_dir = run_dir / "metrics.jsonl", run_dir
+        kept = [] if resume_step is None else [
+            r for r in read_metrics(self.path) if r.get("step", 0) <= resume_step and r.get("kind") != "final"
+        ]  # fmt: skip
+        # a resumed run re-logs the steps after its checkpoint, so drop what the crashed run logged after it
+        tmp = self.path.with_suffix(".jsonl.tmp")
+        tmp.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in kept), encoding="utf-8")
+        os.replace(tmp, self.path)
+        self.file = open(self.path, "a", encoding="utf-8")
+        self.wandb = start_wandb(wandb_cfg, config, run_dir) if wandb_cfg.wandb else None
+
+    def write(self, record: dict) -> None:
+        self.file.write(json.dumps(record, ensure_ascii=False) + "\n")
+        self.file.flush()
+        if self.wandb is not None:
+            self.wandb.log({k: v for k, v in record.items() if isinstance(v, (int, float))}, step=record.get("step"))
+
+    def close(self, plot: bool = True) -> None:
+        self.file.close()
+        if plot:
+            plot_losses(read_metrics(self.path), self.run_dir / "loss.png")
+        if self.wandb is not None:
+            self.wandb.finish()
+
+
+def start_wandb(wandb_cfg, config: dict, run_dir: Path):
+    """A wandb run; offline (synced later with `wandb sync`) when no API key is configured, so it never prompts."""
+    import wandb
+
+    netrc = Path.home() / ".netrc"
+    logged_in = os.environ.get("WANDB_API_KEY") or (netrc.exists() and "api.wandb.ai" in netrc.read_text(errors="ignore"))
+    if not logged_in:
+        os.environ.setdefault("WANDB_MODE", "offline")
+    return wandb.init(
+        project=wandb_cfg.wandb_project, name=wandb_cfg.wandb_run_name or run_dir.name, config=config, dir=str(run_dir)
+    )
+
+
+def plot_losses(records: list[dict], png: Path) -> None:
+    """Train loss per logged step and eval train/val losses, written atomically to `png`."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    steps = [r for r in records if "loss" in r]
+    evals = [r for r in records if r.get("kind") == "eval"]
+    fig, ax = plt.subplots(figsize=(7, 4))
+    ax.plot([r["step"] for r in steps], [r["loss"] for r in steps], lw=0.8, alpha=0.6, label="train (logged)")
+    ax.plot([r["step"] for r in evals], [r["train_loss"] for r in evals], "o-", ms=3, label="train (eval)")
+    ax.plot([r["step"] for r in evals], [r["val_loss"] for r in evals], "o-", ms=3, label="val (eval)")
+    ax.set_xlabel("step")
+    ax.set_ylabel("loss (nats/token)")
+    ax.grid(alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    tmp = png.with_suffix(".png.tmp")
+    fig.savefig(tmp, format="png", dpi=100)
+    plt.close(fig)
+    os.replace(tmp, png)

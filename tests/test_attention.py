@@ -1,0 +1,105 @@
+"""The reference attention against numbers worked out by hand, and the layer's fast vs explicit paths.
+
+python -m pytest tests/test_attention.py -q
+"""
+
+import math
+
+import pytest
+import torch
+
+from model import GPTConfig
+from model.attention import CausalSelfAttention, causal_mask, scaled_dot_product_attention
+
+# Worked on paper, d = 4 so sqrt(d) = 2:
+#   q = [[1, 1,    0, 0],      k = [[2, 0, 0, 0],      v = [[1, 0],
+#        [0, ln 3, 0, 0]]           [0, 2, 0, 0]]           [3, 4]]
+#   q kᵀ = [[2, 2], [0, 2 ln 3]]  ->  / 2  ->  scores = [[1, 1], [0, ln 3]]
+#   softmax row 0: e/(e+e) = [1/2, 1/2];   row 1: [1, 3]/(1+3) = [1/4, 3/4]
+#   y row 0 = 1/2 [1, 0] + 1/2 [3, 4] = [2, 2];   y row 1 = 1/4 [1, 0] + 3/4 [3, 4] = [2.5, 3]
+# Causal: query 0 may only see key 0, so its scores become [1, -inf] -> att [1, 0] -> y [1, 0];
+# query 1 sees both keys and is unchanged.
+Q = torch.tensor([[1.0, 1.0, 0.0, 0.0], [0.0, math.log(3), 0.0, 0.0]])
+K = torch.tensor([[2.0, 0.0, 0.0, 0.0], [0.0, 2.0, 0.0, 0.0]])
+V = torch.tensor([[1.0, 0.0], [3.0, 4.0]])
+
+
+def tiny_config(**overrides):
+    return GPTConfig(**{"vocab_size": 64, "block_size": 16, "n_layer": 2, "n_head": 2, "n_embd": 32, **overrides})
+
+
+def test_reference_attention_matches_hand_computation():
+    y, att = scaled_dot_product_attention(Q, K, V)
+    torch.testing.assert_close(att, torch.tensor([[0.5, 0.5], [0.25, 0.75]]))
+    torch.testing.assert_close(y, torch.tensor([[2.0, 2.0], [2.5, 3.0]]))
+
+
+def test_reference_attention_causal_matches_hand_computation():
+    y, att = scaled_dot_product_attention(Q, K, V, causal=True)
+    torch.testing.assert_close(att, torch.tensor([[1.0, 0.0], [0.25, 0.75]]))
+    torch.testing.assert_close(y, torch.tensor([[1.0, 0.0], [2.5, 3.0]]))
+
+
+def test_causal_mask_is_bottom_right_aligned_for_fewer_queries():
+    # the last query of two keys sees both, exactly like row 1 above
+    assert causal_mask(1, 2).tolist() == [[True, True]]
+    assert causal_mask(2, 4).tolist() == [[True, True, True, False], [True, True, True, True]]
+    y, att = scaled_dot_product_attention(Q[1:], K, V, causal=True)
+    torch.testing.assert_close(att, torch.tensor([[0.25, 0.75]]))
+    torch.testing.assert_close(y, torch.tensor([[2.5, 3.0]]))
+
+
+def test_reference_attention_takes_leading_axes_and_a_broadcast_mask():
+    q, k, v = (t.expand(3, 2, *t.shape) for t in (Q, K, V))  # (3, 2, T, d): batch and heads
+    only_self = torch.eye(2, dtype=torch.bool)  # (T, T) broadcasts over both leading axes
+    y, att = scaled_dot_product_attention(q, k, v, mask=only_self)
+    assert y.shape == (3, 2, 2, 2) and att.shape == (3, 2, 2, 2)
+    torch.testing.assert_close(att, only_self.float().expand(3, 2, 2, 2))
+    torch.testing.assert_close(y, V.expand(3, 2, 2, 2))  # each query copies its own value
+
+
+def test_masked_weights_are_exactly_zero_and_rows_sum_to_one():
+    torch.manual_seed(0)
+    q, k, v = torch.randn(2, 3, 5, 8), torch.randn(2, 3, 7, 8), torch.randn(2, 3, 7, 4)
+    _, att = scaled_dot_product_attention(q, k, v, causal=True)
+    assert torch.all(att[..., ~causal_mask(5, 7)] == 0)
+    torch.testing.assert_close(att.sum(-1), torch.ones(2, 3, 5))
+
+
+@pytest.mark.parametrize("T", [1, 7])
+def test_fast_and_explicit_paths_agree(T):
+    torch.manual_seed(0)
+    attn = CausalSelfAttention(tiny_config(dropout=0.1)).eval()  # eval: dropout off on both paths
+    x = torch.randn(2, T, 32)
+    y_fast, none = attn(x)
+    y_explicit, att = attn(x, need_attn=True)
+    assert none is None and att.shape == (2, 2, T, T)
+    torch.testing.assert_close(y_fast, y_explicit, atol=1e-5, rtol=0)
+
+
+def test_fast_and_explicit_paths_agree_on_a_chunk_after_cached_keys():
+    from model.kv_cache import KVCache
+
+    torch.manual_seed(0)
+    attn = CausalSelfAttention(tiny_config()).eval()
+    x = torch.randn(2, 8, 32)
+    full, _ = attn(x)
+    outputs = {}
+    for need_attn in (False, True):  # Tq = 3 queries after 5 cached keys: bottom-right mask
+        cache = KVCache(1, 2, 2, 16, 16)
+        attn(x[:, :5], cache)
+        cache.advance(5)
+        outputs[need_attn], att = attn(x[:, 5:], cache, need_attn=need_attn)
+    assert att.shape == (2, 2, 3, 8)
+    torch.testing.assert_close(outputs[False], outputs[True], atol=1e-5, rtol=0)
+    torch.testing.assert_close(outputs[False], full[:, 5:], atol=1e-5, rtol=0)
+
+
+def test_training_dropout_is_random_and_eval_is_not():
+    torch.manual_seed(0)
+    attn = CausalSelfAttention(tiny_config(dropout=0.5))
+    x = torch.randn(1, 6, 32)
+    assert not torch.equal(attn(x)[0], attn(x)[0])
+    assert not torch.equal(attn(x, need_attn=True)[0], attn(x, need_attn=True)[0])
+    attn.eval()
+    assert torch.equal(attn(x)[0], attn(x)[0])

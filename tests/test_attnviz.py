@@ -1,0 +1,363 @@
+"""Unit tests of attnviz without a trained model: labels, UTF-8 streaming, statistics, scoring windows,
+the PNG font and the HTML page (rendered in headless Chromium when it is installed).
+
+    python -m pytest tests/test_attnviz.py -q
+"""
+
+import base64
+import json
+import math
+import os
+import re
+import shutil
+import subprocess
+import time
+import warnings
+
+import numpy as np
+import pytest
+
+from attnviz.html import attention_page, pack_weights, save_html
+from attnviz.labels import display_width, pad, token_label
+from attnviz.scoring import windows
+from attnviz.stats import STAT_NAMES, format_stats_table, format_top_attended, head_stats
+from attnviz.textgen import Utf8Stream
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+def random_maps(L, H, T, seed=0):
+    """Causal, row-stochastic (L, H, T, T) maps."""
+    rng = np.random.default_rng(seed)
+    w = rng.random((L, H, T, T)) ** 3 * np.tril(np.ones((T, T)))
+    return (w / w.sum(-1, keepdims=True)).astype(np.float32)
+
+
+# ---- labels ----------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("piece, label", [
+    (" 대한", "␣대한"),
+    ("민국", "민국"),
+    ("\n", "↵"),
+    ("a\tb", "a⇥b"),
+    ("\r\n", "␍↵"),
+    ("<0xEC>", "<0xEC>"),
+    ("<0xec>", "<0xEC>"),
+    ("\u200b", "<U+200B>"),
+    ("\u00a0", "<U+00A0>"),
+    ("<|endoftext|>", "<|endoftext|>"),
+])
+def test_token_label(piece, label):
+    assert token_label(piece) == label
+
+
+def test_display_width_counts_hangul_twice():
+    assert display_width("대a") == 3
+    assert pad("대", 4) == "대  "
+
+
+# ---- streaming UTF-8 -------------------------------------------------------------------------------
+
+def test_utf8_stream_completes_characters_from_byte_tokens():
+    # "울" is EC 9A B8; as three byte tokens it must come out whole, once, after the third.
+    table = [b"", b"\xec", b"\x9a", b"\xb8", "서".encode(), " 대한".encode()]
+    stream = Utf8Stream(table)
+    pieces = [stream.push(i) for i in [5, 4, 1, 2, 3, 0, 4]] + [stream.flush()]
+    assert pieces == [" 대한", "서", "", "", "울", "", "서", ""]
+
+
+def test_utf8_stream_flushes_an_unfinished_character_as_one_replacement():
+    stream = Utf8Stream([b"\xec", b"\x9a"])
+    assert stream.push(0) + stream.push(1) == ""
+    assert stream.flush() == "\ufffd"
+
+
+# ---- statistics -----------------------------------------------------------------------------------
+
+def test_head_stats_by_hand():
+    att = np.array([[1.0, 0.0, 0.0], [0.25, 0.75, 0.0], [0.5, 0.2, 0.3]])
+    stats = head_stats(att[None, None])
+    ent1 = -(0.25 * math.log(0.25) + 0.75 * math.log(0.75))
+    ent2 = -(0.5 * math.log(0.5) + 0.2 * math.log(0.2) + 0.3 * math.log(0.3))
+    expected = {"entropy": (ent1 + ent2) / 2, "distance": (0.25 + 1.2) / 2, "prev": (0.25 + 0.2) / 2,
+                "first": (0.25 + 0.5) / 2, "self": (0.75 + 0.3) / 2}
+    for name in STAT_NAMES:
+        assert stats[name].shape == (1, 1)
+        assert stats[name][0, 0] == pytest.approx(expected[name], abs=1e-12)
+
+
+def test_head_stats_of_pure_patterns():
+    T = 6
+    prev = np.eye(T, k=-1)
+    prev[0, 0] = 1
+    first = np.zeros((T, T))
+    first[:, 0] = 1
+    stats = head_stats(np.stack([prev, first, np.eye(T)])[None])  # heads: previous, first, self
+    # Query 1's previous token is the first token, so each of those two heads scores 1/5 on the other.
+    assert stats["prev"][0].tolist() == [1, pytest.approx(0.2), 0]
+    assert stats["first"][0].tolist() == [pytest.approx(0.2), 1, 0]
+    assert stats["self"][0].tolist() == [0, 0, 1]
+    assert stats["distance"][0].tolist() == [1, pytest.approx(3.0), 0]  # first: mean of q = 1..5
+    assert stats["entropy"][0].tolist() == [0, 0, 0]
+
+
+def test_stats_table_has_one_row_per_head():
+    table = format_stats_table(head_stats(random_maps(2, 3, 5))).splitlines()
+    assert table[0].split() == ["layer", "head", *STAT_NAMES]
+    assert [tuple(map(int, row.split()[:2])) for row in table[1:]] == [(l, h) for l in range(2) for h in range(3)]
+
+
+def test_top_attended_lists_strongest_keys_first():
+    att = np.array([[1.0, 0, 0], [0.9, 0.1, 0], [0.2, 0.5, 0.3]])
+    lines = format_top_attended(att, ["a", "대", "c"], k=2).splitlines()
+    assert re.sub(r"\s+", " ", lines[2]).strip() == "2 c -> 대(1) 0.500 c(2) 0.300"
+    assert lines[0].index("->") == lines[1].index("->") + 1  # "대" takes two columns
+
+
+# ---- scoring windows ------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("n, block_size, stride", [(10, 4, 2), (10, 4, 4), (10, 4, 1), (3, 4, 2), (5, 4, 3), (40, 16, 8)])
+def test_windows_predict_every_target_exactly_once(n, block_size, stride):
+    starts, first = windows(n, block_size, stride)
+    T = min(block_size, n - 1)
+    predicted = []
+    for s, f in zip(starts.tolist(), first.tolist()):
+        assert 0 <= s and s + T <= n - 1
+        predicted += [t for t in range(s + 1, s + T + 1) if t >= f]
+        assert f - s - 1 >= min(T - stride, s)  # context before the first new target
+    assert predicted == list(range(1, n))
+
+
+def test_windows_by_hand():
+    starts, first = windows(10, 4, 2)
+    assert starts.tolist() == [0, 2, 4, 5]
+    assert first.tolist() == [1, 5, 7, 9]
+
+
+# ---- PNG ------------------------------------------------------------------------------------------
+
+LABELS = ["<|endoftext|>", "대한", "민국", "␣은", "<0xEC>", "↵", "⇥", "␣서울", "<U+200B>", "</script>", "\"'&", "𓀀"]
+
+
+def test_font_is_nanumgothic_from_koreanize_matplotlib():
+    from fontTools.ttLib import TTFont
+    from matplotlib import font_manager
+
+    from attnviz.plot import font_paths, korean_font_path
+
+    korean = korean_font_path()
+    assert korean.name == "NanumGothic.ttf" and "koreanize_matplotlib" in korean.parts
+    assert font_paths()[0] == korean
+    prop = font_manager.FontProperties(family="NanumGothic")
+    assert font_manager.findfont(prop, fallback_to_default=False) == str(korean)
+    cmap = TTFont(korean).getBestCmap()
+    assert all(ord(ch) in cmap for ch in "대한민국서울은가나다힣")
+
+
+def test_png_labels_are_covered_by_the_fonts_and_draw_without_missing_glyphs(tmp_path):
+    from fontTools.ttLib import TTFont
+    from PIL import Image
+
+    from attnviz.plot import draw_layer, drawable, font_paths, save_figure, save_layer_pngs
+
+    assert drawable("대𓀀") == "대<U+13000>"
+    covered = set().union(*(TTFont(p).getBestCmap() for p in font_paths()))
+    assert all(ord(ch) in covered for label in LABELS for ch in drawable(label))
+    weights = random_maps(2, 3, len(LABELS))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        paths = save_layer_pngs(weights, LABELS, tmp_path)
+    assert [p.name for p in paths] == ["layer_0.png", "layer_1.png"]
+    assert not [w for w in caught if "missing from font" in str(w.message)]
+    with Image.open(paths[0]) as image:
+        assert image.format == "PNG" and image.width > 600
+    # The check can fail: a label drawn without the Korean font warns about missing glyphs.
+    fig = draw_layer(weights, LABELS, 0)
+    fig.axes[0].set_title("대한", family="DejaVu Sans")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        save_figure(fig, tmp_path / "bad.png")
+    assert any("missing from font" in str(w.message) for w in caught)
+
+
+# ---- HTML -----------------------------------------------------------------------------------------
+
+def test_packed_weights_round_trip():
+    weights = random_maps(2, 2, 7)
+    raw = np.frombuffer(base64.b64decode(pack_weights(weights)), dtype="<u2") / 65535
+    q, k = np.tril_indices(7)
+    np.testing.assert_allclose(raw.reshape(2, 2, -1), weights[..., q, k], atol=1e-5)
+
+
+def test_page_is_self_contained_and_escapes_tokens():
+    page = attention_page(random_maps(1, 2, len(LABELS)), LABELS, title="제목 <b>")
+    assert "__" not in page.replace("__proto__", "")  # every placeholder filled
+    assert not re.search(r"""(src|href)\s*=\s*["']?(https?:)?//""", page)
+    assert "http://" not in page and "https://" not in page and "<link" not in page
+    assert page.count("</script>") == 3  # the error hook, the data and the code: no token closes one early
+    assert "제목 &lt;b&gt;" in page and "@font-face" in page
+
+
+def render(page_url, tmp_path, *extra):
+    """Run headless Chromium on a file:// URL: (the rendered DOM, Chromium's log)."""
+    result = subprocess.run(
+        [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+         "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-extensions",
+         f"--user-data-dir={tmp_path / 'chromium-profile'}", "--enable-logging=stderr", "--v=0", *extra, page_url],
+        capture_output=True, text=True, timeout=120)
+    return result.stdout, result.stderr
+
+
+def console_errors(log: str) -> list[str]:
+    return [line for line in log.splitlines() if "CONSOLE" in line or "Uncaught" in line]
+
+
+class Browser:
+    """Headless Chromium driven over the DevTools protocol on a pipe (fds 3 and 4): no extra packages.
+
+    `evaluate(js)` runs JavaScript in the page; `move(x, y)` and `click(x, y)` send real mouse input.
+    """
+
+    def __init__(self, url, profile):
+        to_chrome, self._send = os.pipe()
+        self._recv, from_chrome = os.pipe()
+
+        def connect():  # in the child: the protocol pipes must be fds 3 (commands) and 4 (replies)
+            a, b = os.dup(to_chrome), os.dup(from_chrome)
+            os.dup2(a, 3, inheritable=True)
+            os.dup2(b, 4, inheritable=True)
+
+        self.proc = subprocess.Popen(
+            [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--remote-debugging-pipe", "--no-first-run",
+             "--disable-background-networking", "--disable-component-update", "--disable-sync",
+             "--window-size=1200,900", f"--user-data-dir={profile}", url],
+            preexec_fn=connect, close_fds=False, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        os.close(to_chrome)
+        os.close(from_chrome)
+        self._buffer, self._id, self.events = b"", 0, []
+        page = next(t for t in self.call("Target.getTargets")["targetInfos"] if t["type"] == "page")
+        self.session = self.call("Target.attachToTarget", targetId=page["targetId"], flatten=True)["sessionId"]
+        self.call("Runtime.enable", session=self.session)
+        for _ in range(200):  # the first document may still be about:blank
+            if self.evaluate("location.protocol === 'file:' && document.readyState === 'complete'"):
+                break
+            time.sleep(0.05)
+
+    def call(self, method, session=None, **params):
+        self._id += 1
+        message = {"id": self._id, "method": method, "params": params}
+        if session:
+            message["sessionId"] = session
+        os.write(self._send, json.dumps(message).encode() + b"\0")
+        while True:
+            while b"\0" not in self._buffer:
+                chunk = os.read(self._recv, 1 << 16)
+                assert chunk, "chromium closed the DevTools pipe"
+                self._buffer += chunk
+            line, self._buffer = self._buffer.split(b"\0", 1)
+            reply = json.loads(line)
+            if reply.get("id") == self._id:
+                assert "error" not in reply, reply["error"]
+                return reply["result"]
+            self.events.append(reply)  # console messages, exceptions, ...
+
+    def evaluate(self, js):
+        result = self.call("Runtime.evaluate", session=self.session, expression=js, returnByValue=True)
+        assert "exceptionDetails" not in result, result["exceptionDetails"]
+        return result["result"].get("value")
+
+    def move(self, x, y):
+        self.call("Input.dispatchMouseEvent", session=self.session, type="mouseMoved", x=x, y=y)
+
+    def click(self, x, y):
+        for kind in ("mousePressed", "mouseReleased"):
+            self.call("Input.dispatchMouseEvent", session=self.session, type=kind, x=x, y=y, button="left", clickCount=1)
+
+    def centre(self, selector, index=0):
+        """Viewport coordinates of the centre of the index-th element matching selector (scrolled into view)."""
+        return self.evaluate(f"""(() => {{ const e = document.querySelectorAll({json.dumps(selector)})[{index}];
+            e.scrollIntoView({{block: "center"}}); const r = e.getBoundingClientRect();
+            return [r.left + r.width / 2, r.top + r.height / 2]; }})()""")
+
+    def texts(self, selector):
+        return self.evaluate(f"Array.from(document.querySelectorAll({json.dumps(selector)}), e => e.textContent)")
+
+    def problems(self):
+        """Uncaught exceptions and console errors so far, and what the page's error hook recorded."""
+        bad = [e for e in self.events if e.get("method") == "Runtime.exceptionThrown"
+               or (e.get("method") == "Runtime.consoleAPICalled" and e["params"]["type"] in ("error", "warning"))]
+        return bad, self.evaluate("document.getElementById('errors').textContent")
+
+    def close(self):
+        try:
+            self.call("Browser.close")
+        finally:
+            self.proc.wait(timeout=30)
+            os.close(self._send)
+            os.close(self._recv)
+
+
+@pytest.fixture
+def browser(tmp_path):
+    opened = []
+
+    def open_page(path, fragment=""):
+        opened.append(Browser(path.as_uri() + fragment, tmp_path / f"profile{len(opened)}"))
+        return opened[-1]
+
+    yield open_page
+    for b in opened:
+        b.close()
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install chromium); CI installs it")
+def test_page_in_chromium_shows_attention_on_hover_and_click(tmp_path, browser):
+    L, H, T = 2, 3, len(LABELS)
+    weights = random_maps(L, H, T, seed=1)
+    page = browser(save_html(weights, LABELS, tmp_path / "attention.html"))
+    assert page.problems() == ([], "")
+    assert page.texts("#layer option") == ["layer 0", "layer 1"]
+    assert page.texts("#head option") == ["all heads", "head 0", "head 1", "head 2"]
+    assert page.texts("#tokens .t") == LABELS
+    assert len(page.texts("#maps canvas")) == H  # all heads of layer 0 at first
+
+    def strips(kind):  # the weights shown per head: kind "outgoing" (the focus's row) or "incoming" (column)
+        values = [float(w) for w in page.texts(f"#{kind} .w")]
+        return np.array(values).reshape(-1, T)
+
+    # Hover token 4: every head's row 4 (where it attends) and column 4 (what attends to it).
+    page.move(*page.centre("#tokens .tok", 4))
+    np.testing.assert_allclose(strips("outgoing"), weights[0, :, 4], atol=6e-4)
+    np.testing.assert_allclose(strips("incoming"), weights[0, :, :, 4], atol=6e-4)
+    # Click token 7 pins it: hovering another token no longer moves the focus.
+    page.click(*page.centre("#tokens .tok", 7))
+    page.move(*page.centre("#tokens .tok", 2))
+    np.testing.assert_allclose(strips("outgoing"), weights[0, :, 7], atol=6e-4)
+    assert page.evaluate("document.querySelectorAll('#tokens .tok.pinned').length") == 1
+    # Layer 1, head 2: one strip, one heatmap, one row of statistics.
+    page.evaluate("""for (const [id, v] of [["layer", "1"], ["head", "2"]]) {
+        const s = document.getElementById(id); s.value = v; s.dispatchEvent(new Event("change")); }""")
+    np.testing.assert_allclose(strips("outgoing"), weights[1, 2, 7][None], atol=6e-4)
+    assert len(page.texts("#maps canvas")) == 1
+    row = page.evaluate("document.getElementById('stats').textContent").splitlines()[1].split()
+    expected = head_stats(weights)
+    assert [float(x) for x in row] == pytest.approx([2] + [expected[n][1, 2] for n in STAT_NAMES], abs=1e-4)
+    # Clicking a heatmap row pins that query token; hovering a cell names it with its weight.
+    x0, y0 = page.evaluate("(() => { const c = document.querySelector('#maps canvas'); c.scrollIntoView();"
+                           " const r = c.getBoundingClientRect(); return [r.left, r.top]; })()")
+    cell = page.evaluate("document.querySelector('#maps canvas').width") / T
+    page.click(x0 + 1.5 * cell, y0 + 9.5 * cell)
+    np.testing.assert_allclose(strips("incoming"), weights[1, 2, :, 9][None], atol=6e-4)
+    page.move(x0 + 1.5 * cell, y0 + 9.5 * cell)
+    assert page.evaluate("document.getElementById('cell').textContent") == (
+        f"layer 1 head 2: query 9 {LABELS[9]} → key 1 {LABELS[1]}: {weights[1, 2, 9, 1]:.4f}")
+    assert page.problems() == ([], "")
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install chromium); CI installs it")
+def test_page_link_can_choose_layer_head_and_token(tmp_path, browser):
+    weights = random_maps(2, 3, len(LABELS), seed=2)
+    page = browser(save_html(weights, LABELS, tmp_path / "attention.html"), "#layer=1&head=0&focus=5")
+    assert page.evaluate("[document.getElementById('layer').value, document.getElementById('head').value]") == ["1", "0"]
+    shown = [float(w) for w in page.texts("#outgoing .w")]
+    np.testing.assert_allclose(shown, weights[1, 0, 5], atol=6e-4)

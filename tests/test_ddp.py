@@ -1,0 +1,53 @@
+"""DistributedDataParallel: two CPU processes (gloo) under torchrun train, checkpoint and resume exactly."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+ROOT = Path(__file__).resolve().parent.parent
+TINY = ROOT / "configs" / "tiny.toml"
+
+
+@pytest.fixture(scope="session")
+def data_cache(tmp_path_factory):
+    return tmp_path_factory.getbasetemp() / "train-data-cache"
+
+
+def torchrun(run, data_cache, *extra, hook=None):
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", "train.py",
+               "--config", str(TINY), f"--data.cache_dir={data_cache}", "--train.threads=1", "--train.max_steps=12",
+               "--train.eval_interval=6", "--train.sample_tokens=0", "--out", str(run), *extra]  # fmt: skip
+    env = {**os.environ, "OMP_NUM_THREADS": "1", **(hook or {})}
+    return subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+
+
+def test_two_processes_train_checkpoint_and_resume_exactly(tmp_path, data_cache):
+    straight, interrupted = tmp_path / "straight", tmp_path / "interrupted"
+    result = torchrun(straight, data_cache)
+    assert result.returncode == 0, result.stderr[-3000:]
+    records = [json.loads(line) for line in (straight / "metrics.jsonl").read_text().splitlines()]
+    losses = [r["loss"] for r in records if "loss" in r]
+    assert len(losses) == 12 and losses[-1] < losses[0] - 0.2  # one log line per step (rank 0 only)
+    assert records[-1]["kind"] == "final" and records[-1]["val_bpc"] > 0
+    state = torch.load(straight / "last" / "train_state.pt", weights_only=True)
+    assert state["world_size"] == 2 and state["step"] == 12
+    rank0, rank1 = (r["loader"]["rng_state"] for r in state["ranks"])
+    assert not torch.equal(rank0, rank1)  # each rank draws its own batches
+
+    stopped = torchrun(interrupted, data_cache, hook={"KOGPT_TEST_SIGNAL": "4:TERM"})
+    assert "stopped at step 4" in stopped.stderr, stopped.stderr[-3000:]
+    assert "torchrun --standalone --nproc_per_node=2 train.py" in stopped.stderr
+    assert torch.load(interrupted / "last" / "train_state.pt", weights_only=True)["step"] == 4
+    resumed = torchrun(interrupted, data_cache, "--resume")
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+
+    def logged(run):
+        return [(r["step"], r["loss"]) for r in map(json.loads, (run / "metrics.jsonl").read_text().splitlines()) if "loss" in r]
+
+    assert logged(interrupted) == logged(straight)
+    assert (interrupted / "last" / "model.safetensors").read_bytes() == (straight / "last" / "model.safetensors").read_bytes()

@@ -1,0 +1,165 @@
+"""Corpus -> tokenizer + shards, the cache, and the `python -m data.prepare` CLI:
+python -m pytest tests/test_prepare.py -q"""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from tokenizers import Tokenizer
+
+from data.config import DataConfig, DataError
+from data.loader import load_tokens
+from data.prepare import prepare, prepare_sources, publish
+from data.sources import builtin_files, dataset_source, open_source, read_documents
+
+ROOT = Path(__file__).resolve().parent.parent
+TINY = ROOT / "configs" / "tiny.toml"
+
+
+def decode_documents(prepared, split):
+    """Split a shard at its <|endoftext|> tokens and decode each document."""
+    tok = Tokenizer.from_file(str(prepared.tokenizer_path))
+    ids = load_tokens(prepared.dir / f"{split}.bin", prepared.meta["dtype"])
+    starts = np.flatnonzero(ids == prepared.meta["eot_id"])
+    assert starts[0] == 0
+    return [tok.decode(ids[a + 1:b].tolist()) for a, b in zip(starts, list(starts[1:]) + [len(ids)])]
+
+
+def cli(*args, env=None):
+    return subprocess.run([sys.executable, "-m", "data.prepare", *map(str, args)], cwd=ROOT, capture_output=True,
+                          text=True, env={**os.environ, **(env or {})})
+
+
+def test_builtin_shards_decode_back_to_the_corpus(tmp_path):
+    cfg = DataConfig.from_toml(TINY, [f"--data.cache_dir={tmp_path}"])
+    prepared = prepare(cfg, verbose=False)
+    docs = read_documents(open_source("builtin", cfg).chunks())
+    assert decode_documents(prepared, "train") == docs[:-1]
+    assert decode_documents(prepared, "val") == docs[-1:]
+    meta = prepared.meta
+    assert (meta["vocab_size"], meta["dtype"], meta["eot_id"]) == (cfg.vocab_size, "uint16", 0)
+    assert meta["splits"]["val"] == {"documents": 1, "chars": 8549, "bytes": builtin_files()[-1].stat().st_size,
+                                     "tokens": (prepared.dir / "val.bin").stat().st_size // 2}
+    assert meta["splits"]["train"]["documents"] == 10 and meta["splits"]["train"]["chars"] == 65_555 - 8549
+    assert meta["data"] == {**cfg.__dict__} and len(meta["tokenizer_hash"]) == 64
+
+
+def test_cache_is_reused_and_rebuilt_when_the_source_or_a_setting_changes(tmp_path):
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("가나다라 마바사\n" * 200, encoding="utf-8")
+    cfg = DataConfig(source=str(corpus), vocab_size=300, cache_dir=str(tmp_path / "cache"))
+    first = prepare(cfg, verbose=False)
+    again = prepare(cfg, verbose=False)
+    assert not first.reused and again.reused and again.dir == first.dir and again.meta == first.meta
+    corpus.write_text("가나다라 마바사\n" * 199 + "아자차카\n", encoding="utf-8")
+    changed = prepare(cfg, verbose=False)
+    assert not changed.reused and changed.dir != first.dir
+    assert decode_documents(changed, "val")[0].endswith("아자차카\n")
+    bigger = prepare(DataConfig(**{**cfg.__dict__, "vocab_size": 310}), verbose=False)
+    assert not bigger.reused and bigger.dir not in (first.dir, changed.dir)
+    assert sorted(p.name.startswith(".tmp") for p in (tmp_path / "cache").iterdir()) == [False] * 3
+
+
+def test_failed_build_leaves_nothing_behind(tmp_path):
+    (tmp_path / "blank.txt").write_text("\n\n", encoding="utf-8")
+    cfg = DataConfig(source=str(tmp_path / "blank.txt"), cache_dir=str(tmp_path / "cache"))
+    with pytest.raises(DataError, match="has no text"):
+        prepare(cfg, verbose=False)
+    assert list((tmp_path / "cache").iterdir()) == []
+
+
+def test_publish_keeps_a_finished_copy_and_replaces_a_broken_one(tmp_path):
+    def build(path, text):
+        path.mkdir()
+        for name in ("meta.json", "tokenizer.json", "train.bin", "val.bin"):
+            (path / name).write_text(text)
+
+    build(tmp_path / "out", "first")
+    build(tmp_path / "late", "second")
+    publish(tmp_path / "late", tmp_path / "out")  # another process finished first: keep its files
+    assert (tmp_path / "out" / "meta.json").read_text() == "first"
+    (tmp_path / "out" / "val.bin").unlink()
+    publish(tmp_path / "late", tmp_path / "out")
+    assert (tmp_path / "out" / "val.bin").read_text() == "second" and not (tmp_path / "late").exists()
+
+
+def test_val_source_replaces_the_split(tmp_path):
+    (tmp_path / "train.txt").write_text("대한민국 헌법\n" * 50, encoding="utf-8")
+    (tmp_path / "held.txt").write_text("국민의 권리\n", encoding="utf-8")
+    cfg = DataConfig(source=str(tmp_path / "train.txt"), val_source=str(tmp_path / "held.txt"), vocab_size=300,
+                     cache_dir=str(tmp_path / "cache"))
+    prepared = prepare(cfg, verbose=False)
+    assert decode_documents(prepared, "train") == ["대한민국 헌법\n" * 50]
+    assert decode_documents(prepared, "val") == ["국민의 권리\n"]
+
+
+def test_in_memory_dataset_and_a_literal_end_of_text(tmp_path):
+    datasets = pytest.importorskip("datasets")
+    texts = ["첫 문서입니다.", "두 번째 <|endoftext|> 문서", "", "셋째 문서\n"]
+    source = dataset_source(datasets.Dataset.from_dict({"text": texts}), "text", "memory")
+    prepared = prepare_sources(DataConfig(vocab_size=300, val_fraction=0.15, cache_dir=str(tmp_path)), source,
+                               verbose=False)
+    assert decode_documents(prepared, "train") == texts[:2] and decode_documents(prepared, "val") == texts[3:]
+
+
+def test_cli_prints_the_figures_and_then_reuses(tmp_path):
+    args = ["--config", TINY, f"--data.cache_dir={tmp_path}"]
+    built, reused = cli(*args), cli(*args)
+    assert built.returncode == 0 and reused.returncode == 0, built.stderr
+    lines = built.stdout.splitlines()
+    assert "built in" in lines[0] and "reused in" in reused.stdout.splitlines()[0]
+    assert lines[1].startswith("  train: 10 documents, 57,006 characters, ")
+    assert lines[2].startswith("  val:   1 documents, 8,549 characters, ") and "characters/token -> " in lines[2]
+    assert lines[3].startswith("  tokenizer: vocab size 1,024 -> ") and lines[3].endswith("tokenizer.json")
+    assert Path(lines[2].split(" -> ")[1]).is_file() and reused.stdout.splitlines()[1:] == lines[1:]
+
+
+def test_cli_reads_cp949_with_the_encoding_option(tmp_path):
+    (tmp_path / "win.txt").write_bytes("대한민국은 민주공화국이다.\n".encode("cp949") * 40)
+    out = cli("--config", TINY, f"--data.source={tmp_path / 'win.txt'}", "--data.encoding=cp949",
+              "--data.vocab_size=300", f"--data.cache_dir={tmp_path / 'cache'}")
+    assert out.returncode == 0, out.stderr
+    assert "train: 1 documents, 540 characters" in out.stdout and "val:   1 documents, 60 characters" in out.stdout
+
+
+def test_cli_hf_source_loads_local_data_offline(tmp_path):
+    (tmp_path / "corpus").mkdir()
+    rows = [{"body": f"{i}번째 문서입니다."} for i in range(10)]
+    (tmp_path / "corpus" / "part.jsonl").write_text("\n".join(json.dumps(r, ensure_ascii=False) for r in rows))
+    out = cli("--config", TINY, f"--data.source=hf:{tmp_path / 'corpus'}", "--data.text_field=body",
+              "--data.vocab_size=300", f"--data.cache_dir={tmp_path / 'cache'}",
+              env={"HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1", "HF_DATASETS_CACHE": str(tmp_path / "hf")})
+    assert out.returncode == 0, out.stderr
+    assert "train: 9 documents, 90 characters" in out.stdout and "val:   1 documents, 10 characters" in out.stdout
+
+
+BAD = {
+    "missing": (["--data.source={tmp}/nowhere.txt"], "nowhere.txt does not exist"),
+    "undecodable": (["--data.source={tmp}/cp949.txt"], "cp949.txt is not valid utf-8 at byte 0 ("),
+    "binary": (["--data.source={tmp}/blob.txt"], "looks binary"),
+    "empty": (["--data.source={tmp}/blank.txt"], "has no text"),
+    "too small": (["--data.source={tmp}/one.txt"], "the train split is empty"),
+    "unknown key": (["--data.vocab_sise=512"], "unknown key 'vocab_sise' in [data]; valid keys: source, val_source"),
+    "bad value": (["--data.vocab_size=12"], "vocab_size must be at least 300"),
+    "bad option": (["--model.n_layer=2"], "bad option '--model.n_layer=2'"),
+    "no config": (["--config={tmp}/none.toml"], "none.toml not found"),
+    "hf offline": (["--data.source=hf:nobody/no-such-corpus"], "could not load Hugging Face data set"),
+}
+
+
+@pytest.mark.parametrize("case", BAD)
+def test_cli_bad_input_is_one_line_and_exit_2(tmp_path, case):
+    (tmp_path / "cp949.txt").write_bytes("한국어".encode("cp949"))
+    (tmp_path / "blob.txt").write_bytes(b"PK\x03\x04\x00\x00" * 100)
+    (tmp_path / "blank.txt").write_text(" \n", encoding="utf-8")
+    (tmp_path / "one.txt").write_text("가", encoding="utf-8")
+    args, message = BAD[case]
+    out = cli("--config", TINY, f"--data.cache_dir={tmp_path}/cache", *[a.format(tmp=tmp_path) for a in args],
+              env={"HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1"})
+    assert out.returncode == 2 and out.stdout == ""
+    assert out.stderr.startswith("error: ") and out.stderr.count("\n") == 1 and message in out.stderr, out.stderr
+    assert not (tmp_path / "cache").exists() or list((tmp_path / "cache").iterdir()) == []

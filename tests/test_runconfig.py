@@ -1,0 +1,102 @@
+"""Config loading: TOML tables onto dataclasses, command-line overrides, typos and wrong types."""
+
+import pytest
+
+from errors import UserError
+from runconfig import ConfigError, RunConfig, TrainConfig, load_config, parse_override
+
+
+def write(tmp_path, text):
+    path = tmp_path / "run.toml"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_shipped_configs_load():
+    for name in ("tiny", "small", "gpu"):
+        cfg = load_config(f"configs/{name}.toml")
+        assert isinstance(cfg, RunConfig)
+        assert cfg.model_config(vocab_size=cfg.data.vocab_size).n_embd == cfg.model["n_embd"]
+
+
+def test_tables_map_onto_dataclasses_and_defaults_fill_the_rest(tmp_path):
+    cfg = load_config(write(tmp_path, "[data]\nvocab_size = 512\n[model]\nn_layer = 3\n[train]\nlr = 1\n"))
+    assert cfg.data.vocab_size == 512
+    assert cfg.model["n_layer"] == 3 and cfg.model["n_head"] == 4  # GPTConfig default
+    assert "vocab_size" not in cfg.model
+    assert cfg.train.lr == 1.0 and isinstance(cfg.train.lr, float)  # an int widens to float
+    assert cfg.train.max_steps == TrainConfig().max_steps
+    assert cfg.log.wandb is False
+    saved = cfg.to_dict(vocab_size=777)
+    assert saved["model"]["vocab_size"] == 777 and saved["model"]["n_layer"] == 3
+    assert set(saved) == {"data", "model", "train", "log"}
+
+
+def test_overrides_are_toml_values(tmp_path):
+    path = write(tmp_path, "[train]\nlr = 1e-3\n")
+    cfg = load_config(path, ["--train.lr=3e-4", "--train.compile=false", "--train.device=cpu",
+                             '--log.wandb_run_name="a b"', "--model.dropout=0.25", "--data.vocab_size=600"])
+    assert cfg.train.lr == 3e-4
+    assert cfg.train.compile is False
+    assert cfg.train.device == "cpu"  # a bare word is a string
+    assert cfg.log.wandb_run_name == "a b"
+    assert cfg.model["dropout"] == 0.25
+    assert cfg.data.vocab_size == 600
+
+
+def test_parse_override():
+    assert parse_override("--train.max_steps=20") == ("train", "max_steps", 20)
+    assert parse_override("--train.compile=on") == ("train", "compile", "on")
+    for bad in ("--train", "--train.lr", "train.lr=1", "--lr=1"):
+        with pytest.raises(ConfigError, match="overrides look like"):
+            parse_override(bad)
+
+
+def test_unknown_key_lists_valid_keys(tmp_path):
+    with pytest.raises(ConfigError, match=r"unknown key train\.lrr.*valid keys in \[train\]: max_steps, batch_size"):
+        load_config(write(tmp_path, "[train]\nlrr = 1e-3\n"))
+    with pytest.raises(ConfigError, match=r"unknown key model\.n_layers.*n_layer"):
+        load_config(write(tmp_path, ""), ["--model.n_layers=2"])
+    with pytest.raises(ConfigError, match="comes from the tokenizer"):
+        load_config(write(tmp_path, "[model]\nvocab_size = 100\n"))
+    with pytest.raises(ConfigError, match=r"unknown section \[optim\]"):
+        load_config(write(tmp_path, "[optim]\nlr = 1\n"))
+    with pytest.raises(UserError, match="vocab_sise"):  # the [data] table is checked too
+        load_config(write(tmp_path, "[data]\nvocab_sise = 100\n"))
+
+
+def test_wrong_types_are_refused(tmp_path):
+    path = write(tmp_path, "")
+    cases = {
+        "--train.max_steps=1.5": "train.max_steps = 1.5 must be an integer",
+        "--train.max_steps=true": "train.max_steps = True must be an integer",
+        "--train.lr=fast": "train.lr = 'fast' must be a number",
+        "--log.wandb=1": "log.wandb = 1 must be true/false",
+        "--train.compile=2": "train.compile = 2 must be a string or true/false",
+        "--model.bias=0": "model.bias = 0 must be true/false",
+    }
+    for override, message in cases.items():
+        with pytest.raises(ConfigError, match=message.replace(".", r"\.")):
+            load_config(path, [override])
+
+
+def test_out_of_range_values_are_refused(tmp_path):
+    path = write(tmp_path, "")
+    for override, message in {
+        "--train.dtype=fp8": "train.dtype",
+        "--train.compile=maybe": "train.compile",
+        "--train.device=tpu": "train.device",
+        "--train.min_lr=1": "min_lr",
+        "--train.batch_size=0": "train.batch_size",
+        "--train.lr=nan": "train.lr",
+        "--model.n_head=3": "not divisible",  # GPTConfig's own check, before any data work
+    }.items():
+        with pytest.raises(UserError, match=message):
+            load_config(path, [override])
+
+
+def test_missing_and_malformed_files(tmp_path):
+    with pytest.raises(ConfigError, match="not found"):
+        load_config(tmp_path / "nope.toml")
+    with pytest.raises(ConfigError, match="not valid TOML"):
+        load_config(write(tmp_path, "[train\n"))

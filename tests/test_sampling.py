@@ -1,0 +1,215 @@
+"""Decoding: cached = uncached (also past block_size), the sliding-window rule, filters, seeds, eos.
+
+python -m pytest tests/test_sampling.py -q
+"""
+
+import math
+
+import pytest
+import torch
+
+from model import GPT, GPTConfig, ModelInputError
+from model.sampling import (
+    generate,
+    keep_top_k,
+    keep_top_p,
+    penalize_repetition,
+    seen_tokens,
+    stream,
+    stream_with_logits,
+    window_start,
+)
+
+TINY = {"vocab_size": 64, "block_size": 16, "n_layer": 2, "n_head": 2, "n_embd": 32}
+INF = float("-inf")
+
+
+def tiny_model():
+    torch.manual_seed(0)
+    return GPT(GPTConfig(**TINY)).eval()
+
+
+def run(model, idx, steps, **options):
+    """(tokens (B, steps), per-step logits (B, steps, V))."""
+    columns, logits = zip(*stream_with_logits(model, idx, steps, **options))
+    return torch.stack(columns, 1), torch.stack(logits, 1)
+
+
+@pytest.mark.parametrize("prompt_len", [5, 20])  # 20 > block_size: the prompt starts the window slid
+def test_greedy_cached_and_uncached_agree_far_past_block_size(prompt_len):
+    model = tiny_model()
+    idx = torch.randint(0, 64, (2, prompt_len), generator=torch.Generator().manual_seed(1))
+    cached, cached_logits = run(model, idx, 40, temperature=0)
+    plain, plain_logits = run(model, idx, 40, temperature=0, use_cache=False)
+    assert torch.equal(cached, plain)
+    torch.testing.assert_close(cached_logits, plain_logits, atol=1e-4, rtol=0)
+    assert torch.equal(generate(model, idx, 40, temperature=0), torch.cat([idx, cached], 1))
+
+
+def test_the_cache_is_fed_one_token_per_step_except_when_the_window_restarts():
+    model = tiny_model()
+    fed = []
+    hook = model.register_forward_pre_hook(lambda m, args, kwargs: fed.append(args[0].size(1)), with_kwargs=True)
+    generate(model, torch.zeros(1, 5, dtype=torch.long), 25, temperature=0)
+    hook.remove()
+    # prompt 5, then single tokens up to 16 cached; at 17 tokens restart from the last 8, ...
+    assert fed == [5] + [1] * 11 + [8] + [1] * 8 + [8] + [1] * 3
+
+
+def test_window_rule():
+    # block 16: the window grows to 16 tokens, then restarts from the last 8
+    assert window_start(0, 16, 16) == 0
+    assert window_start(0, 17, 16) == 9
+    assert window_start(9, 24, 16) == 9  # 15 tokens
+    assert window_start(9, 25, 16) == 9  # 16 tokens
+    assert window_start(9, 26, 16) == 18
+    assert window_start(0, 40, 16) == 32  # a long prompt
+    assert window_start(0, 2, 1) == 1  # block_size 1 still keeps one token
+
+
+def test_per_step_logits_are_those_of_the_documented_window():
+    model = tiny_model()
+    idx = torch.randint(0, 64, (1, 5), generator=torch.Generator().manual_seed(2))
+    tokens, logits = run(model, idx, 25, temperature=0)
+    seq = torch.cat([idx, tokens], 1)
+    start = 0
+    for step in range(25):
+        n = 5 + step  # tokens known when this step's logits were made
+        start = window_start(start, n, 16)
+        expected, _ = model(seq[:, start:n])
+        torch.testing.assert_close(logits[:, step], expected[:, -1], atol=1e-4, rtol=0)
+    assert start == 26 - 8  # the window slid twice: at n = 17 and n = 26
+
+
+def test_stream_yields_columns_and_generate_keeps_the_prompt():
+    model = tiny_model()
+    idx = torch.randint(0, 64, (3, 4))
+    columns = list(stream(model, idx, 6, temperature=0))
+    assert len(columns) == 6 and all(c.shape == (3,) for c in columns)
+    out = model.generate(idx, 6, temperature=0)
+    assert out.shape == (3, 10) and torch.equal(out[:, :4], idx)
+    assert torch.equal(out[:, 4:], torch.stack(columns, 1))
+    assert torch.equal(generate(model, idx, 0), idx)
+
+
+def test_inference_mode_does_not_leak_into_the_caller_between_steps():
+    for _ in stream(tiny_model(), torch.zeros(1, 2, dtype=torch.long), 3):
+        assert not torch.is_inference_mode_enabled() and torch.is_grad_enabled()
+
+
+def test_batched_rows_match_single_prompts():
+    model = tiny_model()
+    idx = torch.randint(0, 64, (3, 6))
+    batched = generate(model, idx, 20, temperature=0)
+    for row in range(3):
+        assert torch.equal(batched[row : row + 1], generate(model, idx[row : row + 1], 20, temperature=0))
+
+
+def test_seeded_sampling_is_reproducible():
+    model = tiny_model()
+    idx = torch.randint(0, 64, (2, 4))
+    options = {"temperature": 1.0, "top_k": 20, "top_p": 0.9, "repetition_penalty": 1.3}
+    a = generate(model, idx, 30, generator=torch.Generator().manual_seed(7), **options)
+    b = generate(model, idx, 30, generator=torch.Generator().manual_seed(7), **options)
+    c = generate(model, idx, 30, generator=torch.Generator().manual_seed(8), **options)
+    assert torch.equal(a, b) and not torch.equal(a, c)
+    d = generate(model, idx, 30, generator=torch.Generator().manual_seed(7), use_cache=False, **options)
+    assert torch.equal(a, d)
+
+
+def test_top_k_keeps_exactly_the_k_largest():
+    logits = torch.tensor([[1.0, 5.0, 3.0, 4.0, 2.0], [0.0, -1.0, 2.0, 1.0, -2.0]])
+    kept = keep_top_k(logits, 2)
+    assert kept.tolist() == [[INF, 5.0, INF, 4.0, INF], [INF, INF, 2.0, 1.0, INF]]
+    assert torch.equal(keep_top_k(logits, 10), logits)
+
+
+@pytest.mark.parametrize(
+    "p, kept",
+    [
+        (0.45, [0]),  # 0.5 alone already reaches 0.45
+        (0.6, [0, 3]),  # 0.5 < 0.6, 0.5 + 0.2 = 0.7 >= 0.6
+        (0.8, [0, 3, 1]),  # 0.7 < 0.8, 0.85 >= 0.8
+        (1.0, [0, 1, 2, 3, 4]),
+    ],
+)
+def test_top_p_keeps_the_smallest_set_reaching_p(p, kept):
+    probs = torch.tensor([[0.5, 0.15, 0.05, 0.2, 0.1]])  # deliberately not sorted
+    result = keep_top_p(probs.log(), p)
+    assert torch.isfinite(result[0]).nonzero().flatten().tolist() == sorted(kept)
+    torch.testing.assert_close(result[0, kept], probs.log()[0, kept])
+
+
+def test_repetition_penalty_divides_positive_and_multiplies_negative_logits():
+    idx = torch.tensor([[0, 1, 0], [3, 3, 3]])
+    seen = seen_tokens(idx, 4)
+    assert seen.tolist() == [[True, True, False, False], [False, False, False, True]]
+    logits = torch.tensor([[2.0, -1.0, 0.5, -3.0], [2.0, -1.0, 0.5, -3.0]])
+    penalized = penalize_repetition(logits, seen, 2.0)
+    assert penalized.tolist() == [[1.0, -2.0, 0.5, -3.0], [2.0, -1.0, 0.5, -6.0]]
+
+
+def test_repetition_penalty_changes_greedy_choices():
+    model = tiny_model()
+    idx = torch.randint(0, 64, (1, 4))
+    plain = generate(model, idx, 30, temperature=0)
+    penalized = generate(model, idx, 30, temperature=0, repetition_penalty=1e3)
+    assert not torch.equal(plain, penalized)
+    assert len(set(penalized[0, 4:].tolist())) == 30  # every seen token is pushed far down
+
+
+def test_temperature_zero_is_deterministic_and_ignores_filters():
+    model = tiny_model()
+    idx = torch.randint(0, 64, (2, 4))
+    greedy = generate(model, idx, 12, temperature=0)
+    assert torch.equal(greedy, generate(model, idx, 12, temperature=0, top_k=3, top_p=0.5))
+
+
+def test_finished_rows_keep_emitting_eos_and_decoding_stops_when_all_are_done():
+    model = tiny_model()
+    idx = torch.randint(0, 64, (2, 4), generator=torch.Generator().manual_seed(3))
+    free = generate(model, idx, 12, temperature=0)
+    eos = free[0, 4].item()  # row 0's first token
+    assert eos not in free[1, 4:6].tolist()
+    out = generate(model, idx, 12, temperature=0, eos_token_id=eos)
+    assert torch.all(out[0, 4:] == eos)
+    assert out.shape[1] <= 16 and torch.equal(out[1, :6], free[1, :6])
+    both = torch.cat([idx[:1], idx[:1]])  # two identical rows finish together, on the first step
+    assert generate(model, both, 12, temperature=0, eos_token_id=eos).shape == (2, 5)
+
+
+@pytest.mark.parametrize(
+    "options",
+    [{"temperature": -1.0}, {"top_k": 0}, {"top_p": 0.0}, {"top_p": 1.5}, {"repetition_penalty": 0.0}],
+)
+def test_bad_options_are_refused(options):
+    with pytest.raises(ModelInputError):
+        generate(tiny_model(), torch.zeros(1, 2, dtype=torch.long), 3, **options)
+
+
+def test_empty_prompt_is_refused():
+    with pytest.raises(ModelInputError, match="empty"):
+        generate(tiny_model(), torch.zeros(1, 0, dtype=torch.long), 3)
+
+
+def test_sampling_follows_the_model_distribution():
+    model = tiny_model()
+    idx = torch.zeros(4000, 1, dtype=torch.long)
+    first = generate(model, idx, 1, generator=torch.Generator().manual_seed(0))[:, 1]
+    with torch.no_grad():
+        probs = model(idx[:1])[0][0, -1].softmax(-1)
+    freq = torch.bincount(first, minlength=64) / 4000
+    assert (freq - probs).abs().max().item() < 4 * math.sqrt(probs.max().item() / 4000)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_cuda_decoding_cached_equals_uncached_and_seeds_reproduce():
+    model = tiny_model().cuda()
+    idx = torch.randint(0, 64, (2, 5), device="cuda")
+    cached, cached_logits = run(model, idx, 30, temperature=0)
+    plain, plain_logits = run(model, idx, 30, temperature=0, use_cache=False)
+    assert torch.equal(cached, plain)
+    torch.testing.assert_close(cached_logits, plain_logits, atol=1e-4, rtol=0)
+    a, b = (generate(model, idx, 20, generator=torch.Generator("cuda").manual_seed(0)) for _ in range(2))
+    assert torch.equal(a, b)

@@ -1,0 +1,172 @@
+"""train.py: the learning-rate schedule, the exact validation loss, a tiny run end to end, refusals."""
+
+import json
+import math
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+import train
+from errors import UserError
+from model import GPT, GPTConfig
+from runconfig import TrainConfig, load_config
+
+ROOT = Path(__file__).resolve().parent.parent
+TINY = ROOT / "configs" / "tiny.toml"
+
+
+@pytest.fixture(scope="session")
+def data_cache(tmp_path_factory):
+    """One prepared-data cache for every test of the session (prepare reuses it by fingerprint)."""
+    return tmp_path_factory.getbasetemp() / "train-data-cache"
+
+
+def tiny(data_cache, *overrides):
+    return load_config(TINY, [f"--data.cache_dir={data_cache}", "--train.threads=1", *overrides])
+
+
+def test_get_lr_warms_up_linearly_then_decays_by_cosine_to_min_lr():
+    tc = TrainConfig(lr=1.0, min_lr=0.1, warmup_steps=10, max_steps=110)
+    assert train.get_lr(0, tc) == pytest.approx(0.1)
+    assert train.get_lr(4, tc) == pytest.approx(0.5)
+    assert train.get_lr(9, tc) == pytest.approx(1.0)
+    assert train.get_lr(10, tc) == pytest.approx(1.0)  # cosine starts at the peak
+    assert train.get_lr(60, tc) == pytest.approx(0.55)  # halfway: min + (max - min) / 2
+    assert train.get_lr(85, tc) == pytest.approx(0.1 + 0.9 * 0.5 * (1 + math.cos(0.75 * math.pi)))
+    assert train.get_lr(110, tc) == pytest.approx(0.1)
+    assert train.get_lr(500, tc) == pytest.approx(0.1)  # stays at the floor past max_steps
+    assert train.get_lr(0, TrainConfig(lr=2.0, min_lr=0.0, warmup_steps=0, max_steps=4)) == pytest.approx(2.0)
+
+
+def test_split_nll_predicts_every_token_but_the_first_exactly_once():
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(vocab_size=50, block_size=16, n_layer=2, n_head=2, n_embd=32))
+    tokens = np.random.default_rng(0).integers(0, 50, size=50).astype(np.uint16)
+    nll, count = train.split_nll(model, tokens, batch_size=2, device="cpu")
+    assert count == 49
+    t = torch.from_numpy(tokens.astype(np.int64))
+
+    def window_nll(start, first_counted):  # input t[start:start+16] predicts t[start+1:start+17]
+        logits, _ = model(t[start : start + 16][None], all_logits=True)
+        losses = F.cross_entropy(logits[0], t[start + 1 : start + 17], reduction="none")
+        return losses[first_counted - (start + 1) :].sum().item()
+
+    # three full windows cover targets 1..48; target 49 comes from the window ending at it, full context
+    expected = window_nll(0, 1) + window_nll(16, 17) + window_nll(32, 33) + window_nll(33, 49)
+    assert nll == pytest.approx(expected, rel=1e-5)
+    # stride 8: after the first window, each window counts only its last 8 targets (8+ tokens of context)
+    nll, count = train.split_nll(model, tokens, batch_size=4, device="cpu", stride=8)
+    expected = sum(window_nll(s, first) for s, first in [(0, 1), (8, 17), (16, 25), (24, 33), (32, 41), (33, 49)])
+    assert count == 49 and nll == pytest.approx(expected, rel=1e-5)
+
+
+def test_tiny_run_end_to_end(tmp_path, data_cache):
+    run = tmp_path / "run"
+    cfg = tiny(data_cache)
+    final = train.train(cfg, run)
+
+    records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    steps = [r for r in records if "loss" in r]
+    assert [r["step"] for r in steps] == list(range(1, 21))
+    assert all({"step", "loss", "lr", "tokens_per_s"} <= r.keys() for r in steps)
+    assert steps[-1]["loss"] < steps[0]["loss"] - 0.3  # it learns
+    assert steps[0]["loss"] == pytest.approx(math.log(1024), abs=0.3)  # about ln(vocab) at init
+    assert [r["step"] for r in records if r.get("kind") == "eval"] == [10, 20]
+    assert records[-1] == final and final["kind"] == "final"
+
+    meta = json.loads((run / "last" / "meta.json").read_text())
+    assert final["val_tokens_predicted"] == meta["splits"]["val"]["tokens"] - 1  # all but the first token
+    assert final["val_chars"] == meta["splits"]["val"]["chars"]
+    nll = final["val_loss"] * final["val_tokens_predicted"]
+    assert final["val_bpc"] == pytest.approx(nll / math.log(2) / meta["splits"]["val"]["chars"])
+    assert final["best_step"] == 20 and final["best_val_bpc"] == final["val_bpc"]  # the loss still falls
+
+    for ckpt in ("last", "best"):
+        assert sorted(p.name for p in (run / ckpt).iterdir()) == [
+            "config.json", "meta.json", "model.safetensors", "tokenizer.json", "train_state.pt"]  # fmt: skip
+        state = torch.load(run / ckpt / "train_state.pt", weights_only=True)
+        assert state["step"] == 20
+    saved = json.loads((run / "config.json").read_text())
+    assert saved == cfg.to_dict(meta["vocab_size"])
+    assert json.loads((run / "last" / "config.json").read_text())["train"] == saved["train"]
+    assert (run / "loss.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    model = GPT.load(run)  # generate.py's way in: best/ of the run dir
+    assert model.config.vocab_size == meta["vocab_size"] and not model.training
+
+
+def test_existing_checkpoint_needs_resume_and_resume_needs_a_checkpoint(tmp_path, data_cache):
+    run = tmp_path / "run"
+    with pytest.raises(UserError, match="nothing to resume.*drop --resume"):
+        train.train(tiny(data_cache), run, resume=True)
+    train.train(tiny(data_cache, "--train.max_steps=2", "--train.eval_interval=2", "--train.sample_tokens=0"), run)
+    with pytest.raises(UserError, match="already holds a checkpoint; add --resume.*--out"):
+        train.train(tiny(data_cache), run)
+
+
+def test_resume_refuses_a_changed_model_shape(tmp_path, data_cache):
+    run = tmp_path / "run"
+    train.train(tiny(data_cache, "--train.max_steps=2", "--train.eval_interval=2", "--train.sample_tokens=0"), run)
+    with pytest.raises(UserError, match=r"model differs \(model.n_embd 32 -> 64\)"):
+        train.train(tiny(data_cache, "--model.n_embd=64"), run, resume=True)
+    before = (run / "last" / "model.safetensors").read_bytes()
+    train.train(tiny(data_cache, "--train.max_steps=4", "--model.dropout=0.0", "--train.sample_tokens=0"), run, resume=True)
+    assert (run / "last" / "model.safetensors").read_bytes() != before  # dropout may change
+
+
+def test_nan_loss_stops_and_keeps_the_last_good_checkpoint(tmp_path, data_cache, capsys):
+    run = tmp_path / "run"
+    base = ["--config", str(TINY), f"--data.cache_dir={data_cache}", "--train.threads=1", "--train.sample_tokens=0",
+            "--out", str(run)]  # fmt: skip
+    assert train.main([*base, "--train.max_steps=10"]) == 0
+    good = (run / "last" / "model.safetensors").read_bytes()
+    # a huge learning rate blows the weights up within a step or two
+    assert train.main([*base, "--train.max_steps=20", "--train.lr=1e30", "--resume"]) == 3
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert re.match(r"error: the training loss is nan at step 1[12], .*last keeps the last good weights", err), err
+    assert (run / "last" / "model.safetensors").read_bytes() == good
+    assert torch.load(run / "last" / "train_state.pt", weights_only=True)["step"] == 10
+
+
+def test_cli_bad_config_is_one_line_and_exit_2(tmp_path, capsys):
+    out = tmp_path / "r"
+    result = subprocess.run(
+        [sys.executable, "train.py", "--config", str(TINY), "--train.lrr=1", "--out", str(out)],
+        cwd=ROOT, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert result.returncode == 2
+    assert result.stderr.startswith("error: unknown key train.lrr; valid keys in [train]: max_steps,")
+    assert result.stderr.count("\n") == 1 and result.stdout == ""
+    cases = {
+        "--train.max_steps=ten": "error: train.max_steps = 'ten' must be an integer",
+        "--train.dtype=fp8": 'error: train.dtype = "fp8" is not one of',
+        "--model.n_head=3": "error: model.n_embd = 32 is not divisible by model.n_head = 3",
+        "--data.vocab_size=10": "error: data.vocab_size must be at least 300",
+        "train.lr=1": "error: cannot read option 'train.lr=1'",
+    }
+    for override, message in cases.items():
+        assert train.main(["--config", str(TINY), override, "--out", str(out)]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith(message) and err.count("\n") == 1, err
+    assert train.main(["--config", str(tmp_path / "missing.toml")]) == 2
+    assert capsys.readouterr().err.startswith("error: config file")
+    assert not out.exists()  # nothing written for a bad config
+
+
+def test_wandb_logs_offline_without_credentials(tmp_path, data_cache, monkeypatch):
+    pytest.importorskip("wandb")
+    monkeypatch.delenv("WANDB_API_KEY", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))  # no ~/.netrc: no credentials, so offline and no prompt
+    monkeypatch.setenv("WANDB_MODE", "unset")  # so that teardown restores the variable train.py sets
+    monkeypatch.delenv("WANDB_MODE")
+    run = tmp_path / "run"
+    cfg = tiny(data_cache, "--train.max_steps=2", "--train.eval_interval=2", "--train.sample_tokens=0", "--log.wandb=true")
+    train.train(cfg, run)
+    assert os.environ["WANDB_MODE"] == "offline"
+    assert list((run / "wandb").glob("offline-run-*"))
