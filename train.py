@@ -303,9 +303,10 @@ def run_training(cfg: RunConfig, out_dir: Path, resume, command, device, rank: i
     if master:
         log.write(final)
         log.close()
+        speed = f"; {final['tokens_per_s']:.0f} tokens/s" if final["tokens_per_s"] else ""
         print(f"whole validation split ({count} tokens, {chars} characters): best weights (step {best_step}) "
-              f"{final['best_val_bpc']:.4f} bits/char, last (step {step}) {final['val_bpc']:.4f} bits/char; "
-              f"{final['tokens_per_s']} tokens/s" + (f", MFU {final['mfu']:.1%}" if "mfu" in final else ""))  # fmt: skip
+              f"{final['best_val_bpc']:.4f} bits/char, last (step {step}) {final['val_bpc']:.4f} bits/char"
+              + speed + (f", MFU {final['mfu']:.1%}" if "mfu" in final else ""))  # fmt: skip
     return final
 
 

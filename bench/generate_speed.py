@@ -5,10 +5,11 @@
     python bench/generate_speed.py --shapes small --batch 1 --new 1000 --modes ours,hf --repeat 3
 
 Random weights, fp32, greedy, a 16-token prompt, vocabulary 8192, block 1024. tok/s counts every
-generated token of the batch (B x new tokens / seconds); each figure is the best of --repeat runs,
-since the CPU is shared. GPT2LMHeadModel.generate (its own cache, do_sample=False) is timed when
-transformers is installed. Issue 3's targets: cached >= 20x uncached at 1000 tokens, and >= 2.5x
-transformers' cached tok/s.
+generated token of the batch (B x new tokens / wall seconds). Each figure is the best of --repeat
+runs, since the CPU may be shared: CPU seconds well below the wall seconds mean other processes had
+the cores (on a busy 2-core machine, --threads 1 gives steadier figures). GPT2LMHeadModel.generate
+(its own cache, do_sample=False) is timed when transformers is installed. Issue 3's targets: cached
+>= 20x uncached at 1000 tokens, and >= 2.5x transformers' cached tok/s.
 """
 
 import argparse
@@ -47,8 +48,8 @@ def make_hf(shape):
 
 
 def decode(mode, model, idx, new):
-    """Generate `new` tokens greedily and return the seconds taken."""
-    start = time.perf_counter()
+    """Generate `new` tokens greedily; return (wall seconds, CPU seconds of this process)."""
+    start, cpu_start = time.perf_counter(), time.process_time()
     if mode.startswith("ours"):
         out = generate(model, idx, new, temperature=0, use_cache=(mode == "ours"))
     else:
@@ -56,9 +57,9 @@ def decode(mode, model, idx, new):
             idx, attention_mask=torch.ones_like(idx), max_new_tokens=new, min_new_tokens=new,
             do_sample=False, use_cache=(mode == "hf"), pad_token_id=0,
         )  # fmt: skip
-    seconds = time.perf_counter() - start
+    seconds, cpu_seconds = time.perf_counter() - start, time.process_time() - cpu_start
     assert out.shape == (idx.size(0), idx.size(1) + new), out.shape
-    return seconds
+    return seconds, cpu_seconds
 
 
 def skipped(args, mode, batch, new):
@@ -67,13 +68,13 @@ def skipped(args, mode, batch, new):
 
 
 def time_modes(models, modes, idx, new, repeat):
-    """Best seconds per mode; the modes take turns, so a burst of load from elsewhere hits them alike."""
+    """Fastest (wall, cpu) seconds per mode; the modes take turns, so a burst of load hits them alike."""
     best = {}
     for _ in range(repeat):
         for mode in modes:
             model = models[mode.split("-")[0]]
             decode(mode, model, idx, 8)  # warm-up
-            best[mode] = min(best.get(mode, float("inf")), decode(mode, model, idx, new))
+            best[mode] = min(best.get(mode, (float("inf"), 0.0)), decode(mode, model, idx, new))
     return best
 
 
@@ -102,11 +103,10 @@ def main(argv=None):
             for new in args.new:
                 modes = [m for m in args.modes.split(",") if models[m.split("-")[0]] is not None]
                 modes = [m for m in modes if not skipped(args, m, batch, new)]
-                for mode, seconds in time_modes(models, modes, idx, new, args.repeat).items():
+                for mode, (seconds, cpu) in time_modes(models, modes, idx, new, args.repeat).items():
                     rates[shape, batch, new, mode] = rate = batch * new / seconds
-                    print(
-                        f"{shape:5s} B={batch} new={new:4d} {mode:13s} {rate:9.1f} tok/s {seconds:8.2f} s", flush=True
-                    )
+                    line = f"{shape:5s} B={batch} new={new:4d} {mode:13s} {rate:9.1f} tok/s {seconds:8.2f} s"
+                    print(f"{line}  (cpu {cpu:.2f} s)", flush=True)
 
     print("\nratios (ours cached / other)")
     for (shape, batch, new, mode), rate in rates.items():

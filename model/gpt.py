@@ -27,11 +27,12 @@ class MLP(nn.Module):
     def __init__(self, config):
         super().__init__()
         self.c_fc = nn.Linear(config.n_embd, 4 * config.n_embd, bias=config.bias)
+        self.gelu = nn.GELU()  # exact erf form (GPT-2's code used the tanh approximation)
         self.c_proj = nn.Linear(4 * config.n_embd, config.n_embd, bias=config.bias)
         self.dropout = nn.Dropout(config.dropout)
 
     def forward(self, x):
-        h = F.gelu(self.c_fc(x))  # (B, T, 4C); exact erf form (GPT-2's code used the tanh approximation)
+        h = self.gelu(self.c_fc(x))  # (B, T, 4C)
         return self.dropout(self.c_proj(h))  # (B, T, C)
 
 

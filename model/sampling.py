@@ -94,6 +94,10 @@ def stream_with_logits(
     B, T = idx.shape
     if T == 0:
         raise ModelInputError("the prompt is empty; give at least one token (for example the end-of-text id)")
+    if idx.min() < 0 or idx.max() >= model.config.vocab_size:  # one check, before the loop
+        raise ModelInputError(
+            f"prompt ids must lie in [0, {model.config.vocab_size}); was it encoded by this model's tokenizer?"
+        )
     block_size = model.config.block_size
     out = torch.empty(B, T + max_new_tokens, dtype=torch.long, device=idx.device)  # the whole sequence
     out[:, :T] = idx

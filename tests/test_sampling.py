@@ -187,9 +187,11 @@ def test_bad_options_are_refused(options):
         generate(tiny_model(), torch.zeros(1, 2, dtype=torch.long), 3, **options)
 
 
-def test_empty_prompt_is_refused():
+def test_empty_prompt_and_unknown_ids_are_refused():
     with pytest.raises(ModelInputError, match="empty"):
         generate(tiny_model(), torch.zeros(1, 0, dtype=torch.long), 3)
+    with pytest.raises(ModelInputError, match=r"\[0, 64\)"):
+        generate(tiny_model(), torch.tensor([[3, 64]]), 3)
 
 
 def test_sampling_follows_the_model_distribution():

@@ -170,3 +170,17 @@ def test_wandb_logs_offline_without_credentials(tmp_path, data_cache, monkeypatc
     train.train(cfg, run)
     assert os.environ["WANDB_MODE"] == "offline"
     assert list((run / "wandb").glob("offline-run-*"))
+
+
+def test_patience_stops_the_run_and_best_keeps_the_best_step(tmp_path, data_cache):
+    run = tmp_path / "run"
+    # lr 0 never changes the weights, so after the first evaluation none is better
+    cfg = tiny(data_cache, "--train.lr=0.0", "--train.min_lr=0.0", "--model.dropout=0.0", "--train.eval_interval=2",
+               "--train.patience=2", "--train.sample_tokens=0")  # fmt: skip
+    final = train.train(cfg, run)
+    assert final["step"] == 6 and final["best_step"] == 2
+    evals = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines() if '"eval"' in line]
+    assert [r["step"] for r in evals] == [2, 4, 6]
+    assert torch.load(run / "best" / "train_state.pt", weights_only=True)["step"] == 2
+    assert torch.load(run / "last" / "train_state.pt", weights_only=True)["step"] == 6
+    assert final["best_val_bpc"] == pytest.approx(final["val_bpc"])  # same weights, loaded back from best/
