@@ -102,15 +102,18 @@ def make_train_step(model: torch.nn.Module, shape: Shape, bf16: bool, compile_mo
     return train_step
 
 
-def time_variants(train_steps: list, warmup: int, steps: int, rounds: int) -> list[float]:
-    """Seconds per step of each closure: the best round of `steps` steps, variants interleaved round by round.
+def time_variants(train_steps: list, warmup: int, steps: int, rounds: int) -> tuple[list[float], list[float]]:
+    """Seconds of each closure's warm-up (compilation included) and per step: the best round of `steps` steps.
 
-    The cores are shared, so a variant timed while something else runs looks slow; interleaving and keeping
-    each variant's best round compares them all under the same, quietest, conditions.
+    The cores are shared, so a variant timed while something else runs looks slow; interleaving the variants
+    round by round and keeping each one's best round compares them all under the same, quietest, conditions.
     """
+    warmup_seconds = []
     for train_step in train_steps:
+        start = time.perf_counter()
         for _ in range(warmup):
             train_step()
+        warmup_seconds.append(time.perf_counter() - start)
     best = [float("inf")] * len(train_steps)
     for _ in range(rounds):
         for i, train_step in enumerate(train_steps):
@@ -118,7 +121,7 @@ def time_variants(train_steps: list, warmup: int, steps: int, rounds: int) -> li
             for _ in range(steps):
                 train_step()
             best[i] = min(best[i], (time.perf_counter() - start) / steps)
-    return best
+    return warmup_seconds, best
 
 
 def default_cpu_settings() -> tuple[str, bool] | None:
@@ -172,25 +175,25 @@ def main(argv=None):
     variants = [v for v in variants if v[1] in peaks]
 
     print(f"\n{'shape':6} {'model':13} {'precision':9} {'compile':7} {'tok/s':>8} {'ms/step':>8} "
-          f"{'MFU':>6} {'vs HF':>6}")
+          f"{'MFU':>6} {'vs HF':>6} {'warm-up s':>9}")
     for shape in shapes:
         flops_per_token = build_project_model(shape).flops_per_token(shape.block_size)
         train_steps = []
         for who, precision, compiled in variants:
             model = build_project_model(shape) if who == "ours" else build_hf_model(shape)
             train_steps.append(make_train_step(model, shape, precision == "bf16", compiled))
-        seconds_per_step = time_variants(train_steps, args.warmup, args.steps, args.rounds)
+        warmup_seconds, seconds_per_step = time_variants(train_steps, args.warmup, args.steps, args.rounds)
         rows = []
-        for (who, precision, compiled), seconds in zip(variants, seconds_per_step):
+        for (who, precision, compiled), warmup_s, seconds in zip(variants, warmup_seconds, seconds_per_step):
             tokens_per_s = shape.batch_size * shape.block_size / seconds
             mfu = flops_per_token * tokens_per_s / (peaks[precision] * 1e9)
-            rows.append((who, precision, compiled, tokens_per_s, seconds, mfu))
+            rows.append((who, precision, compiled, tokens_per_s, seconds, mfu, warmup_s))
         hf_rate = next((r[3] for r in rows if r[0] == "transformers"), None)
-        for who, precision, compiled, tokens_per_s, seconds, mfu in rows:
+        for who, precision, compiled, tokens_per_s, seconds, mfu, warmup_s in rows:
             ratio = f"{tokens_per_s / hf_rate:5.2f}x" if hf_rate else "   -"
             mark = " <- default" if defaults and who == "ours" and (precision, compiled) == defaults else ""
             print(f"{shape.name:6} {who:13} {precision:9} {str(compiled):7} {tokens_per_s:8.0f} "
-                  f"{seconds * 1e3:8.1f} {mfu:6.1%} {ratio:>6}{mark}", flush=True)
+                  f"{seconds * 1e3:8.1f} {mfu:6.1%} {ratio:>6} {warmup_s:9.1f}{mark}", flush=True)
 
 
 if __name__ == "__main__":
