@@ -42,13 +42,13 @@ def split_texts(cfg: DataConfig) -> tuple[str, str]:
 
 
 def join_chunks(chunks) -> str:
-    """Documents one after another, separated by a line break (one character per document boundary)."""
-    return "".join(("\n" if first else "") + text for first, text in chunks)
+    """The documents' text, a line break between two documents (not counted as a character of either)."""
+    return "".join(("\n" if first and i else "") + text for i, (first, text) in enumerate(chunks))
 
 
 def incremental_bits_per_char(compress, train: str, val: str) -> float:
     """(bits of compress(train + val) - bits of compress(train)) / characters of val."""
-    train_bytes, val_bytes = train.encode("utf-8"), val.encode("utf-8")
+    train_bytes, val_bytes = train.encode("utf-8"), ("\n" + val).encode("utf-8")
     extra_bytes = len(compress(train_bytes + val_bytes)) - len(compress(train_bytes))
     return 8 * extra_bytes / len(val)
 

@@ -3,7 +3,9 @@
 A step is forward, backward and an AdamW update on random token batches, timed after warm-up,
 for the project's GPT in fp32 and bf16 autocast, eager and `torch.compile`d, and (when
 transformers is installed) for `GPT2LMHeadModel` at the same shape in fp32. Utilisation is
-measured against this machine's own matmul peak (a large fp32 and bf16 matmul, timed here).
+measured against this machine's own matmul peak (a large fp32 and bf16 matmul, timed here):
+fp32 rows against the fp32 peak, bf16 rows against the bf16 one. Variants run interleaved and
+each keeps its best round, so other work on shared cores skews the comparison less.
 
     python bench/train_speed.py                       # tiny and small shapes, every variant
     python bench/train_speed.py --shapes small --steps 20 --no-compile
@@ -11,6 +13,7 @@ measured against this machine's own matmul peak (a large fp32 and bf16 matmul, t
 
 import argparse
 import contextlib
+import importlib.util
 import sys
 import time
 from dataclasses import dataclass
@@ -149,7 +152,11 @@ def main(argv=None):
     args = parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
-    shapes = [SHAPES[name.strip()] for name in args.shapes.split(",")]
+    names = [name.strip() for name in args.shapes.split(",")]
+    if not set(names) <= set(SHAPES):
+        print(f"error: unknown shape in --shapes {args.shapes}; choose from {', '.join(SHAPES)}", file=sys.stderr)
+        sys.exit(2)
+    shapes = [SHAPES[name] for name in names]
     # oneDNN's check for native bf16 (AVX-512 BF16 or AMX); elsewhere bf16 is emulated and slower than fp32.
     bf16_ok = torch.ops.mkldnn._is_mkldnn_bf16_supported()
 
@@ -167,10 +174,9 @@ def main(argv=None):
     if not args.no_compile:
         variants += [("ours", "fp32", True), ("ours", "bf16", True)]
     if not args.no_hf:
-        try:
-            import transformers  # noqa: F401
+        if importlib.util.find_spec("transformers"):
             variants.append(("transformers", "fp32", False))
-        except ImportError:
+        else:
             print("transformers not installed: no GPT2LMHeadModel comparison")
     variants = [v for v in variants if v[1] in peaks]
 
@@ -192,7 +198,7 @@ def main(argv=None):
         for who, precision, compiled, tokens_per_s, seconds, mfu, warmup_s in rows:
             ratio = f"{tokens_per_s / hf_rate:5.2f}x" if hf_rate else "   -"
             mark = " <- default" if defaults and who == "ours" and (precision, compiled) == defaults else ""
-            print(f"{shape.name:6} {who:13} {precision:9} {str(compiled):7} {tokens_per_s:8.0f} "
+            print(f"{shape.name:6} {who:13} {precision:9} {compiled!s:7} {tokens_per_s:8.0f} "
                   f"{seconds * 1e3:8.1f} {mfu:6.1%} {ratio:>6} {warmup_s:9.1f}{mark}", flush=True)
 
 
