@@ -8,7 +8,7 @@
     model.save("runs/x/last"); model = GPT.load("runs/x")
 
 Attention lives in model/attention.py, the KV cache in model/kv_cache.py, decoding in
-model/sampling.py and the checkpoint files in model/io.py.
+model/sampling.py (its single-token steps in model/decode_step.py) and the checkpoint files in model/io.py.
 """
 
 import math

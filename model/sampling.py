@@ -21,6 +21,7 @@ and uncached greedy runs give the same tokens and logits even far past block_siz
 import torch
 
 from model.config import ModelInputError
+from model.decode_step import DecodeStep
 
 
 def keep_top_k(logits, k: int):
@@ -104,12 +105,15 @@ def stream_with_logits(
     seen = seen_tokens(idx, model.config.vocab_size) if repetition_penalty != 1 else None
     done = torch.zeros(B, dtype=torch.bool, device=idx.device) if eos_token_id is not None else None
     cache = model.new_kv_cache(B) if use_cache else None
+    step = DecodeStep(model) if use_cache and not model.training else None  # single-token steps, no dropout
     n = T
     start = window_start(0, n, block_size)
     fresh = out[:, start:n]  # the tokens the cache has not seen yet (the prompt, at first)
     for _ in range(max_new_tokens):
-        logits, _ = model(fresh if use_cache else out[:, start:n], kv_cache=cache)
-        logits = logits[:, -1]  # (B, V)
+        if step is not None and fresh.size(1) == 1:
+            logits = step(fresh, cache)  # (B, V), the same numbers as the model call below, sooner
+        else:
+            logits = model(fresh if use_cache else out[:, start:n], kv_cache=cache)[0][:, -1]  # (B, V)
         scores = penalize_repetition(logits, seen, repetition_penalty) if seen is not None else logits
         column = choose_next(scores, temperature, top_k, top_p, generator)  # (B,)
         if done is not None:  # finished rows keep emitting eos

@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from model import GPT, GPTConfig, ModelInputError
+from model.decode_step import DecodeStep
 from model.sampling import (
     generate,
     keep_top_k,
@@ -46,10 +47,16 @@ def test_greedy_cached_and_uncached_agree_far_past_block_size(prompt_len):
     assert torch.equal(generate(model, idx, 40, temperature=0), torch.cat([idx, cached], 1))
 
 
-def test_the_cache_is_fed_one_token_per_step_except_when_the_window_restarts():
+def test_the_cache_is_fed_one_token_per_step_except_when_the_window_restarts(monkeypatch):
     model = tiny_model()
-    fed = []
+    fed = []  # tokens given to each forward: model calls (prefills) and DecodeStep calls (single steps)
     hook = model.register_forward_pre_hook(lambda m, args, kwargs: fed.append(args[0].size(1)), with_kwargs=True)
+    step_call = DecodeStep.__call__
+    def counting_step(self, column, cache):
+        fed.append(column.size(1))
+        return step_call(self, column, cache)
+
+    monkeypatch.setattr(DecodeStep, "__call__", counting_step)
     generate(model, torch.zeros(1, 5, dtype=torch.long), 25, temperature=0)
     hook.remove()
     # prompt 5, then single tokens up to 16 cached; at 17 tokens restart from the last 8, ...
