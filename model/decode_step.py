@@ -40,18 +40,12 @@ class DecodeStep:
     def __call__(self, column: torch.Tensor, cache) -> torch.Tensor:
         """column (B, 1): the newest token of each row -> logits (B, V) for the token after it."""
         B, pos, nh, hs, shape, eps = column.size(0), cache.pos, self.n_head, self.head_dim, self.shape, self.eps
-        if pos >= cache.max_len:
-            raise ValueError(f"KV cache overflow: position {pos} >= max_len {cache.max_len}; reset() first")
         x = F.embedding(column[:, 0], self.tok_emb) + self.pos_emb[pos]  # (B, C)
-        for (w1, b1, b_qkv, w_qkv, b_o, w_o, w2, b2, b_fc, w_fc, gelu, b_p, w_p), k_all, v_all in zip(
-            self.layers, cache._k_layers, cache._v_layers
-        ):  # fmt: skip
-            qkv = torch.addmm(b_qkv, F.layer_norm(x, shape, w1, b1, eps), w_qkv).view(B, 3, nh, hs)
-            k_all.select(2, pos).copy_(qkv[:, 1])  # k_all, v_all: (B, nh, max_len, hs)
-            v_all.select(2, pos).copy_(qkv[:, 2])
-            y = F.scaled_dot_product_attention(  # one query sees every cached key: no mask
-                qkv[:, 0].unsqueeze(2), k_all.narrow(2, 0, pos + 1), v_all.narrow(2, 0, pos + 1)
-            )  # (B, nh, 1, hs)
+        for layer, (w1, b1, b_qkv, w_qkv, b_o, w_o, w2, b2, b_fc, w_fc, gelu, b_p, w_p) in enumerate(self.layers):
+            qkv = torch.addmm(b_qkv, F.layer_norm(x, shape, w1, b1, eps), w_qkv).view(B, 3, nh, 1, hs)
+            q, k, v = qkv.unbind(1)  # 3 x (B, nh, 1, hs)
+            k, v = cache.update(layer, k, v)  # (B, nh, pos + 1, hs)
+            y = F.scaled_dot_product_attention(q, k, v)  # one query sees every cached key: no mask
             x = torch.addmm(b_o, y.view(B, nh * hs), w_o).add_(x)
             x = torch.addmm(b_p, gelu(torch.addmm(b_fc, F.layer_norm(x, shape, w2, b2, eps), w_fc)), w_p).add_(x)
         cache.advance(1)

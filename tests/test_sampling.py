@@ -52,6 +52,7 @@ def test_the_cache_is_fed_one_token_per_step_except_when_the_window_restarts(mon
     fed = []  # tokens given to each forward: model calls (prefills) and DecodeStep calls (single steps)
     hook = model.register_forward_pre_hook(lambda m, args, kwargs: fed.append(args[0].size(1)), with_kwargs=True)
     step_call = DecodeStep.__call__
+
     def counting_step(self, column, cache):
         fed.append(column.size(1))
         return step_call(self, column, cache)
