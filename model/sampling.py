@@ -121,14 +121,14 @@ def stream_with_logits(
             done |= column == eos_token_id
         if seen is not None:
             seen.scatter_(1, column[:, None], True)
-        out[:, n] = column
+        out.select(1, n).copy_(column)  # out[:, n] = column, without the indexing machinery
         n += 1
         yield column, logits
         if done is not None and bool(done.all()):  # the one host sync per step, only with an eos
             return
         new_start = window_start(start, n, block_size)
         if new_start == start:
-            fresh = out[:, n - 1 : n]  # (B, 1)
+            fresh = out.narrow(1, n - 1, 1)  # (B, 1), out[:, n - 1 : n] in one call
         else:  # window full: restart it (and the cache) from the last block_size // 2 tokens
             start = new_start
             fresh = out[:, start:n]  # (B, block_size // 2)

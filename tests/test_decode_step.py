@@ -12,8 +12,9 @@ from model.decode_step import DecodeStep
 TINY = {"vocab_size": 64, "block_size": 16, "n_layer": 2, "n_head": 2, "n_embd": 32}
 
 
+@pytest.mark.parametrize("batch", [1, 3])  # one row takes the matrix-vector path, several the matrix one
 @pytest.mark.parametrize("bias", [True, False])
-def test_steps_give_the_model_logits_and_the_same_cache(bias):
+def test_steps_give_the_model_logits_and_the_same_cache(bias, batch):
     torch.manual_seed(0)
     model = GPT(GPTConfig(**TINY, bias=bias)).eval()
     if bias:  # GPT-2 init zeroes the biases; make them matter
@@ -21,8 +22,8 @@ def test_steps_give_the_model_logits_and_the_same_cache(bias):
             for name, p in model.named_parameters():
                 if name.endswith("bias"):
                     p.normal_(0, 0.5)
-    idx = torch.randint(0, 64, (3, 12))
-    ref_cache, cache = model.new_kv_cache(3), model.new_kv_cache(3)
+    idx = torch.randint(0, 64, (batch, 12))
+    ref_cache, cache = model.new_kv_cache(batch), model.new_kv_cache(batch)
     step = DecodeStep(model)
     with torch.inference_mode():
         model(idx[:, :5], kv_cache=ref_cache)
@@ -34,6 +35,7 @@ def test_steps_give_the_model_logits_and_the_same_cache(bias):
             full = model(idx[:, : t + 1])[0][:, -1]  # no cache at all
             torch.testing.assert_close(got, full, rtol=0, atol=1e-5)
     assert cache.pos == ref_cache.pos == 12
+    assert torch.backends.mkldnn.enabled  # the step's switch is restored
     torch.testing.assert_close(cache.k, ref_cache.k, rtol=0, atol=1e-6)
     torch.testing.assert_close(cache.v, ref_cache.v, rtol=0, atol=1e-6)
 
@@ -46,3 +48,19 @@ def test_a_full_cache_is_refused():
         model(torch.zeros(1, 4, dtype=torch.long), kv_cache=cache)
         with pytest.raises(ValueError, match="overflow"):
             step(torch.zeros(1, 1, dtype=torch.long), cache)
+    assert torch.backends.mkldnn.enabled  # restored though the step failed half-way
+
+
+def test_the_step_keeps_a_layer_s_gelu_form():
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(**TINY)).eval()
+    model.blocks[1].mlp.gelu = torch.nn.GELU(approximate="tanh")  # as a tanh-GELU checkpoint would have
+    with torch.no_grad():  # inputs of order 1 and more, where the two forms differ by up to ~1e-3
+        model.blocks[1].mlp.c_fc.weight.mul_(20)
+    idx = torch.randint(0, 64, (1, 6))
+    ref_cache, cache = model.new_kv_cache(1), model.new_kv_cache(1)
+    with torch.inference_mode():
+        model(idx[:, :5], kv_cache=ref_cache)
+        model(idx[:, :5], kv_cache=cache)
+        want = model(idx[:, 5:], kv_cache=ref_cache)[0][:, -1]
+        torch.testing.assert_close(DecodeStep(model)(idx[:, 5:], cache), want, rtol=0, atol=1e-5)
