@@ -6,13 +6,14 @@
 A step pushes one token per row through every layer: a handful of matrix-vector products, so at batch 1
 on a CPU the Python and dispatch cost of ~20 module calls per layer rivals the arithmetic (a tiny
 model spent most of its step there). This runs the operations of `Block.forward` with a KV cache (the
-same LayerNorm, linear maps, attention and exact GELU, in the same order and precision) on tensors
+same LayerNorm, linear maps, attention and GELU, in the same order and precision) on tensors
 bound once, with fewer, cheaper calls:
 - at batch 1 the activations are vectors and every linear map is one `addmv` on the (out, in) weight
-  (MKL's matrix-vector kernel streams the weights ~10% faster than a one-row `addmm`); larger batches
+  (MKL's matrix-vector kernel streams the weights 4-10% faster than a one-row `addmm`); larger batches
   use `addmm` on the transposed weight view;
-- GELU is called directly, with oneDNN switched off for the step so PyTorch's native kernel runs: on
-  a vector of 4·n_embd values oneDNN's fixed cost per call is several times the work (see `gpt.GELU`).
+- GELU is called directly (in the layer's own form), with oneDNN off for the step so PyTorch's native
+  kernel runs: on a vector of 4·n_embd values oneDNN's fixed cost per call is several times the work
+  (see `gpt.GELU`).
 `model(column, kv_cache=cache)` stays the readable reference: tests check that both give the same
 logits, and sampling uses this step only for single-token steps of a model in eval mode (no dropout).
 """
