@@ -11,15 +11,16 @@ bound once, with fewer, cheaper calls:
 - at batch 1 the activations are vectors and every linear map is one `addmv` on the (out, in) weight
   (MKL's matrix-vector kernel streams the weights 4-10% faster than a one-row `addmm`); larger batches
   use `addmm` on the transposed weight view;
-- GELU is called directly (in the layer's own form), with oneDNN off for the step so PyTorch's native
-  kernel runs: on a vector of 4·n_embd values oneDNN's fixed cost per call is several times the work
-  (see `gpt.GELU`).
+- GELU is called directly (in the layer's own form), inside `native_cpu_kernels()` for the whole step
+  rather than per call: on a vector of 4·n_embd values oneDNN's fixed cost is several times the work.
 `model(column, kv_cache=cache)` stays the readable reference: tests check that both give the same
 logits, and sampling uses this step only for single-token steps of a model in eval mode (no dropout).
 """
 
 import torch
 import torch.nn.functional as F
+
+from model.native_kernels import native_cpu_kernels
 
 
 def linear_args(layer) -> tuple:
@@ -61,9 +62,7 @@ class DecodeStep:
         row = (nh * hs,) if one_row else (B, nh * hs)  # x's shape, as ints (a view by torch.Size is slower)
         ids = column[0, 0] if one_row else column[:, 0]
         x = torch.embedding(self.tok_emb, ids) + self.pos_emb[pos]  # torch.* forms skip F.*'s Python checks
-        mkldnn = torch.backends.mkldnn.enabled
-        torch.backends.mkldnn.enabled = False  # native GELU kernel; a global switch, restored below
-        try:
+        with native_cpu_kernels():  # GELU's native kernel
             for layer, (w1, b1, b_qkv, w_qkv, b_o, w_o, w2, b2, b_fc, w_fc, approx, b_p, w_p) in enumerate(self.layers):
                 qkv = linear(torch.layer_norm(x, shape, w1, b1, eps), b_qkv, w_qkv).view(B, 3, nh, 1, hs)
                 q, k, v = qkv.unbind(1)  # 3 x (B, nh, 1, hs)
@@ -72,8 +71,6 @@ class DecodeStep:
                 x = linear(y.view(*row), b_o, w_o).add_(x)
                 h = F.gelu(linear(torch.layer_norm(x, shape, w2, b2, eps), b_fc, w_fc), approximate=approx)
                 x = linear(h, b_p, w_p).add_(x)
-        finally:
-            torch.backends.mkldnn.enabled = mkldnn
         cache.advance(1)
         x = torch.layer_norm(x, shape, *self.ln_f, eps)
         return torch.mv(self.lm_head, x).unsqueeze(0) if one_row else torch.mm(x, self.lm_head.t())  # (B, V)

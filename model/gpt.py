@@ -21,6 +21,7 @@ from model import io, sampling
 from model.attention import CausalSelfAttention
 from model.config import GPTConfig, ModelConfigError, ModelInputError
 from model.kv_cache import KVCache
+from model.native_kernels import native_cpu_kernels
 
 
 class GELU(nn.GELU):
@@ -37,11 +38,8 @@ class GELU(nn.GELU):
         small_cpu = x.is_cpu and x.numel() <= self.small and not torch.compiler.is_compiling()
         if not (small_cpu and torch.backends.mkldnn.enabled):
             return super().forward(x)
-        torch.backends.mkldnn.enabled = False  # a global switch, so restore it however we leave
-        try:
+        with native_cpu_kernels():
             return super().forward(x)
-        finally:
-            torch.backends.mkldnn.enabled = True
 
 
 class MLP(nn.Module):
