@@ -7,20 +7,20 @@
     python generate.py --prompt "대한민국의 수도는" --attention out/ --head 1.0
 
 --attention writes layer_<L>.png, attention.html (open it in any browser, offline) and attention.npz,
-and prints one row of statistics per head (defined in attnviz/stats.py). The work is done by the
-`attnviz` package, whose functions are the same in a notebook.
+and prints one row of statistics per head (defined in inspection/stats.py). The work is done by the
+`inference` and `inspection` packages, whose functions are the same in a notebook.
 """
 
 import argparse
 import os
 import sys
 
-from attnviz.maps import attention_for_ids, check_head, write_attention
-from attnviz.runs import load_run
-from attnviz.scoring import read_text, score_text
-from attnviz.stats import format_stats_table, format_top_attended, head_stats
-from attnviz.textgen import TEMPERATURE, check_sampling, stream_text
-from errors import UserError
+from inspection.maps import attention_for_ids, check_head, write_attention
+from inference.runs import load_run
+from inference.scoring import read_text, score_text
+from inspection.stats import format_stats_table, format_top_attended, head_stats
+from inference.textgen import TEMPERATURE, check_sampling, stream_text
+from model.errors import UserError
 
 
 class Parser(argparse.ArgumentParser):
@@ -84,7 +84,7 @@ def inspect_attention(run, ids: list[int], args, head) -> None:
         title = f"Attention maps of {run.ckpt_dir}: {text[:60] + '…' if len(text) > 60 else text}"
         written = write_attention(maps, args.attention, title)
         print(f"wrote {', '.join(str(p) for p in written)}")
-    print(f"attention statistics per head over {len(maps.ids)} tokens (attnviz/stats.py defines them):")
+    print(f"attention statistics per head over {len(maps.ids)} tokens (inspection/stats.py defines them):")
     print(format_stats_table(head_stats(maps.weights)))
     if head is not None:
         print(f"layer {head[0]} head {head[1]}: the tokens each query attends to most")

@@ -31,16 +31,16 @@ import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
 from tqdm import tqdm
 
-from checkpoint import check_same_model, open_run_dir, recover, rng_state, save_checkpoint, set_rng_state
+from training.checkpoints import check_same_model, open_run_dir, recover, rng_state, save_checkpoint, set_rng_state
 from data.loader import BatchLoader, load_tokens
 from data.prepare import prepare
 from data.tokenizer import load_tokenizer
-from errors import UserError
-from evaluation import evaluate, sample_text, split_nll
-from hardware import default_compile, default_precision, peak_flops, resolve_device
+from model.errors import UserError
+from training.evaluation import evaluate, sample_text, split_nll
+from training.hardware import default_compile, default_precision, peak_flops, resolve_device
 from model import GPT
-from runconfig import RunConfig, TrainConfig, load_config
-from runlog import RunLog
+from training.config import RunConfig, TrainConfig, load_config
+from training.metrics import RunLog
 
 PRECISIONS = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 

@@ -9,7 +9,7 @@ import tomllib
 from dataclasses import dataclass, fields
 from pathlib import Path
 
-from errors import UserError
+from model.errors import UserError
 
 
 class DataError(UserError):

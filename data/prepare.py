@@ -26,7 +26,7 @@ from data.config import DataConfig, DataError
 from data.sources import Source, open_source
 from data.split import plan_split, split_chunks
 from data.tokenizer import EOT, WORDS, tokenizer_hash, train_tokenizer
-from errors import UserError
+from model.errors import UserError
 
 FORMAT = 1  # bump when the output of the same inputs changes
 BATCH_CHARS = 1 << 18  # characters encoded per batch: enough for both cores, small enough for memory

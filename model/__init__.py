@@ -2,7 +2,8 @@
 
     from model import GPT, GPTConfig, KVCache, CheckpointError
 
-`model/` imports nothing from `data/` or the top level except `errors.py`.
+`model/` imports nothing from `data/`, `training/` or the top level; `model.errors.UserError` is the
+exception every package raises for bad input.
 """
 
 from model.config import GPTConfig, ModelConfigError, ModelInputError

@@ -9,7 +9,7 @@ field and says what to do.
 
 from dataclasses import dataclass
 
-from errors import UserError
+from model.errors import UserError
 
 
 class ModelConfigError(UserError, ValueError):

@@ -32,7 +32,7 @@ import torch
 import torch.nn as nn
 from tokenizers import Tokenizer
 
-from errors import UserError
+from model.errors import UserError
 from model.gpt import GPT
 from model.io import CheckpointError, find_checkpoint
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import safetensors.torch
 
-from errors import UserError
+from model.errors import UserError
 
 WEIGHTS, CONFIG = "model.safetensors", "config.json"
 TIED = "lm_head.weight"  # stored once, as tok_emb.weight

@@ -1,4 +1,4 @@
-"""End-to-end tests of generate.py and the attnviz API with a tiny model trained once per session.
+"""End-to-end tests of generate.py and the inference and inspection APIs with a tiny model trained once per session.
 
     python -m pytest tests/test_generate.py -q
 
@@ -22,21 +22,12 @@ import torch
 import torch.nn.functional as F
 
 import generate
-from attnviz import (
-    attention_for_text,
-    draw_head,
-    find_latest_run,
-    generate_text,
-    load_npz,
-    load_run,
-    score_text,
-    stream_text,
-    token_labels,
-)
-from attnviz.labels import byte_of_token
-from attnviz.scoring import score_ids
-from attnviz.stats import STAT_NAMES
-from tests.test_attnviz import CHROMIUM, console_errors, render
+from inference import find_latest_run, generate_text, load_run, score_text, stream_text
+from inspection import attention_for_text, draw_head, load_npz, token_labels
+from inspection.labels import byte_of_token
+from inference.scoring import score_ids
+from inspection.stats import STAT_NAMES
+from tests.test_inspection import CHROMIUM, console_errors, render
 
 ROOT = Path(__file__).resolve().parents[1]
 PROMPT = "대한민국은"
@@ -115,7 +106,7 @@ def test_streamed_text_is_korean_and_reproducible_with_a_seed(run_dir, run, caps
 
 
 def test_stream_prints_characters_spelled_in_byte_tokens_once_complete(run):
-    from attnviz import Utf8Stream
+    from inference import Utf8Stream
 
     text = "서울의 봄은 따뜻하다"
     ids = run.encode(text)
@@ -285,7 +276,7 @@ def test_attention_files_hold_the_models_own_weights(run, attention_out):
 
 
 def stats_by_loops(att):
-    """The statistics of one (T, T) map, straight from the definitions in attnviz/stats.py."""
+    """The statistics of one (T, T) map, straight from the definitions in inspection/stats.py."""
     T = len(att)
     rows = range(1, T)
     return {
@@ -331,7 +322,7 @@ def test_png_shows_the_korean_labels_with_a_hangul_font(attention_out):
     from fontTools.ttLib import TTFont
     from PIL import Image
 
-    from attnviz.plot import drawable, font_paths
+    from inspection.plot import drawable, font_paths
 
     labels = load_npz(attention_out / "attention.npz").labels
     korean, fallback = (TTFont(p).getBestCmap() for p in font_paths())

@@ -8,7 +8,7 @@ import math
 import pytest
 import torch
 
-from errors import UserError
+from model.errors import UserError
 from model import GPT, GPTConfig, ModelConfigError, ModelInputError
 from model.attention import scaled_dot_product_attention
 

@@ -9,7 +9,7 @@ import pytest
 import safetensors.torch
 import torch
 
-from errors import UserError
+from model.errors import UserError
 from model import GPT, CheckpointError, GPTConfig
 from model.io import atomic_write
 

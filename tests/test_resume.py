@@ -17,7 +17,7 @@ import pytest
 import torch
 
 import train
-from checkpoint import recover
+from training.checkpoints import recover
 from model import GPT
 
 ROOT = Path(__file__).resolve().parent.parent

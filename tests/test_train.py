@@ -14,9 +14,9 @@ import torch
 import torch.nn.functional as F
 
 import train
-from errors import UserError
+from model.errors import UserError
 from model import GPT, GPTConfig
-from runconfig import TrainConfig, load_config
+from training.config import TrainConfig, load_config
 
 ROOT = Path(__file__).resolve().parent.parent
 TINY = ROOT / "configs" / "tiny.toml"

@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from errors import UserError
+from model.errors import UserError
 from model import CheckpointError
 
 STATE = "train_state.pt"

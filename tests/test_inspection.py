@@ -1,7 +1,7 @@
-"""Unit tests of attnviz without a trained model: labels, UTF-8 streaming, statistics, scoring windows,
+"""Unit tests of inspection without a trained model: labels, UTF-8 streaming, statistics, scoring windows,
 the PNG font and the HTML page (rendered in headless Chromium when it is installed).
 
-    python -m pytest tests/test_attnviz.py -q
+    python -m pytest tests/test_inspection.py -q
 """
 
 import base64
@@ -17,11 +17,11 @@ import warnings
 import numpy as np
 import pytest
 
-from attnviz.html import attention_page, pack_weights, save_html
-from attnviz.labels import display_width, pad, token_label
-from attnviz.scoring import windows
-from attnviz.stats import STAT_NAMES, format_stats_table, format_top_attended, head_stats
-from attnviz.textgen import Utf8Stream
+from inspection.html import attention_page, pack_weights, save_html
+from inspection.labels import display_width, pad, token_label
+from inference.scoring import windows
+from inspection.stats import STAT_NAMES, format_stats_table, format_top_attended, head_stats
+from inference.textgen import Utf8Stream
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
@@ -143,7 +143,7 @@ def test_font_is_nanumgothic_from_koreanize_matplotlib():
     from fontTools.ttLib import TTFont
     from matplotlib import font_manager
 
-    from attnviz.plot import font_paths, korean_font_path
+    from inspection.plot import font_paths, korean_font_path
 
     korean = korean_font_path()
     assert korean.name == "NanumGothic.ttf" and "koreanize_matplotlib" in korean.parts
@@ -158,7 +158,7 @@ def test_png_labels_are_covered_by_the_fonts_and_draw_without_missing_glyphs(tmp
     from fontTools.ttLib import TTFont
     from PIL import Image
 
-    from attnviz.plot import draw_layer, drawable, font_paths, save_figure, save_layer_pngs
+    from inspection.plot import draw_layer, drawable, font_paths, save_figure, save_layer_pngs
 
     assert drawable("대𓀀") == "대<U+13000>"
     covered = set().union(*(TTFont(p).getBestCmap() for p in font_paths()))

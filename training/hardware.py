@@ -12,7 +12,7 @@ from pathlib import Path
 
 import torch
 
-from errors import UserError
+from model.errors import UserError
 
 # dense bf16 tensor-core peaks (FLOP/s); matched by substring of the device name, first match wins
 GPU_PEAK_FLOPS = {"H200": 989e12, "H100": 989e12, "A100": 312e12, "L40S": 362e12, "L4": 121e12, "A10": 125e12}

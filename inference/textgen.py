@@ -14,7 +14,7 @@ from collections.abc import Iterator
 
 import torch
 
-from attnviz.runs import Run
+from inference.runs import Run
 from model import ModelInputError
 from model.sampling import check_options, stream
 

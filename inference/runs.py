@@ -15,8 +15,8 @@ from pathlib import Path
 
 import torch
 
-from attnviz.labels import byte_of_token
-from errors import UserError
+from inspection.labels import byte_of_token
+from model.errors import UserError
 from model import GPT, CheckpointError
 from model.io import find_checkpoint
 

@@ -5,7 +5,7 @@
     print(format_stats_table(head_stats(maps.weights)))
 
 attention.npz holds `weights` float32 (L, H, T, T), `ids` int64 (T,), `tokens` (the vocabulary pieces,
-spaces literal) and `labels` (readable, see attnviz.labels), all loadable with allow_pickle=False.
+spaces literal) and `labels` (readable, see inspection.labels), all loadable with allow_pickle=False.
 """
 
 import os
@@ -15,9 +15,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from attnviz.labels import token_labels, token_pieces
-from attnviz.runs import Run, crop
-from errors import UserError
+from inspection.labels import token_labels, token_pieces
+from inference.runs import Run, crop
+from model.errors import UserError
 
 
 @dataclass
@@ -73,8 +73,8 @@ def load_npz(path: str | os.PathLike) -> AttentionMaps:
 
 def write_attention(maps: AttentionMaps, out_dir: str | os.PathLike, title: str = "Attention maps") -> list[Path]:
     """layer_<L>.png per layer, attention.html and attention.npz in `out_dir` (created if needed)."""
-    from attnviz.html import save_html
-    from attnviz.plot import save_layer_pngs
+    from inspection.html import save_html
+    from inspection.plot import save_layer_pngs
 
     out_dir = Path(out_dir)
     if out_dir.exists() and not out_dir.is_dir():

@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 from data.config import DataConfig
-from errors import UserError
+from model.errors import UserError
 from model.config import GPTConfig
 
 
@@ -40,14 +40,14 @@ class TrainConfig:
     grad_clip: float = 1.0  # max global grad norm; 0 turns clipping off
     seed: int = 1337
     device: str = "auto"  # auto = cuda, then mps, then cpu; or cpu, cuda, cuda:1, mps
-    dtype: str = "auto"  # auto | fp32 | bf16 | fp16 (autocast; auto: hardware.default_precision)
-    compile: str | bool = "auto"  # auto | on | off (auto: hardware.default_compile)
+    dtype: str = "auto"  # auto | fp32 | bf16 | fp16 (autocast; auto: training.hardware.default_precision)
+    compile: str | bool = "auto"  # auto | on | off (auto: training.hardware.default_compile)
     eval_interval: int = 100  # steps between evaluations (and saves of last/ and best/)
     eval_iters: int = 10  # batches per split in each evaluation
     log_interval: int = 10  # steps between loss logs (the only host-device syncs)
     patience: int = 0  # stop after this many evaluations without a new best val loss; 0 = never
     sample_tokens: int = 64  # tokens of the sample printed at each evaluation; 0 = none
-    peak_flops: float = 0.0  # per-device peak FLOP/s for MFU when the device is not in hardware.GPU_PEAK_FLOPS
+    peak_flops: float = 0.0  # per-device peak FLOP/s for MFU when the device is not in training.hardware.GPU_PEAK_FLOPS
     threads: int = 0  # torch CPU threads per process; 0 = torch's default (one per core)
 
     def __post_init__(self):

@@ -2,8 +2,8 @@
 
 import pytest
 
-from errors import UserError
-from runconfig import ConfigError, RunConfig, TrainConfig, load_config, parse_override
+from model.errors import UserError
+from training.config import ConfigError, RunConfig, TrainConfig, load_config, parse_override
 
 
 def write(tmp_path, text):

@@ -13,7 +13,7 @@ to itself, so it would add the same trivial value to every head. With T = 1 the 
 
 import numpy as np
 
-from attnviz.labels import display_width, pad
+from inspection.labels import display_width, pad
 
 STAT_NAMES = ("entropy", "distance", "prev", "first", "self")
 

@@ -21,7 +21,7 @@ def korean_font_path() -> Path:
     """The NanumGothic .ttf shipped inside the installed koreanize-matplotlib package."""
     import importlib.util
 
-    from errors import UserError
+    from model.errors import UserError
 
     spec = importlib.util.find_spec("koreanize_matplotlib")
     if spec is None or not spec.submodule_search_locations:

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import torch
 
-from attnviz.runs import Run
-from errors import UserError
+from inference.runs import Run
+from model.errors import UserError
 
 
 @dataclass

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import numpy as np
 
-from attnviz.plot import korean_font_path
-from attnviz.stats import head_stats
+from inspection.plot import korean_font_path
+from inspection.stats import head_stats
 
 TEMPLATE = Path(__file__).with_name("page.html")
 
