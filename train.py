@@ -23,11 +23,13 @@ import shlex
 import signal
 import sys
 import time
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
 import torch
 import torch.distributed as dist
+from torch import nn
 from torch.nn.parallel import DistributedDataParallel as DDP
 from tqdm import tqdm
 
@@ -36,9 +38,11 @@ from data.loader import BatchLoader, load_tokens
 from data.prepare import prepare
 from data.tokenizer import load_tokenizer
 from model.errors import UserError
-from training.evaluation import evaluate, sample_text, split_nll
-from training.hardware import default_compile, default_precision, peak_flops, resolve_device
+from training.evaluation import evaluate, sample_text
+from training.hardware import default_compile, default_precision, peak_flops
 from model import GPT
+from model.device import resolve_device
+from model.nll import bits_per_char, stream_nll
 from training.config import RunConfig, TrainConfig, load_config
 from training.metrics import RunLog
 
@@ -120,7 +124,8 @@ def train(cfg: RunConfig, out_dir, resume: bool = False, command: str | None = N
         dist.init_process_group(backend="nccl" if device.type == "cuda" else "gloo")
     caught, previous_handlers = catch_signals()
     try:
-        return run_training(cfg, out_dir, resume, command, device, rank, world, caught)
+        run, state = set_up(cfg, out_dir, resume, device, rank, world)
+        return run_training(run, state, caught, command)
     finally:
         for signum, handler in previous_handlers.items():
             signal.signal(signum, handler)
@@ -128,30 +133,73 @@ def train(cfg: RunConfig, out_dir, resume: bool = False, command: str | None = N
             dist.destroy_process_group()
 
 
-def run_training(cfg: RunConfig, out_dir: Path, resume, command, device, rank: int, world: int, caught: dict) -> dict:
-    """`train` once the device, the process group and the signal handlers are set up."""
+@dataclass
+class Run:
+    """What the loop works with and never replaces, built once by `set_up`."""
+
+    cfg: RunConfig  # cfg.model.vocab_size is the tokenizer's
+    out_dir: Path
+    device: torch.device
+    rank: int
+    world: int
+    data_dir: Path
+    meta: dict
+    raw: GPT  # the uncompiled model: evaluated and saved
+    model: nn.Module  # what the step calls: raw, compiled and/or wrapped in DDP
+    optimizer: torch.optim.Optimizer
+    scaler: torch.amp.GradScaler
+    loader: BatchLoader
+    autocast: torch.autocast
+    tokenizer: object
+    log: RunLog | None  # rank 0 only
+    tokens_per_step: int
+    flops_per_token: float
+    peak: float  # FLOP/s of one device, 0 when unknown
+
+    @property
+    def master(self) -> bool:
+        return self.rank == 0
+
+
+@dataclass
+class State:
+    """What changes as the run goes on; `save` puts the first six fields in train_state.pt."""
+
+    step: int = 0
+    best_val: float = math.inf
+    best_step: int = 0
+    evals_since_best: int = 0
+    loss_sum: torch.Tensor | None = None  # train loss summed on the device since the last log
+    n_summed: int = 0
+    tokens_since_log: int = 0
+    train_time: float = 0.0  # seconds spent in training steps, evaluations left out
+    trained_tokens: int = 0
+    t_log: float = field(default_factory=time.perf_counter)
+    t_start: float = field(default_factory=time.perf_counter)
+
+
+def set_up(cfg: RunConfig, out_dir: Path, resume: bool, device, rank: int, world: int) -> tuple[Run, State]:
+    """Check the run dir, prepare the data, build (or restore) the model and optimizer, write config.json."""
     tc, master = cfg.train, rank == 0
     if master:
         recover(out_dir)  # finish or undo a save that a crash interrupted
     if world > 1:
         dist.barrier()
-    state = open_run_dir(out_dir, resume)
+    saved = open_run_dir(out_dir, resume)
     prepared = prepare_data(cfg, master, world)
-    meta, data_dir = prepared.meta, prepared.dir
-    model_cfg, config = cfg.model_config(meta["vocab_size"]), cfg.to_dict(meta["vocab_size"])
+    cfg = replace(cfg, model=replace(cfg.model, vocab_size=prepared.meta["vocab_size"]))
     precision = default_precision(device) if tc.dtype == "auto" else tc.dtype
     use_compile = default_compile(device) if tc.compile == "auto" else tc.compile in (True, "on")
     if device.type == "cuda":
         torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
-    autocast = torch.autocast(device.type, dtype=PRECISIONS[precision], enabled=precision != "fp32")
 
     random.seed(tc.seed)
     np.random.seed(tc.seed)
     torch.manual_seed(tc.seed)
-    raw = GPT(model_cfg)  # the same seed on every rank, so the same initial weights
+    raw = GPT(cfg.model)  # the same seed on every rank, so the same initial weights
     torch.manual_seed(tc.seed + rank)  # but different dropout masks
-    if state:
-        check_same_model(out_dir / "last", config["model"], meta)
+    if saved:
+        check_same_model(out_dir / "last", asdict(cfg.model), prepared.meta)
         raw.load_state_dict(GPT.load(out_dir / "last").state_dict())
     raw.to(device)
     params = list(raw.parameters())
@@ -160,152 +208,199 @@ def run_training(cfg: RunConfig, out_dir: Path, resume, command, device, rank: i
          {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0}],
         lr=tc.lr, betas=(tc.beta1, tc.beta2), fused=device.type == "cuda",
     )  # fmt: skip
-    scaler = torch.amp.GradScaler(device.type, enabled=precision == "fp16")
-    loader = BatchLoader(data_dir / "train.bin", model_cfg.block_size, tc.batch_size, tc.seed, device, rank)
-    step, best_val, best_step, evals_since_best = 0, math.inf, 0, 0
-    loss_sum, n_summed = torch.zeros((), device=device), 0  # train loss summed since the last log
-    if state:
-        step, best_val, best_step = state["step"], state["best_val_loss"], state["best_step"]
-        evals_since_best, n_summed, loss_sum = state["evals_since_best"], state["n_summed"], state["loss_sum"].to(device)
-        optimizer.load_state_dict(state["optimizer"])
-        if state["scaler"]:
-            scaler.load_state_dict(state["scaler"])
-        if len(state["ranks"]) == world:
-            set_rng_state(state["ranks"][rank]["rng"])
-            loader.load_state_dict(state["ranks"][rank]["loader"])
-        elif master:
-            print(f"warning: {len(state['ranks'])} processes saved this run, {world} resume it: the batches will differ")
     model = torch.compile(raw) if use_compile else raw
     if world > 1:
         model = DDP(model, device_ids=[device.index] if device.type == "cuda" else None)
-
-    tokenizer = load_tokenizer(prepared.tokenizer_path)
-    flops_per_token, peak = raw.flops_per_token(model_cfg.block_size), peak_flops(device, tc.peak_flops)
-    tokens_per_step = tc.batch_size * model_cfg.block_size * tc.grad_accum * world
+    run = Run(
+        cfg, out_dir, device, rank, world, prepared.dir, prepared.meta, raw, model, optimizer,
+        scaler=torch.amp.GradScaler(device.type, enabled=precision == "fp16"),
+        loader=BatchLoader(prepared.dir / "train.bin", cfg.model.block_size, tc.batch_size, tc.seed, device, rank),
+        autocast=torch.autocast(device.type, dtype=PRECISIONS[precision], enabled=precision != "fp32"),
+        tokenizer=load_tokenizer(prepared.tokenizer_path),
+        log=None,
+        tokens_per_step=tc.batch_size * cfg.model.block_size * tc.grad_accum * world,
+        flops_per_token=raw.flops_per_token(cfg.model.block_size),
+        peak=peak_flops(device, tc.peak_flops),
+    )  # fmt: skip
+    state = State(loss_sum=torch.zeros((), device=device))
+    if saved:
+        restore(run, state, saved)
     if master:
-        out_dir.mkdir(parents=True, exist_ok=True)
-        tmp = out_dir / "config.json.tmp"
-        tmp.write_text(json.dumps(config, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-        os.replace(tmp, out_dir / "config.json")
-        for section, values in config.items():
-            print(f"[{section}] " + " ".join(f"{k}={v!r}" for k, v in values.items()))
-        print(f"{raw.num_params() / 1e6:.2f}M parameters on {device}, {precision}, compile {'on' if use_compile else 'off'}, "
-              f"{world} process(es), {tokens_per_step} tokens/step" + (f"; resuming at step {step}" if state else ""))  # fmt: skip
-    log = RunLog(out_dir, config, step if state else None, cfg.log) if master else None
+        write_config(run, precision, use_compile, resumed=bool(saved), step=state.step)
+        run.log = RunLog(out_dir, cfg.to_dict(), state.step if saved else None, cfg.log)
+    return run, state
 
-    def save(names: list[str]) -> None:
-        """Every rank contributes its RNG and loader states; rank 0 writes the checkpoints."""
-        check_finite("the training loss", (loss_sum / max(1, n_summed)).item(), step, out_dir)
-        check_finite("a weight", torch.stack([p.detach().abs().max().float() for p in params]).max().item(), step, out_dir)
-        ranks = [{"rng": rng_state(), "loader": loader.state_dict()}]
-        if world > 1:
-            ranks = [None] * world
-            dist.all_gather_object(ranks, {"rng": rng_state(), "loader": loader.state_dict()})
-        train_state = {
-            "step": step, "best_val_loss": best_val, "best_step": best_step, "evals_since_best": evals_since_best,
-            "loss_sum": loss_sum.cpu(), "n_summed": n_summed, "optimizer": optimizer.state_dict(),
-            "scaler": scaler.state_dict() if scaler.is_enabled() else {}, "ranks": ranks, "world_size": world,
-        }  # fmt: skip
-        for name in names if master else []:
-            save_checkpoint(out_dir, name, raw, {**config, "step": step}, data_dir, train_state)
 
-    start_time = t_log = time.perf_counter()
-    train_time, trained_tokens, tokens_since_log, stop = 0.0, 0, 0, None
-    with tqdm(total=tc.max_steps, initial=step, disable=not master, dynamic_ncols=True) as bar:
-        while step < tc.max_steps and not stop:
-            lr = get_lr(step, tc)
-            for group in optimizer.param_groups:
-                group["lr"] = lr
-            for micro in range(tc.grad_accum):
-                x, y = loader.next_batch()
-                # DDP averages the gradients across ranks in the backward of the last micro-step only
-                last_micro = world == 1 or micro == tc.grad_accum - 1
-                with contextlib.nullcontext() if last_micro else model.no_sync():
-                    with autocast:
-                        loss = model(x, y)[1] / tc.grad_accum
-                    scaler.scale(loss).backward()
-                loss_sum += loss.detach()
-            if tc.grad_clip > 0:
-                scaler.unscale_(optimizer)
-                torch.nn.utils.clip_grad_norm_(params, tc.grad_clip)
-            scaler.step(optimizer)
-            scaler.update()
-            optimizer.zero_grad(set_to_none=True)
-            step, n_summed, tokens_since_log = step + 1, n_summed + 1, tokens_since_log + tokens_per_step
+def restore(run: Run, state: State, saved: dict) -> None:
+    """Put a resumed run back where its last/ checkpoint left it: counters, optimizer, RNGs, loader."""
+    state.step, state.best_val, state.best_step = saved["step"], saved["best_val_loss"], saved["best_step"]
+    state.evals_since_best, state.n_summed = saved["evals_since_best"], saved["n_summed"]
+    state.loss_sum = saved["loss_sum"].to(run.device)
+    run.optimizer.load_state_dict(saved["optimizer"])
+    if saved["scaler"]:
+        run.scaler.load_state_dict(saved["scaler"])
+    if len(saved["ranks"]) == run.world:
+        set_rng_state(saved["ranks"][run.rank]["rng"])
+        run.loader.load_state_dict(saved["ranks"][run.rank]["loader"])
+    elif run.master:
+        print(f"warning: {len(saved['ranks'])} processes saved this run, {run.world} resume it: the batches will differ")
+
+
+def write_config(run: Run, precision: str, use_compile: bool, resumed: bool, step: int) -> None:
+    """RUN/config.json (atomically) and the resolved settings on stdout."""
+    config = run.cfg.to_dict()
+    run.out_dir.mkdir(parents=True, exist_ok=True)
+    tmp = run.out_dir / "config.json.tmp"
+    tmp.write_text(json.dumps(config, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    os.replace(tmp, run.out_dir / "config.json")
+    for section, values in config.items():
+        print(f"[{section}] " + " ".join(f"{k}={v!r}" for k, v in values.items()))
+    print(f"{run.raw.num_params() / 1e6:.2f}M parameters on {run.device}, {precision}, compile {'on' if use_compile else 'off'}, "
+          f"{run.world} process(es), {run.tokens_per_step} tokens/step" + (f"; resuming at step {step}" if resumed else ""))  # fmt: skip
+
+
+def optimisation_step(run: Run, state: State, lr: float) -> None:
+    """One optimizer step over grad_accum micro-batches; the loss stays on the device."""
+    tc = run.cfg.train
+    for group in run.optimizer.param_groups:
+        group["lr"] = lr
+    for micro in range(tc.grad_accum):
+        x, y = run.loader.next_batch()
+        # DDP averages the gradients across ranks in the backward of the last micro-step only
+        last_micro = run.world == 1 or micro == tc.grad_accum - 1
+        with contextlib.nullcontext() if last_micro else run.model.no_sync():
+            with run.autocast:
+                loss = run.model(x, y)[1] / tc.grad_accum
+            run.scaler.scale(loss).backward()
+        state.loss_sum += loss.detach()
+    if tc.grad_clip > 0:
+        run.scaler.unscale_(run.optimizer)
+        torch.nn.utils.clip_grad_norm_(run.raw.parameters(), tc.grad_clip)
+    run.scaler.step(run.optimizer)
+    run.scaler.update()
+    run.optimizer.zero_grad(set_to_none=True)
+    state.step, state.n_summed, state.tokens_since_log = state.step + 1, state.n_summed + 1, state.tokens_since_log + run.tokens_per_step
+
+
+def log_progress(run: Run, state: State, lr: float, caught: dict, bar) -> int | None:
+    """Log the mean train loss since the last log (the loop's one host-device sync); under DDP the ranks
+    also agree here on whether a signal arrived. Returns that signal's number, or None."""
+    mean_loss, stop = state.loss_sum / state.n_summed, caught.get("signum")
+    if run.world > 1:
+        signum = torch.tensor(stop or 0, device=run.device)
+        dist.all_reduce(signum, op=dist.ReduceOp.MAX)
+        dist.all_reduce(mean_loss)
+        mean_loss, stop = mean_loss / run.world, signum.item() or None
+    mean_loss = mean_loss.item()
+    check_finite("the training loss", mean_loss, state.step, run.out_dir)
+    elapsed = time.perf_counter() - state.t_log
+    state.train_time, state.trained_tokens = state.train_time + elapsed, state.trained_tokens + state.tokens_since_log
+    record = {"step": state.step, "loss": round(mean_loss, 6), "lr": lr, "tokens_per_s": round(state.tokens_since_log / elapsed, 1)}
+    if run.peak:
+        record["mfu"] = round(run.flops_per_token * record["tokens_per_s"] / run.world / run.peak, 4)
+    if run.master:
+        run.log.write(record)
+        bar.set_postfix(loss=f"{mean_loss:.4f}", lr=f"{lr:.2e}", tok_s=f"{record['tokens_per_s']:.0f}")
+    state.loss_sum.zero_()
+    state.n_summed, state.tokens_since_log, state.t_log = 0, 0, time.perf_counter()
+    return stop
+
+
+def evaluate_and_save(run: Run, state: State, bar) -> bool:
+    """Estimate both losses, save last/ (and best/ on a new best), log a sample. True: stop early."""
+    tc, t_eval = run.cfg.train, time.perf_counter()
+    losses = evaluate(run.raw, run.data_dir, tc, run.device, run.autocast, run.rank, run.world)
+    check_finite("the validation loss", losses["val"], state.step, run.out_dir)
+    improved = losses["val"] < state.best_val
+    if improved:
+        state.best_val, state.best_step = losses["val"], state.step
+    state.evals_since_best = 0 if improved else state.evals_since_best + 1
+    save(run, state, ["last", "best"] if improved else ["last"])
+    if run.master:
+        record = {"kind": "eval", "step": state.step, "train_loss": round(losses["train"], 6),
+                  "val_loss": round(losses["val"], 6), "best_val_loss": round(state.best_val, 6)}  # fmt: skip
+        if tc.sample_tokens:
+            record["sample"] = sample_text(run.raw, run.tokenizer, run.meta["eot_id"], tc.sample_tokens, run.device)
+        run.log.write(record)
+        bar.write(f"step {state.step}: train loss {losses['train']:.4f}, val loss {losses['val']:.4f}"
+                  + (" (best)" if improved else "") + (f" | {record['sample'][:100]}" if tc.sample_tokens else ""))  # fmt: skip
+    state.t_log += time.perf_counter() - t_eval  # evaluation time is not training time
+    early_stop = bool(tc.patience) and state.evals_since_best >= tc.patience
+    if early_stop and run.master:
+        bar.write(f"early stop: no better val loss in {tc.patience} evaluations")
+    return early_stop
+
+
+def save(run: Run, state: State, names: list[str]) -> None:
+    """Every rank contributes its RNG and loader states; rank 0 writes the checkpoints."""
+    check_finite("the training loss", (state.loss_sum / max(1, state.n_summed)).item(), state.step, run.out_dir)
+    biggest = torch.stack([p.detach().abs().max().float() for p in run.raw.parameters()]).max().item()
+    check_finite("a weight", biggest, state.step, run.out_dir)
+    ranks = [{"rng": rng_state(), "loader": run.loader.state_dict()}]
+    if run.world > 1:
+        ranks = [None] * run.world
+        dist.all_gather_object(ranks, {"rng": rng_state(), "loader": run.loader.state_dict()})
+    train_state = {
+        "step": state.step, "best_val_loss": state.best_val, "best_step": state.best_step,
+        "evals_since_best": state.evals_since_best, "loss_sum": state.loss_sum.cpu(), "n_summed": state.n_summed,
+        "optimizer": run.optimizer.state_dict(), "scaler": run.scaler.state_dict() if run.scaler.is_enabled() else {},
+        "ranks": ranks, "world_size": run.world,
+    }  # fmt: skip
+    config = {**run.cfg.to_dict(), "step": state.step}
+    for name in names if run.master else []:
+        save_checkpoint(run.out_dir, name, run.raw, config, run.data_dir, train_state)
+
+
+def run_training(run: Run, state: State, caught: dict, command: str | None) -> dict:
+    """The loop: step, log, evaluate and save, until max_steps, early stop or a signal."""
+    tc, stop = run.cfg.train, None
+    with tqdm(total=tc.max_steps, initial=state.step, disable=not run.master, dynamic_ncols=True) as bar:
+        while state.step < tc.max_steps and not stop:
+            lr = get_lr(state.step, tc)
+            optimisation_step(run, state, lr)
             bar.update()
-            signal_for_tests(step)
-            stop = caught.get("signum") if world == 1 else None  # DDP ranks agree on it when they log
-
-            if step % tc.log_interval == 0 or step == tc.max_steps:
-                mean_loss = loss_sum / n_summed
-                if world > 1:
-                    signum = torch.tensor(caught.get("signum", 0), device=device)
-                    dist.all_reduce(signum, op=dist.ReduceOp.MAX)
-                    dist.all_reduce(mean_loss)
-                    mean_loss, stop = mean_loss / world, signum.item() or None
-                mean_loss = mean_loss.item()  # the loop's one host-device sync
-                check_finite("the training loss", mean_loss, step, out_dir)
-                elapsed = time.perf_counter() - t_log
-                train_time, trained_tokens = train_time + elapsed, trained_tokens + tokens_since_log
-                record = {"step": step, "loss": round(mean_loss, 6), "lr": lr, "tokens_per_s": round(tokens_since_log / elapsed, 1)}
-                if peak:
-                    record["mfu"] = round(flops_per_token * record["tokens_per_s"] / world / peak, 4)
-                if master:
-                    log.write(record)
-                    bar.set_postfix(loss=f"{mean_loss:.4f}", lr=f"{lr:.2e}", tok_s=f"{record['tokens_per_s']:.0f}")
-                loss_sum.zero_()
-                n_summed, tokens_since_log, t_log = 0, 0, time.perf_counter()
-
-            if step % tc.eval_interval == 0 or step == tc.max_steps:
-                t_eval = time.perf_counter()
-                losses = evaluate(raw, data_dir, tc, device, autocast, rank, world)
-                check_finite("the validation loss", losses["val"], step, out_dir)
-                improved = losses["val"] < best_val
-                best_val, best_step = (losses["val"], step) if improved else (best_val, best_step)
-                evals_since_best = 0 if improved else evals_since_best + 1
-                save(["last", "best"] if improved else ["last"])
-                if master:
-                    record = {"kind": "eval", "step": step, "train_loss": round(losses["train"], 6),
-                              "val_loss": round(losses["val"], 6), "best_val_loss": round(best_val, 6)}  # fmt: skip
-                    if tc.sample_tokens:
-                        record["sample"] = sample_text(raw, tokenizer, meta["eot_id"], tc.sample_tokens, device)
-                    log.write(record)
-                    bar.write(f"step {step}: train loss {losses['train']:.4f}, val loss {losses['val']:.4f}"
-                              + (" (best)" if improved else "") + (f" | {record['sample'][:100]}" if tc.sample_tokens else ""))  # fmt: skip
-                t_log += time.perf_counter() - t_eval  # evaluation time is not training time
-                if tc.patience and evals_since_best >= tc.patience:
-                    if master:
-                        bar.write(f"early stop: no better val loss in {tc.patience} evaluations")
+            signal_for_tests(state.step)
+            stop = caught.get("signum") if run.world == 1 else None  # DDP ranks agree on it when they log
+            last = state.step == tc.max_steps
+            if state.step % tc.log_interval == 0 or last:
+                stop = log_progress(run, state, lr, caught, bar)
+            if state.step % tc.eval_interval == 0 or last:
+                if evaluate_and_save(run, state, bar):
                     break
             elif stop:
-                save(["last"])
+                save(run, state, ["last"])
     if stop:
-        if master:
-            log.close(plot=False)
-            print(f"stopped at step {step}; saved {out_dir}/last. Resume with:\n  {command or '(the same command) --resume'}", file=sys.stderr)
-        return {"step": step, "exit_code": 128 + stop}
+        if run.master:
+            run.log.close(plot=False)
+            print(f"stopped at step {state.step}; saved {run.out_dir}/last. Resume with:\n  "
+                  f"{command or '(the same command) --resume'}", file=sys.stderr)
+        return {"step": state.step, "exit_code": 128 + stop}
+    return final_report(run, state)
 
-    if world > 1:
+
+def final_report(run: Run, state: State) -> dict:
+    """The exact loss and bits per character of the whole validation split, for the last and best weights."""
+    if run.world > 1:
         dist.barrier()  # best/ is complete on disk before any rank reads it
-    val_tokens, chars = load_tokens(data_dir / "val.bin", meta["dtype"]), meta["splits"]["val"]["chars"]
-    nll, count = split_nll(raw, val_tokens, tc.batch_size, device, rank, world)
-    best_is_last = best_step == step or not (out_dir / "best").exists()
-    best_model = raw if best_is_last else GPT.load(out_dir / "best", device)
-    best_nll = nll if best_is_last else split_nll(best_model, val_tokens, tc.batch_size, device, rank, world)[0]
+    val_tokens, chars = load_tokens(run.data_dir / "val.bin", run.meta["dtype"]), run.meta["splits"]["val"]["chars"]
+    nll, count = stream_nll(run.raw, val_tokens, rank=run.rank, world=run.world)
+    best_is_last = state.best_step == state.step or not (run.out_dir / "best").exists()
+    best_model = run.raw if best_is_last else GPT.load(run.out_dir / "best", run.device)
+    best_nll = nll if best_is_last else stream_nll(best_model, val_tokens, rank=run.rank, world=run.world)[0]
     final = {
-        "kind": "final", "step": step, "val_loss": nll / count, "val_bpc": nll / math.log(2) / chars,
-        "best_step": best_step, "best_val_loss": best_nll / count, "best_val_bpc": best_nll / math.log(2) / chars,
-        "val_tokens_predicted": count, "val_chars": chars, "wall_s": round(time.perf_counter() - start_time, 1),
-        "tokens_per_s": round(trained_tokens / train_time, 1) if train_time else None,
+        "kind": "final", "step": state.step, "val_loss": nll / count, "val_bpc": bits_per_char(nll, chars),
+        "best_step": state.best_step, "best_val_loss": best_nll / count, "best_val_bpc": bits_per_char(best_nll, chars),
+        "val_tokens_predicted": count, "val_chars": chars, "wall_s": round(time.perf_counter() - state.t_start, 1),
+        "tokens_per_s": round(state.trained_tokens / state.train_time, 1) if state.train_time else None,
     }  # fmt: skip
-    if peak and final["tokens_per_s"]:
-        final["mfu"] = round(flops_per_token * final["tokens_per_s"] / world / peak, 4)
-    if master:
-        log.write(final)
-        log.close()
+    if run.peak and final["tokens_per_s"]:
+        final["mfu"] = round(run.flops_per_token * final["tokens_per_s"] / run.world / run.peak, 4)
+    if run.master:
+        run.log.write(final)
+        run.log.close()
         speed = f"; {final['tokens_per_s']:.0f} tokens/s" if final["tokens_per_s"] else ""
-        print(f"whole validation split ({count} tokens, {chars} characters): best weights (step {best_step}) "
-              f"{final['best_val_bpc']:.4f} bits/char, last (step {step}) {final['val_bpc']:.4f} bits/char"
+        print(f"whole validation split ({count} tokens, {chars} characters): best weights (step {state.best_step}) "
+              f"{final['best_val_bpc']:.4f} bits/char, last (step {state.step}) {final['val_bpc']:.4f} bits/char"
               + speed + (f", MFU {final['mfu']:.1%}" if "mfu" in final else ""))  # fmt: skip
     return final
 

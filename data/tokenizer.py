@@ -17,6 +17,7 @@ from typing import Iterable
 from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
 
 from data.config import DataError
+from model import io
 
 EOT = "<|endoftext|>"
 BYTE_TOKENS = [f"<0x{b:02X}>" for b in range(256)]
@@ -53,11 +54,8 @@ def new_tokenizer(model: models.Model) -> Tokenizer:
 
 
 def load_tokenizer(path: str | Path) -> Tokenizer:
-    """Load a `tokenizer.json`; a missing or broken file is a DataError."""
-    try:
-        return Tokenizer.from_file(str(path))
-    except Exception as e:  # tokenizers raises a bare Exception for both missing and malformed files
-        raise DataError(f"cannot load tokenizer {path} ({e}); run `python -m data.prepare` to rebuild it") from None
+    """Load a prepared `tokenizer.json`; a missing or broken file is a DataError."""
+    return io.load_tokenizer(path, hint="run `python -m data.prepare` to rebuild it", error=DataError)
 
 
 def tokenizer_hash(tok: Tokenizer) -> str:

@@ -2,7 +2,7 @@
 
     run = load_run()                      # the most recent run under runs/
     run = load_run("runs/small")          # a run dir (best/, else last/) or a checkpoint dir
-    ids = run.encode_prompt("대한민국은")   # [<|endoftext|>, ...], cropped to block_size
+    ids = run.encode_prompt("대한민국은")   # [end of text, ...], cropped to block_size
 
 "Most recent" is the run whose `last/model.safetensors` has the newest modification time. The
 tokenizer is the `tokenizer.json` saved beside the weights, so text is always encoded the way the
@@ -18,9 +18,9 @@ import torch
 from inspection.labels import byte_of_token
 from model.errors import UserError
 from model import GPT, CheckpointError
-from model.io import find_checkpoint
+from model.device import resolve_device
+from model.io import end_of_text_id, find_checkpoint, load_tokenizer
 
-EOT = "<|endoftext|>"
 TRAIN_HINT = "train one first: python train.py (or python train.py --config configs/tiny.toml, seconds on a CPU)"
 
 
@@ -38,32 +38,6 @@ def find_latest_run(runs_dir: str | Path = "runs") -> Path:
     return max(runs, key=lambda d: (d / "last" / "model.safetensors").stat().st_mtime)
 
 
-def pick_device(name: str = "auto") -> torch.device:
-    """"auto" -> cuda, then mps, then cpu; any other name must be a device torch can use here."""
-    if name == "auto":
-        if torch.cuda.is_available():
-            return torch.device("cuda")
-        return torch.device("mps" if torch.backends.mps.is_available() else "cpu")
-    try:
-        device = torch.device(name)
-        torch.empty(0, device=device)
-    except (RuntimeError, AssertionError) as e:
-        raise UserError(f"device {name!r} is not usable here ({str(e).splitlines()[0]}); try --device cpu") from None
-    return device
-
-
-def load_tokenizer(path: Path):
-    """A tokenizers.Tokenizer from a checkpoint's tokenizer.json; CheckpointError if missing or damaged."""
-    from tokenizers import Tokenizer
-
-    if not path.is_file():
-        raise CheckpointError(f"{path} is missing; a checkpoint needs the tokenizer.json it was trained with (retrain or copy it back)")
-    try:
-        return Tokenizer.from_file(str(path))
-    except Exception as e:  # tokenizers raises a bare Exception for unreadable JSON
-        raise CheckpointError(f"{path} is damaged ({str(e).splitlines()[0]}); restore it or retrain") from None
-
-
 @dataclass
 class Run:
     """A loaded checkpoint: the model in eval mode, its tokenizer and where it came from."""
@@ -71,6 +45,7 @@ class Run:
     model: GPT
     tokenizer: object
     ckpt_dir: Path
+    eot_id: int | None = None  # the token that starts every document (model.io.end_of_text_id)
     _token_bytes: list[bytes] | None = field(default=None, repr=False)
 
     @property
@@ -81,9 +56,6 @@ class Run:
     def block_size(self) -> int:
         return self.model.config.block_size
 
-    @property
-    def eot_id(self) -> int | None:
-        return self.tokenizer.token_to_id(EOT)
 
     @property
     def token_bytes(self) -> list[bytes]:
@@ -106,7 +78,7 @@ class Run:
         return self.tokenizer.encode(text, add_special_tokens=False).ids
 
     def encode_prompt(self, prompt: str) -> list[int]:
-        """<|endoftext|> + the prompt's ids, as documents start in training; cropped to the last
+        """The end-of-text id + the prompt's ids, as documents start in training; cropped to the last
         block_size tokens (with a warning) when longer than the context."""
         if prompt == "":
             raise UserError("the prompt is empty; give some text, e.g. --prompt \"대한민국은\"")
@@ -126,9 +98,9 @@ def crop(ids: list[int], block_size: int, what: str) -> list[int]:
 def load_run(path: str | Path | None = None, runs_dir: str | Path = "runs", device: str = "auto") -> Run:
     """Load a run dir or checkpoint dir (default: the most recent run under `runs_dir`)."""
     ckpt = find_checkpoint(find_latest_run(runs_dir) if path is None else path)
-    model = GPT.load(ckpt, device=pick_device(device))
-    tokenizer = load_tokenizer(ckpt / "tokenizer.json")
+    model = GPT.load(ckpt, device=resolve_device(device, option="--device"))
+    tokenizer = load_tokenizer(ckpt / "tokenizer.json", hint="a checkpoint needs the tokenizer.json it was trained with (retrain or copy it back)")
     if tokenizer.get_vocab_size() > model.config.vocab_size:
         raise CheckpointError(f"{ckpt}/tokenizer.json has {tokenizer.get_vocab_size()} tokens but the model only "
                               f"{model.config.vocab_size}; they come from different runs")
-    return Run(model, tokenizer, ckpt)
+    return Run(model, tokenizer, ckpt, end_of_text_id(ckpt, tokenizer))

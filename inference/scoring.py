@@ -3,12 +3,10 @@
     score = score_file(run, "article.txt")
     print(score.loss, score.perplexity, score.bits_per_char)
 
-The text is NFC-normalised, encoded, and `<|endoftext|>` put in front (documents start that way in
-training), so every token of the text is predicted, the first one included. A text longer than the
-context is covered by windows of block_size tokens that advance by `stride`: every window after the
-first predicts only its tokens that earlier windows did not, each with at least block_size - stride
-tokens of context, so every token is predicted exactly once. The loss of each window is the model's
-own `model(x, targets)` cross-entropy, with the tokens it does not predict set to -1 (ignored).
+The text is NFC-normalised, encoded, and the end-of-text token put in front (documents start that way in
+training), so every token of the text is predicted, the first one included. The windows over a text
+longer than the context are those of `model.nll.stream_nll`, the function behind the run's final
+`val_bpc` too, so scoring the validation text gives that figure.
 """
 
 import math
@@ -16,10 +14,9 @@ import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
 
-import torch
-
 from inference.runs import Run
 from model.errors import UserError
+from model.nll import bits_per_char, stream_nll
 
 
 @dataclass
@@ -39,7 +36,7 @@ class Score:
 
     @property
     def bits_per_char(self) -> float:
-        return self.total_nll / math.log(2) / self.chars
+        return bits_per_char(self.total_nll, self.chars)
 
     @property
     def chars_per_token(self) -> float:
@@ -61,47 +58,15 @@ def read_text(path: str | Path) -> str:
     return unicodedata.normalize("NFC", text)
 
 
-def windows(n_tokens: int, block_size: int, stride: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Start of each window over a sequence of n_tokens, and the first target position it predicts.
-
-    Window s reads tokens [s, s + T) and predicts targets at positions [s + 1, s + T], T =
-    min(block_size, n_tokens - 1); it predicts only positions from `first[i]` on.
-    """
-    T = min(block_size, n_tokens - 1)
-    starts = list(range(0, n_tokens - 1 - T, stride)) + [n_tokens - 1 - T]
-    starts = torch.tensor(starts)
-    first = torch.cat([torch.tensor([1]), starts[:-1] + T + 1])  # one past the previous window's last target
-    return starts, first
-
-
-@torch.inference_mode()
-def score_ids(model, ids: list[int], stride: int | None = None, batch_windows: int | None = None,
-              progress: bool = False) -> float:
-    """Summed NLL (nats) of ids[1:] given everything before them, in windows (module docstring)."""
+def score_ids(model, ids: list[int], stride: int | None = None, progress: bool = False) -> float:
+    """Summed NLL (nats) of ids[1:] given everything before them (`model.nll.stream_nll`'s windows)."""
     from tqdm import tqdm
 
-    block_size = model.config.block_size
-    stride = stride or max(1, block_size // 2)
-    if not 1 <= stride <= block_size:
-        raise UserError(f"stride {stride} must be between 1 and block_size {block_size}")
-    device = model.tok_emb.weight.device
-    seq = torch.tensor(ids, dtype=torch.long, device=device)
-    starts, first = windows(len(ids), block_size, stride)
-    T = min(block_size, len(ids) - 1)
-    batch_windows = batch_windows or max(1, 16384 // T)
-    offsets = torch.arange(T)
-    total = torch.zeros((), dtype=torch.float64, device=device)
+    T = min(model.config.block_size, len(ids) - 1)
+    if stride is not None and not 1 <= stride <= T:
+        raise UserError(f"stride {stride} must be between 1 and {T} (the window length)")
     with tqdm(total=len(ids) - 1, unit="tok", desc="scoring", disable=not progress) as bar:
-        for i in range(0, len(starts), batch_windows):
-            s, f = starts[i : i + batch_windows], first[i : i + batch_windows]
-            pos = (s[:, None] + offsets).to(device)                   # (W, T) input positions
-            x, y = seq[pos], seq[pos + 1]                              # (W, T)
-            y = y.masked_fill((pos + 1 < f[:, None].to(device)), -1)  # already predicted by an earlier window
-            n = (y >= 0).sum()
-            _, loss = model(x, targets=y)
-            total += loss.double() * n
-            bar.update(int(n))
-    return float(total)
+        return stream_nll(model, ids, stride=stride, progress=bar.update)[0]
 
 
 def score_text(run: Run, text: str, stride: int | None = None, progress: bool = False) -> Score:
@@ -112,7 +77,7 @@ def score_text(run: Run, text: str, stride: int | None = None, progress: bool = 
         raise UserError("the text has no tokens to score; give some text")
     ids = ([run.eot_id] if run.eot_id is not None else []) + ids
     if len(ids) < 2:
-        raise UserError("the text is a single token and the tokenizer has no <|endoftext|> to predict it from")
+        raise UserError("the text is a single token and the tokenizer has no end-of-text token to predict it from")
     total = score_ids(run.model, ids, stride=stride, progress=progress)
     return Score(chars=len(text), tokens=len(ids) - 1, total_nll=total)
 

@@ -11,7 +11,8 @@ Our network is GPT-2's shape (learned positions, pre-LN blocks, fused Q·K·V, t
 renaming plus one transpose: GPT-2 keeps its projections as `Conv1D` with weight (in, out), where
 `nn.Linear` keeps (out, in). GPT-2 always has biases, so a model trained with `bias = false` gets zero
 biases, which compute the same thing. The tokenizer.json is copied unchanged and wrapped as a
-`PreTrainedTokenizerFast`, with `<|endoftext|>` as its bos, eos and pad token.
+`PreTrainedTokenizerFast`, with the end-of-text token (`<|endoftext|>` for a run's own tokenizer) as its
+bos, eos and pad token.
 
 Only json and safetensors are needed: transformers is an optional extra (`pip install -e .[hf]`) and is
 never imported here. OUT_DIR is written as a hidden temporary directory and renamed into place, so a
@@ -34,9 +35,8 @@ from tokenizers import Tokenizer
 
 from model.errors import UserError
 from model.gpt import GPT
-from model.io import CheckpointError, find_checkpoint
+from model.io import CheckpointError, end_of_text_id, find_checkpoint, load_tokenizer
 
-EOT = "<|endoftext|>"  # the document separator of data/tokenizer.py; GPT-2 uses it as bos and eos
 # GPTConfig fields that GPT-2 can express; any other field is an option the export must refuse
 EXPRESSIBLE = ("vocab_size", "block_size", "n_layer", "n_head", "n_embd", "dropout", "bias", "layer_norm_eps")
 NORMS = ("ln_1", "ln_2")
@@ -127,17 +127,12 @@ def gpt2_config(model: GPT, eot_id: int) -> dict:
 
 
 def read_tokenizer(ckpt: Path, vocab_size: int) -> tuple[Tokenizer, int]:
-    """The checkpoint's tokenizer.json and the id of `<|endoftext|>`, checked against the model."""
+    """The checkpoint's tokenizer.json and its end-of-text id, checked against the model."""
     file = ckpt / "tokenizer.json"
-    if not file.is_file():
-        raise CheckpointError(f"{file} is missing; a checkpoint keeps its tokenizer.json beside model.safetensors")
-    try:
-        tok = Tokenizer.from_file(str(file))
-    except Exception as e:  # tokenizers raises a bare Exception for unreadable JSON
-        raise CheckpointError(f"{file} is not a valid tokenizer ({e}); copy it back from the run's data cache") from e
-    eot_id = tok.token_to_id(EOT)
+    tok = load_tokenizer(file, hint="a checkpoint keeps its tokenizer.json beside model.safetensors (copy it back)")
+    eot_id = end_of_text_id(ckpt, tok)
     if eot_id is None:
-        raise CheckpointError(f"{file} has no {EOT} token; it was not made by data/tokenizer.py")
+        raise CheckpointError(f"{file} has no end-of-text token (meta.json names none, and it has no special token)")
     if tok.get_vocab_size() > vocab_size:
         raise CheckpointError(
             f"{file} has {tok.get_vocab_size()} tokens but the model only {vocab_size}; "
@@ -146,13 +141,13 @@ def read_tokenizer(ckpt: Path, vocab_size: int) -> tuple[Tokenizer, int]:
     return tok, eot_id
 
 
-def tokenizer_config(tok: Tokenizer, block_size: int) -> dict:
+def tokenizer_config(tok: Tokenizer, block_size: int, eot: str) -> dict:
     """tokenizer_config.json: a plain fast tokenizer over our tokenizer.json, decoding without cleanup."""
     config = {
         "tokenizer_class": "PreTrainedTokenizerFast",  # not GPT2Tokenizer, whose byte-level rules differ from ours
-        "bos_token": EOT,
-        "eos_token": EOT,
-        "pad_token": EOT,  # batches need one; the attention mask hides padding, so reusing EOT is safe
+        "bos_token": eot,
+        "eos_token": eot,
+        "pad_token": eot,  # batches need one; the attention mask hides padding, so reusing it is safe
         "model_max_length": block_size,
         "clean_up_tokenization_spaces": False,  # it would delete spaces before punctuation: not lossless
     }
@@ -200,7 +195,7 @@ def export(path, out_dir, force: bool = False) -> Path:
     check_out_dir(out, ckpt, force)
 
     try:
-        write_export(out, tensors, config, ckpt / "tokenizer.json", tokenizer_config(tok, model.config.block_size))
+        write_export(out, tensors, config, ckpt / "tokenizer.json", tokenizer_config(tok, model.config.block_size, tok.id_to_token(eot_id)))
     except OSError as e:  # a read-only or full disk, a parent that is a file: the user's to fix
         raise ExportError(f"cannot write {out} ({e.strerror or e}); check the path and free space") from e
     return out
@@ -219,7 +214,8 @@ def write_export(out: Path, tensors: dict, config: dict, tokenizer_json: Path, t
         write_json(tmp / "generation_config.json", generation)
         shutil.copyfile(tokenizer_json, tmp / "tokenizer.json")
         write_json(tmp / "tokenizer_config.json", tok_config)
-        write_json(tmp / "special_tokens_map.json", {"bos_token": EOT, "eos_token": EOT, "pad_token": EOT})
+        eot = tok_config["eos_token"]
+        write_json(tmp / "special_tokens_map.json", {"bos_token": eot, "eos_token": eot, "pad_token": eot})
         umask = os.umask(0)  # the only way to read the umask is to set it, so put it back at once
         os.umask(umask)
         for file in tmp.iterdir():

@@ -56,6 +56,35 @@ def save_checkpoint(model, directory, extra_config: dict | None = None) -> None:
     atomic_write(directory / CONFIG, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
 
 
+def load_tokenizer(path, hint: str = "restore it or retrain", error: type[UserError] = CheckpointError):
+    """A `tokenizers.Tokenizer` from a tokenizer.json; `error(...)` ending with `hint` if missing or damaged."""
+    from tokenizers import Tokenizer
+
+    path = Path(path)
+    if not path.is_file():
+        raise error(f"{path} is missing; {hint}")
+    try:
+        return Tokenizer.from_file(str(path))
+    except Exception as e:  # tokenizers raises a bare Exception for unreadable JSON
+        raise error(f"{path} is damaged ({str(e).splitlines()[0]}); {hint}") from None
+
+
+def end_of_text_id(ckpt: Path, tokenizer) -> int | None:
+    """The id that separates documents: meta.json's "eot_id" (written with the data), else the tokenizer's
+    first special token, else None."""
+    meta_file = ckpt / "meta.json"
+    if meta_file.is_file():
+        try:
+            eot_id = json.loads(meta_file.read_text(encoding="utf-8")).get("eot_id")
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError, AttributeError) as e:
+            raise CheckpointError(f"{meta_file} is damaged ({e}); copy it back from the run's data cache") from None
+        if eot_id is not None and not (isinstance(eot_id, int) and tokenizer.id_to_token(eot_id) is not None):
+            raise CheckpointError(f"{meta_file} names eot_id {eot_id!r}, which its tokenizer.json does not have")
+        return eot_id
+    special = sorted(i for i, t in tokenizer.get_added_tokens_decoder().items() if t.special)
+    return special[0] if special else None
+
+
 def find_checkpoint(path) -> Path:
     """A checkpoint dir as given, or a run dir's `best/` (else `last/`), or the dir of a model.safetensors."""
     path = Path(path)

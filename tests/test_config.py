@@ -16,19 +16,19 @@ def test_shipped_configs_load():
     for name in ("tiny", "small", "gpu"):
         cfg = load_config(f"configs/{name}.toml")
         assert isinstance(cfg, RunConfig)
-        assert cfg.model_config(vocab_size=cfg.data.vocab_size).n_embd == cfg.model["n_embd"]
+        assert cfg.model.vocab_size == cfg.data.vocab_size
 
 
 def test_tables_map_onto_dataclasses_and_defaults_fill_the_rest(tmp_path):
     cfg = load_config(write(tmp_path, "[data]\nvocab_size = 512\n[model]\nn_layer = 3\n[train]\nlr = 1\n"))
     assert cfg.data.vocab_size == 512
-    assert cfg.model["n_layer"] == 3 and cfg.model["n_head"] == 4  # GPTConfig default
-    assert "vocab_size" not in cfg.model
+    assert cfg.model.n_layer == 3 and cfg.model.n_head == 4  # GPTConfig default
+    assert cfg.model.vocab_size == 512  # data.vocab_size until the tokenizer is built
     assert cfg.train.lr == 1.0 and isinstance(cfg.train.lr, float)  # an int widens to float
     assert cfg.train.max_steps == TrainConfig().max_steps
     assert cfg.log.wandb is False
-    saved = cfg.to_dict(vocab_size=777)
-    assert saved["model"]["vocab_size"] == 777 and saved["model"]["n_layer"] == 3
+    saved = cfg.to_dict()
+    assert saved["model"]["vocab_size"] == 512 and saved["model"]["n_layer"] == 3
     assert set(saved) == {"data", "model", "train", "log"}
 
 
@@ -40,7 +40,7 @@ def test_overrides_are_toml_values(tmp_path):
     assert cfg.train.compile is False
     assert cfg.train.device == "cpu"  # a bare word is a string
     assert cfg.log.wandb_run_name == "a b"
-    assert cfg.model["dropout"] == 0.25
+    assert cfg.model.dropout == 0.25
     assert cfg.data.vocab_size == 600
 
 

@@ -285,7 +285,7 @@ def test_cli_refuses_a_checkpoint_without_tokenizer(run, tmp_path, capsys):
     assert code == 2 and "tokenizer.json is missing" in err
     (ckpt / "tokenizer.json").write_text("{not json", encoding="utf-8")
     code, err = run_main([ckpt, tmp_path / "hf"], capsys)
-    assert code == 2 and "not a valid tokenizer" in err
+    assert code == 2 and "tokenizer.json is damaged" in err
 
 
 def test_cli_keeps_a_non_empty_out_dir_unless_forced(run, tmp_path, capsys):

@@ -19,7 +19,6 @@ import pytest
 
 from inspection.html import attention_page, pack_weights, save_html
 from inspection.labels import display_width, pad, token_label
-from inference.scoring import windows
 from inspection.stats import STAT_NAMES, format_stats_table, format_top_attended, head_stats
 from inference.textgen import Utf8Stream
 
@@ -112,26 +111,6 @@ def test_top_attended_lists_strongest_keys_first():
     lines = format_top_attended(att, ["a", "대", "c"], k=2).splitlines()
     assert re.sub(r"\s+", " ", lines[2]).strip() == "2 c -> 대(1) 0.500 c(2) 0.300"
     assert lines[0].index("->") == lines[1].index("->") + 1  # "대" takes two columns
-
-
-# ---- scoring windows ------------------------------------------------------------------------------
-
-@pytest.mark.parametrize("n, block_size, stride", [(10, 4, 2), (10, 4, 4), (10, 4, 1), (3, 4, 2), (5, 4, 3), (40, 16, 8)])
-def test_windows_predict_every_target_exactly_once(n, block_size, stride):
-    starts, first = windows(n, block_size, stride)
-    T = min(block_size, n - 1)
-    predicted = []
-    for s, f in zip(starts.tolist(), first.tolist()):
-        assert 0 <= s and s + T <= n - 1
-        predicted += [t for t in range(s + 1, s + T + 1) if t >= f]
-        assert f - s - 1 >= min(T - stride, s)  # context before the first new target
-    assert predicted == list(range(1, n))
-
-
-def test_windows_by_hand():
-    starts, first = windows(10, 4, 2)
-    assert starts.tolist() == [0, 2, 4, 5]
-    assert first.tolist() == [1, 5, 7, 9]
 
 
 # ---- PNG ------------------------------------------------------------------------------------------

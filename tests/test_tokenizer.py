@@ -108,8 +108,8 @@ def test_training_is_deterministic(corpus):
 
 
 def test_load_tokenizer_errors(tmp_path):
-    with pytest.raises(DataError, match=r"cannot load tokenizer .*missing\.json"):
+    with pytest.raises(DataError, match=r"missing\.json is missing; run `python -m data\.prepare`"):
         load_tokenizer(tmp_path / "missing.json")
     (tmp_path / "broken.json").write_text("{not json", encoding="utf-8")
-    with pytest.raises(DataError, match=r"cannot load tokenizer .*broken\.json.*python -m data\.prepare"):
+    with pytest.raises(DataError, match=r"broken\.json is damaged .*python -m data\.prepare"):
         load_tokenizer(tmp_path / "broken.json")

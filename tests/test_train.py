@@ -45,28 +45,6 @@ def test_get_lr_warms_up_linearly_then_decays_by_cosine_to_min_lr():
     assert train.get_lr(0, TrainConfig(lr=2.0, min_lr=0.0, warmup_steps=0, max_steps=4)) == pytest.approx(2.0)
 
 
-def test_split_nll_predicts_every_token_but_the_first_exactly_once():
-    torch.manual_seed(0)
-    model = GPT(GPTConfig(vocab_size=50, block_size=16, n_layer=2, n_head=2, n_embd=32))
-    tokens = np.random.default_rng(0).integers(0, 50, size=50).astype(np.uint16)
-    nll, count = train.split_nll(model, tokens, batch_size=2, device="cpu")
-    assert count == 49
-    t = torch.from_numpy(tokens.astype(np.int64))
-
-    def window_nll(start, first_counted):  # input t[start:start+16] predicts t[start+1:start+17]
-        logits, _ = model(t[start : start + 16][None], all_logits=True)
-        losses = F.cross_entropy(logits[0], t[start + 1 : start + 17], reduction="none")
-        return losses[first_counted - (start + 1) :].sum().item()
-
-    # three full windows cover targets 1..48; target 49 comes from the window ending at it, full context
-    expected = window_nll(0, 1) + window_nll(16, 17) + window_nll(32, 33) + window_nll(33, 49)
-    assert nll == pytest.approx(expected, rel=1e-5)
-    # stride 8: after the first window, each window counts only its last 8 targets (8+ tokens of context)
-    nll, count = train.split_nll(model, tokens, batch_size=4, device="cpu", stride=8)
-    expected = sum(window_nll(s, first) for s, first in [(0, 1), (8, 17), (16, 25), (24, 33), (32, 41), (33, 49)])
-    assert count == 49 and nll == pytest.approx(expected, rel=1e-5)
-
-
 def test_tiny_run_end_to_end(tmp_path, data_cache):
     run = tmp_path / "run"
     cfg = tiny(data_cache)
@@ -84,8 +62,6 @@ def test_tiny_run_end_to_end(tmp_path, data_cache):
     meta = json.loads((run / "last" / "meta.json").read_text())
     assert final["val_tokens_predicted"] == meta["splits"]["val"]["tokens"] - 1  # all but the first token
     assert final["val_chars"] == meta["splits"]["val"]["chars"]
-    nll = final["val_loss"] * final["val_tokens_predicted"]
-    assert final["val_bpc"] == pytest.approx(nll / math.log(2) / meta["splits"]["val"]["chars"])
     assert final["best_step"] == 20 and final["best_val_bpc"] == final["val_bpc"]  # the loss still falls
 
     for ckpt in ("last", "best"):
@@ -94,7 +70,7 @@ def test_tiny_run_end_to_end(tmp_path, data_cache):
         state = torch.load(run / ckpt / "train_state.pt", weights_only=True)
         assert state["step"] == 20
     saved = json.loads((run / "config.json").read_text())
-    assert saved == cfg.to_dict(meta["vocab_size"])
+    assert saved == {**cfg.to_dict(), "model": {**cfg.to_dict()["model"], "vocab_size": meta["vocab_size"]}}
     assert json.loads((run / "last" / "config.json").read_text())["train"] == saved["train"]
     assert (run / "loss.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     model = GPT.load(run)  # generate.py's way in: best/ of the run dir
@@ -184,3 +160,20 @@ def test_patience_stops_the_run_and_best_keeps_the_best_step(tmp_path, data_cach
     assert torch.load(run / "best" / "train_state.pt", weights_only=True)["step"] == 2
     assert torch.load(run / "last" / "train_state.pt", weights_only=True)["step"] == 6
     assert final["best_val_bpc"] == pytest.approx(final["val_bpc"])  # same weights, loaded back from best/
+
+
+def test_score_of_the_validation_text_equals_the_runs_val_bpc(tmp_path, data_cache):
+    """Training's final val_bpc and `generate.py --score` are one computation (model/nll.py)."""
+    from konlpy.corpus import kolaw
+
+    import generate
+    from inference import load_run, score_file
+
+    val = tmp_path / "held_out.txt"
+    val.write_text(kolaw.open("constitution.txt").read()[:700], encoding="utf-8")  # several 16-token windows
+    final = train.train(tiny(data_cache, f"--data.val_source={val}", "--train.sample_tokens=0"), tmp_path / "run")
+    assert final["best_step"] == final["step"]  # so best/ and last/ hold the weights val_bpc was computed with
+    score = score_file(load_run(tmp_path / "run", device="cpu"), val, progress=False)
+    assert score.tokens == final["val_tokens_predicted"] and score.chars == final["val_chars"]
+    assert score.bits_per_char == pytest.approx(final["val_bpc"], abs=1e-6)
+    assert generate.main(["--ckpt", str(tmp_path / "run"), "--score", str(val)]) == 0

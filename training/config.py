@@ -1,10 +1,10 @@
 """Run configuration: one TOML file with a table per dataclass, plus command-line overrides.
 
     cfg = load_config("configs/small.toml", ["--train.lr=3e-4", "--model.dropout=0.1"])
-    cfg.train.lr, cfg.data.vocab_size, cfg.model["n_layer"]
+    cfg.train.lr, cfg.data.vocab_size, cfg.model.n_layer
 
 `[data]` is `data.config.DataConfig`, `[model]` is `model.GPTConfig` without `vocab_size` (that comes
-from the tokenizer), `[train]` is `TrainConfig` and `[log]` is `LogConfig` below. Override values are
+from the tokenizer: `data.vocab_size` until the data is prepared, then the tokenizer's own), `[train]` is `TrainConfig` and `[log]` is `LogConfig` below. Override values are
 parsed as TOML (`--train.compile=false`, `--log.wandb_run_name="a b"`); a bare word that is not TOML
 (`--train.device=cpu`) is taken as a string. Every value is type-checked against its dataclass, and an
 unknown section or key raises `ConfigError` listing the valid ones.
@@ -84,17 +84,13 @@ class LogConfig:
 @dataclass
 class RunConfig:
     data: DataConfig = field(default_factory=DataConfig)
-    model: dict = field(default_factory=dict)  # GPTConfig keywords without vocab_size
+    model: GPTConfig = field(default_factory=GPTConfig)  # vocab_size: data.vocab_size until the tokenizer says
     train: TrainConfig = field(default_factory=TrainConfig)
     log: LogConfig = field(default_factory=LogConfig)
 
-    def model_config(self, vocab_size: int) -> GPTConfig:
-        return GPTConfig(vocab_size=vocab_size, **self.model)
-
-    def to_dict(self, vocab_size: int | None = None) -> dict:
-        """The resolved config as saved in config.json (`model` gets vocab_size when it is known)."""
-        model = asdict(self.model_config(vocab_size)) if vocab_size else dict(self.model)
-        return {"data": asdict(self.data), "model": model, "train": asdict(self.train), "log": asdict(self.log)}
+    def to_dict(self) -> dict:
+        """The resolved config as saved in config.json."""
+        return asdict(self)
 
 
 SECTIONS = {"data": DataConfig, "model": GPTConfig, "train": TrainConfig, "log": LogConfig}
@@ -142,16 +138,13 @@ def build_config(raw: dict, source: str = "config") -> RunConfig:
         if not isinstance(table, dict):
             raise ConfigError(f"{section} in {source} must be a table [{section}]")
         values[section] = check_table(section, cls, table)
-    model_defaults = {f.name: f.default for f in fields(GPTConfig) if f.name != "vocab_size"}
-    values["model"] = {**model_defaults, **values["model"]}
-    cfg = RunConfig(
-        data=DataConfig(**values["data"]),
-        model=values["model"],
+    data = DataConfig(**values["data"])
+    return RunConfig(
+        data=data,
+        model=GPTConfig(vocab_size=data.vocab_size, **values["model"]),  # checked now, before any data work
         train=TrainConfig(**values["train"]),
         log=LogConfig(**values["log"]),
     )
-    cfg.model_config(vocab_size=cfg.data.vocab_size)  # GPTConfig checks the [model] values now, before any data work
-    return cfg
 
 
 def check_table(section: str, cls, table: dict) -> dict:

@@ -1,6 +1,5 @@
-"""What the machine offers a training run: the device, the default precision and compile, the FLOP peak.
+"""What the device offers a training run: the default precision and compile, the FLOP peak.
 
-    device = resolve_device("auto")          # cuda, then mps, then cpu
     default_precision(device)                 # what train.dtype = "auto" means
     default_compile(device)                   # what train.compile = "auto" means
     peak_flops(device, configured=0.0)        # the denominator of MFU (0 = unknown)
@@ -12,21 +11,8 @@ from pathlib import Path
 
 import torch
 
-from model.errors import UserError
-
 # dense bf16 tensor-core peaks (FLOP/s); matched by substring of the device name, first match wins
 GPU_PEAK_FLOPS = {"H200": 989e12, "H100": 989e12, "A100": 312e12, "L40S": 362e12, "L4": 121e12, "A10": 125e12}
-
-
-def resolve_device(name: str, local_rank: int = 0) -> torch.device:
-    """train.device -> torch.device; under torchrun "cuda" means this process's GPU."""
-    if name == "auto":
-        name = "cuda" if torch.cuda.is_available() else "mps" if torch.backends.mps.is_available() else "cpu"
-    if name.startswith("cuda") and not torch.cuda.is_available():
-        raise UserError(f'train.device = "{name}" but CUDA is not available; use --train.device=auto or cpu')
-    if name == "mps" and not torch.backends.mps.is_available():
-        raise UserError('train.device = "mps" but MPS is not available; use --train.device=auto or cpu')
-    return torch.device(f"cuda:{local_rank}" if name == "cuda" else name)
 
 
 def default_precision(device: torch.device) -> str:
