@@ -189,6 +189,9 @@ class GPT(nn.Module):
             config = GPTConfig(**raw)
         except (TypeError, ModelConfigError) as e:
             raise io.CheckpointError(f'{ckpt / io.CONFIG} has bad "model" settings ({e}); restore the file') from e
+        with torch.device("meta"):  # the names and shapes the config implies, without allocating them
+            expected = {k: tuple(t.shape) for k, t in cls(config).state_dict().items() if k != io.TIED}
+        io.check_shapes(expected, io.stored_shapes(ckpt), ckpt / io.WEIGHTS)
         model = cls(config)
         io.load_weights(model, ckpt)
         return model.to(device).eval()

@@ -1,11 +1,13 @@
 """Checkpoint files: `model.safetensors` (weights) + `config.json` ({"model": {...}, ...}).
 
     model.save(dir, extra_config)  ->  save_checkpoint(model, dir, extra_config)
-    GPT.load(path)                 ->  find_checkpoint, read_model_config, load_weights
+    GPT.load(path)                 ->  find_checkpoint, read_model_config, stored_shapes, load_weights
 
 The LM head shares its matrix with the token embedding, so only `tok_emb.weight` is stored and
 loading the embedding restores the head. Files are written to a temporary name, synced and then
-renamed, so a crash never leaves half a file under the real name. Weights are never unpickled.
+renamed, so a crash never leaves half a file under the real name (a failed write raises `DiskError`).
+Weights are never unpickled, and their header is checked against config.json before any memory is
+allocated for them.
 Every problem with the files on disk raises `CheckpointError` with a one-line message.
 """
 
@@ -15,6 +17,7 @@ import tempfile
 from dataclasses import asdict
 from pathlib import Path
 
+import safetensors
 import safetensors.torch
 
 from model.errors import UserError
@@ -28,11 +31,23 @@ class CheckpointError(UserError):
     """A checkpoint is missing, damaged or does not match the model."""
 
 
+class DiskError(UserError):
+    """A file could not be written: a full or read-only disk, a missing permission, a path that is a file."""
+
+
+def write_failure(e: Exception) -> str:
+    """One line saying why a write failed ("No space left on device")."""
+    return e.strerror if isinstance(e, OSError) and e.strerror else " ".join(str(e).split())
+
+
 def atomic_write(path: Path, write) -> None:
-    """Call write(tmp_path), fsync it, then rename it to `path` (same directory, so the rename is atomic)."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
+    """Call write(tmp_path), fsync it, then rename it to `path` (same directory, so the rename is atomic).
+    A failed write leaves `path` as it was, removes the temporary file and raises DiskError."""
+    path = Path(path)
+    tmp = None
     try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        os.close(fd)
         write(tmp)
         with open(tmp, "rb+") as f:
             os.fsync(f.fileno())
@@ -40,9 +55,20 @@ def atomic_write(path: Path, write) -> None:
         os.umask(umask)
         os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; a checkpoint is an ordinary file
         os.replace(tmp, path)
+    except (OSError, safetensors.SafetensorError) as e:  # safetensors reports a full disk with its own type
+        if tmp:
+            Path(tmp).unlink(missing_ok=True)
+        raise DiskError(f"cannot write {path} ({write_failure(e)}); free some disk space or choose a writable "
+                        f"directory") from None
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        if tmp:
+            Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    """`atomic_write` of a UTF-8 text file."""
+    atomic_write(path, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
 
 
 def save_checkpoint(model, directory, extra_config: dict | None = None) -> None:
@@ -52,8 +78,7 @@ def save_checkpoint(model, directory, extra_config: dict | None = None) -> None:
     tensors = {k: t.detach().cpu().contiguous() for k, t in model.state_dict().items() if k != TIED}
     config = {"model": asdict(model.config), **(extra_config or {})}
     atomic_write(directory / WEIGHTS, lambda tmp: safetensors.torch.save_file(tensors, tmp))
-    text = json.dumps(config, indent=2, ensure_ascii=False) + "\n"
-    atomic_write(directory / CONFIG, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
+    write_text_atomic(directory / CONFIG, json.dumps(config, indent=2, ensure_ascii=False) + "\n")
 
 
 def load_tokenizer(path, hint: str = "restore it or retrain", error: type[UserError] = CheckpointError):
@@ -119,6 +144,35 @@ def read_model_config(ckpt: Path) -> dict:
     return model
 
 
+def stored_shapes(ckpt: Path) -> dict[str, tuple]:
+    """Name -> shape of every tensor in ckpt/model.safetensors, read from its header alone."""
+    file = ckpt / WEIGHTS
+    try:
+        with safetensors.safe_open(file, framework="pt") as f:
+            return {k: tuple(f.get_slice(k).get_shape()) for k in f.keys()}
+    except Exception as e:  # safetensors raises its own error type for truncated or garbled files
+        raise CheckpointError(f"{file} is damaged or truncated ({' '.join(str(e).split())}); restore it or use "
+                              f"another checkpoint") from None
+
+
+def check_shapes(expected: dict[str, tuple], stored: dict[str, tuple], file: Path) -> None:
+    """Refuse weights whose names or shapes differ from what the config implies."""
+    missing = sorted(expected.keys() - stored.keys())
+    unexpected = sorted(stored.keys() - expected.keys())
+    if missing or unexpected:
+        problems = [f"{what} {len(names)} tensors ({', '.join(names[:3])}{', ...' if len(names) > 3 else ''})"
+                    for what, names in (("lacks", missing), ("has unknown", unexpected)) if names]  # fmt: skip
+        raise CheckpointError(
+            f"{file} {' and '.join(problems)} for its {CONFIG}; the weights and config come from different models"
+        )
+    for k, shape in expected.items():
+        if stored[k] != shape:
+            raise CheckpointError(
+                f"{file}: {k} has shape {stored[k]} but {CONFIG} implies {shape}; "
+                "the weights and config come from different models"
+            )
+
+
 def load_weights(model, ckpt: Path) -> None:
     """Copy ckpt/model.safetensors into `model`, after checking every name and shape."""
     file = ckpt / WEIGHTS
@@ -127,19 +181,6 @@ def load_weights(model, ckpt: Path) -> None:
     except Exception as e:  # safetensors raises its own error type for truncated or garbled files
         reason = " ".join(str(e).split())  # one line
         raise CheckpointError(f"{file} is damaged or truncated ({reason}); restore it or use another checkpoint") from e
-    expected = {k: t.shape for k, t in model.state_dict().items() if k != TIED}
-    missing = sorted(expected.keys() - tensors.keys())
-    unexpected = sorted(tensors.keys() - expected.keys())
-    if missing or unexpected:
-        problems = [f"{what} {len(names)} tensors ({', '.join(names[:3])}{', ...' if len(names) > 3 else ''})"
-                    for what, names in (("lacks", missing), ("has unknown", unexpected)) if names]  # fmt: skip
-        raise CheckpointError(
-            f"{file} {' and '.join(problems)} for its {CONFIG}; the weights and config come from different models"
-        )
-    for k, shape in expected.items():
-        if tensors[k].shape != shape:
-            raise CheckpointError(
-                f"{file}: {k} has shape {tuple(tensors[k].shape)} but {CONFIG} implies {tuple(shape)}; "
-                "the weights and config come from different models"
-            )
+    expected = {k: tuple(t.shape) for k, t in model.state_dict().items() if k != TIED}
+    check_shapes(expected, {k: tuple(t.shape) for k, t in tensors.items()}, file)
     model.load_state_dict(tensors, strict=False)  # only the tied head is absent; loading tok_emb fills it
