@@ -3,6 +3,7 @@
     python train.py                                              # configs/small.toml -> runs/small
     python train.py --config configs/tiny.toml --train.max_steps=20 --out runs/t1
     python train.py --config configs/tiny.toml --out runs/t1 --resume     # continue exactly
+    python train.py --config configs/tiny.toml --out runs/t1 --overwrite  # replace that run
     torchrun --standalone --nproc_per_node=2 train.py --config configs/tiny.toml
 
 The run directory gets config.json, metrics.jsonl, loss.png, last/ (every evaluation) and best/ (lowest
@@ -10,7 +11,9 @@ validation loss). The run ends with the exact loss over the whole validation spl
 character, for the best and the last weights. Exit codes: 0 done; 2 bad input (config, data, checkpoint);
 3 the loss became NaN/inf (last/ keeps the last good weights); 130 Ctrl-C and 143 SIGTERM, after
 finishing the step and saving last/ (the printed command resumes; a second Ctrl-C aborts without saving).
-Under torchrun only rank 0 logs and saves; for several nodes the run directory must be on a shared disk.
+One trainer at a time per run directory (RUN/.lock), and a run directory that holds a run needs
+--resume or --overwrite. Under torchrun only rank 0 locks, logs and saves; for several nodes the run
+directory must be on a shared disk.
 """
 
 import argparse
@@ -33,7 +36,8 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel as DDP
 from tqdm import tqdm
 
-from training.checkpoints import check_same_model, open_run_dir, recover, rng_state, save_checkpoint, set_rng_state
+from training.checkpoints import (check_same_model, clear_run, open_run_dir, recover, rng_state, save_checkpoint,
+                                  set_rng_state)
 from data.loader import BatchLoader, load_tokens
 from data.prepare import prepare
 from data.tokenizer import load_tokenizer
@@ -43,7 +47,9 @@ from training.hardware import default_compile, default_precision, peak_flops
 from model import GPT
 from model.device import resolve_device
 from model.nll import bits_per_char, stream_nll
+from model.io import write_text_atomic
 from training.config import RunConfig, TrainConfig, load_config
+from training.lock import RunLock
 from training.metrics import RunLog
 
 PRECISIONS = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
@@ -71,21 +77,27 @@ def check_finite(what: str, value: float, step: int, out_dir: Path) -> None:
         )
 
 
-def prepare_data(cfg: RunConfig, master: bool, world: int):
-    """Rank 0 prepares (or finds in the cache) the data; the other ranks then reuse it."""
-    error = None
+def on_master(work, master: bool, world: int):
+    """Run `work()` on rank 0 only; a UserError there is raised on every rank, so none waits forever."""
+    result, error = None, None
     if master:
         try:
-            prepared = prepare(cfg.data, verbose=True)
+            result = work()
         except UserError as e:
             error = e
     if world > 1:
         box = [None if error is None else str(error)]
-        dist.broadcast_object_list(box, src=0)
+        dist.broadcast_object_list(box, src=0)  # also a barrier: the other ranks wait for rank 0's work
         if box[0] is not None and not master:
             raise UserError(box[0])
     if error is not None:
         raise error
+    return result
+
+
+def prepare_data(cfg: RunConfig, master: bool, world: int):
+    """Rank 0 prepares (or finds in the cache) the data; the other ranks then reuse it."""
+    prepared = on_master(lambda: prepare(cfg.data, verbose=True), master, world)
     return prepared if master else prepare(cfg.data, verbose=False)
 
 
@@ -110,9 +122,9 @@ def signal_for_tests(step: int) -> None:
         os.kill(os.getpid(), getattr(signal, f"SIG{name or 'INT'}"))
 
 
-def train(cfg: RunConfig, out_dir, resume: bool = False, command: str | None = None) -> dict:
-    """Run (or resume) training into out_dir. Returns the final record, or {"exit_code": 130/143, ...}
-    when a signal stopped it (after saving last/)."""
+def train(cfg: RunConfig, out_dir, resume: bool = False, command: str | None = None, overwrite: bool = False) -> dict:
+    """Run (or resume, or with `overwrite` replace) the run in out_dir. Returns the final record, or
+    {"exit_code": 130/143, ...} when a signal stopped it (after saving last/)."""
     out_dir, tc = Path(out_dir), cfg.train
     world, rank = int(os.environ.get("WORLD_SIZE", 1)), int(os.environ.get("RANK", 0))
     device = resolve_device(tc.device, int(os.environ.get("LOCAL_RANK", 0)))
@@ -123,10 +135,12 @@ def train(cfg: RunConfig, out_dir, resume: bool = False, command: str | None = N
             torch.cuda.set_device(device)
         dist.init_process_group(backend="nccl" if device.type == "cuda" else "gloo")
     caught, previous_handlers = catch_signals()
+    lock = RunLock(out_dir)  # one trainer per run dir, taken by rank 0 for the whole run
     try:
-        run, state = set_up(cfg, out_dir, resume, device, rank, world)
+        run, state = set_up(cfg, out_dir, resume, overwrite, device, rank, world, lock)
         return run_training(run, state, caught, command)
     finally:
+        lock.release()
         for signum, handler in previous_handlers.items():
             signal.signal(signum, handler)
         if world > 1:
@@ -178,14 +192,12 @@ class State:
     t_start: float = field(default_factory=time.perf_counter)
 
 
-def set_up(cfg: RunConfig, out_dir: Path, resume: bool, device, rank: int, world: int) -> tuple[Run, State]:
-    """Check the run dir, prepare the data, build (or restore) the model and optimizer, write config.json."""
+def set_up(cfg: RunConfig, out_dir: Path, resume: bool, overwrite: bool, device, rank: int, world: int,
+           lock: RunLock) -> tuple[Run, State]:
+    """Lock and check the run dir, prepare the data, build (or restore) the model and optimizer, write config.json."""
     tc, master = cfg.train, rank == 0
-    if master:
-        recover(out_dir)  # finish or undo a save that a crash interrupted
-    if world > 1:
-        dist.barrier()
-    saved = open_run_dir(out_dir, resume)
+    on_master(lambda: (lock.acquire(), recover(out_dir)), master, world)  # recover: finish or undo a crashed save
+    saved = open_run_dir(out_dir, resume, overwrite)
     prepared = prepare_data(cfg, master, world)
     cfg = replace(cfg, model=replace(cfg.model, vocab_size=prepared.meta["vocab_size"]))
     precision = default_precision(device) if tc.dtype == "auto" else tc.dtype
@@ -226,6 +238,8 @@ def set_up(cfg: RunConfig, out_dir: Path, resume: bool, device, rank: int, world
     if saved:
         restore(run, state, saved)
     if master:
+        if overwrite:
+            clear_run(out_dir)  # only now that everything else checked out
         write_config(run, precision, use_compile, resumed=bool(saved), step=state.step)
         run.log = RunLog(out_dir, cfg.to_dict(), state.step if saved else None, cfg.log)
     return run, state
@@ -249,10 +263,7 @@ def restore(run: Run, state: State, saved: dict) -> None:
 def write_config(run: Run, precision: str, use_compile: bool, resumed: bool, step: int) -> None:
     """RUN/config.json (atomically) and the resolved settings on stdout."""
     config = run.cfg.to_dict()
-    run.out_dir.mkdir(parents=True, exist_ok=True)
-    tmp = run.out_dir / "config.json.tmp"
-    tmp.write_text(json.dumps(config, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    os.replace(tmp, run.out_dir / "config.json")
+    write_text_atomic(run.out_dir / "config.json", json.dumps(config, indent=2, ensure_ascii=False) + "\n")
     for section, values in config.items():
         print(f"[{section}] " + " ".join(f"{k}={v!r}" for k, v in values.items()))
     print(f"{run.raw.num_params() / 1e6:.2f}M parameters on {run.device}, {precision}, compile {'on' if use_compile else 'off'}, "
@@ -410,22 +421,28 @@ def resume_command(argv: list[str]) -> str:
     world = int(os.environ.get("WORLD_SIZE", 1))
     script = os.path.relpath(__file__) if not os.path.relpath(__file__).startswith("..") else __file__
     launcher = ["torchrun", "--standalone", f"--nproc_per_node={world}"] if world > 1 else ["python"]
-    return shlex.join(launcher + [script] + [a for a in argv if a != "--resume"] + ["--resume"])
+    return shlex.join(launcher + [script] + [a for a in argv if a not in ("--resume", "--overwrite")] + ["--resume"])
+
+
+class Parser(argparse.ArgumentParser):
+    def error(self, message):  # one line and exit 2, like every other bad input
+        raise UserError(f"{message}; see python train.py --help")
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         description=__doc__.split("\n")[0], epilog="Overrides: --section.key=value, e.g. --train.lr=3e-4", allow_abbrev=False
     )
     parser.add_argument("--config", default="configs/small.toml", help="TOML run config (default: configs/small.toml)")
     parser.add_argument("--out", help="run directory (default: runs/<config file stem>)")
     parser.add_argument("--resume", action="store_true", help="continue the run in --out from its last/ checkpoint")
-    args, overrides = parser.parse_known_args(argv)
+    parser.add_argument("--overwrite", action="store_true", help="replace the run in --out (its checkpoints and metrics)")
     try:
+        args, overrides = parser.parse_known_args(argv)
         cfg = load_config(args.config, overrides)
         out_dir = Path(args.out) if args.out else Path("runs") / Path(args.config).stem
-        result = train(cfg, out_dir, args.resume, command=resume_command(argv))
+        result = train(cfg, out_dir, args.resume, command=resume_command(argv), overwrite=args.overwrite)
     except UserError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -4,6 +4,7 @@ import json
 import math
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -82,8 +83,34 @@ def test_existing_checkpoint_needs_resume_and_resume_needs_a_checkpoint(tmp_path
     with pytest.raises(UserError, match="nothing to resume.*drop --resume"):
         train.train(tiny(data_cache), run, resume=True)
     train.train(tiny(data_cache, "--train.max_steps=2", "--train.eval_interval=2", "--train.sample_tokens=0"), run)
-    with pytest.raises(UserError, match="already holds a checkpoint; add --resume.*--out"):
+    with pytest.raises(UserError, match=r"already holds a run \(best/, last/, metrics.jsonl\); continue it with "
+                                        r"--resume, start another with --out NEW_DIR, or replace it with --overwrite"):
         train.train(tiny(data_cache), run)
+
+
+def files_of(directory: Path) -> dict:
+    """Every file below `directory` with its bytes: a snapshot to compare."""
+    return {p.relative_to(directory): p.read_bytes() for p in sorted(directory.rglob("*")) if p.is_file()}
+
+
+def test_a_new_run_never_replaces_an_old_one_without_overwrite(tmp_path, data_cache, capsys):
+    run = tmp_path / "run"
+    base = ["--config", str(TINY), f"--data.cache_dir={data_cache}", "--train.threads=1", "--train.sample_tokens=0",
+            "--train.max_steps=2", "--train.eval_interval=2", "--out", str(run)]  # fmt: skip
+    assert train.main(base) == 0
+    capsys.readouterr()
+    shutil.rmtree(run / "last")  # best/ and metrics.jsonl are left: still a run worth keeping
+    before = files_of(run)
+    assert train.main(base) == 2
+    assert capsys.readouterr().err == (f"error: {run} already holds a run (best/, metrics.jsonl); start another "
+                                       f"with --out NEW_DIR, or replace it with --overwrite\n")
+    assert files_of(run) == before
+    assert train.main([*base, "--resume", "--overwrite"]) == 2
+    assert "pass only one" in capsys.readouterr().err
+    assert train.main([*base, "--train.max_steps=4", "--overwrite"]) == 0
+    assert (run / "last").is_dir() and files_of(run) != before
+    steps = [r["step"] for r in map(json.loads, (run / "metrics.jsonl").read_text().splitlines()) if "loss" in r]
+    assert steps == [1, 2, 3, 4]
 
 
 def test_resume_refuses_a_changed_model_shape(tmp_path, data_cache):

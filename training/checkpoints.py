@@ -3,7 +3,7 @@
     save_checkpoint(run_dir, "last", model, config_dict, prepared_dir, train_state)
     recover(run_dir)                       # on start: finish or undo a save that a crash interrupted
     state = load_train_state(run_dir / "last")
-    state = open_run_dir(run_dir, resume)  # a checkpoint needs --resume, --resume needs a checkpoint
+    state = open_run_dir(run_dir, resume)  # a run needs --resume (or --overwrite), --resume needs last/
 
 A checkpoint dir holds config.json + model.safetensors (model.save), tokenizer.json and meta.json (copied
 from the prepared data) and train_state.pt (optimizer, step, RNG states, loader position), which holds
@@ -110,14 +110,33 @@ def set_rng_state(state: dict) -> None:
     random.setstate((p["version"], tuple(p["state"].tolist()), p["gauss"]))
 
 
-def open_run_dir(out_dir: Path, resume: bool) -> dict | None:
-    """Check the run dir against --resume; last/'s train_state when resuming."""
+RUN_CONTENT = ("best/", "last/", "metrics.jsonl")  # what a new run would replace
+REPLACED = ("best", "last", "metrics.jsonl", "loss.png", "config.json")  # what --overwrite deletes
+
+
+def open_run_dir(out_dir: Path, resume: bool, overwrite: bool = False) -> dict | None:
+    """Check the run dir against --resume and --overwrite; last/'s train_state when resuming."""
     has_ckpt = (out_dir / "last" / "model.safetensors").exists()
-    if has_ckpt and not resume:
-        raise UserError(f"{out_dir} already holds a checkpoint; add --resume to continue it, or pass --out NEW_DIR")
+    if resume and overwrite:
+        raise UserError("--resume continues the run in --out and --overwrite replaces it; pass only one")
     if resume and not has_ckpt:
         raise UserError(f"nothing to resume in {out_dir} (no last/ checkpoint); drop --resume to start a new run")
+    found = [name for name in RUN_CONTENT if (out_dir / name.rstrip("/")).exists()]
+    if found and not (resume or overwrite):
+        keep = "continue it with --resume, " if has_ckpt else ""
+        raise UserError(f"{out_dir} already holds a run ({', '.join(found)}); {keep}start another with --out NEW_DIR, "
+                        f"or replace it with --overwrite")
     return load_train_state(out_dir / "last") if resume else None
+
+
+def clear_run(out_dir: Path) -> None:
+    """Delete what a previous run left in out_dir (for --overwrite)."""
+    for name in REPLACED:
+        path = out_dir / name
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path)
+        else:
+            path.unlink(missing_ok=True)
 
 
 def check_same_model(ckpt: Path, model_config: dict, meta: dict) -> None:
