@@ -37,7 +37,7 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 from tqdm import tqdm
 
 from training.checkpoints import (check_same_model, clear_run, open_run_dir, recover, rng_state, save_checkpoint,
-                                  set_rng_state)
+                                  saved_step, set_rng_state)
 from data.loader import BatchLoader, load_tokens
 from data.prepare import prepare
 from data.tokenizer import load_tokenizer
@@ -390,17 +390,22 @@ def run_training(run: Run, state: State, caught: dict, command: str | None) -> d
 
 
 def final_report(run: Run, state: State) -> dict:
-    """The exact loss and bits per character of the whole validation split, for the last and best weights."""
+    """The exact loss and bits per character of the whole validation split, for the weights in last/ (the
+    model in memory) and in best/ (the step its own config.json names, whatever the run's counters say)."""
     if run.world > 1:
         dist.barrier()  # best/ is complete on disk before any rank reads it
     val_tokens, chars = load_tokens(run.data_dir / "val.bin", run.meta["dtype"]), run.meta["splits"]["val"]["chars"]
     nll, count = stream_nll(run.raw, val_tokens, rank=run.rank, world=run.world)
-    best_is_last = state.best_step == state.step or not (run.out_dir / "best").exists()
-    best_model = run.raw if best_is_last else GPT.load(run.out_dir / "best", run.device)
+    best_dir, last_dir = run.out_dir / "best", run.out_dir / "last"
+    best_step = saved_step(best_dir)
+    if best_step is None:  # no best/ to score: last/ is the best there is
+        best_dir, best_step = last_dir, state.step
+    best_is_last = best_step == state.step  # last/ and best/ of the same step hold the same weights
+    best_model = run.raw if best_is_last else GPT.load(best_dir, run.device)
     best_nll = nll if best_is_last else stream_nll(best_model, val_tokens, rank=run.rank, world=run.world)[0]
     final = {
         "kind": "final", "step": state.step, "val_loss": nll / count, "val_bpc": bits_per_char(nll, chars),
-        "best_step": state.best_step, "best_val_loss": best_nll / count, "best_val_bpc": bits_per_char(best_nll, chars),
+        "best_step": best_step, "best_val_loss": best_nll / count, "best_val_bpc": bits_per_char(best_nll, chars),
         "val_tokens_predicted": count, "val_chars": chars, "wall_s": round(time.perf_counter() - state.t_start, 1),
         "tokens_per_s": round(state.trained_tokens / state.train_time, 1) if state.train_time else None,
     }  # fmt: skip
@@ -410,8 +415,8 @@ def final_report(run: Run, state: State) -> dict:
         run.log.write(final)
         run.log.close()
         speed = f"; {final['tokens_per_s']:.0f} tokens/s" if final["tokens_per_s"] else ""
-        print(f"whole validation split ({count} tokens, {chars} characters): best weights (step {state.best_step}) "
-              f"{final['best_val_bpc']:.4f} bits/char, last (step {state.step}) {final['val_bpc']:.4f} bits/char"
+        print(f"whole validation split ({count} tokens, {chars} characters): best weights ({best_dir}, step {best_step}) "
+              f"{final['best_val_bpc']:.4f} bits/char, last ({last_dir}, step {state.step}) {final['val_bpc']:.4f} bits/char"
               + speed + (f", MFU {final['mfu']:.1%}" if "mfu" in final else ""))  # fmt: skip
     return final
 

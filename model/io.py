@@ -13,6 +13,7 @@ Every problem with the files on disk raises `CheckpointError` with a one-line me
 
 import json
 import os
+import re
 import tempfile
 from dataclasses import asdict
 from pathlib import Path
@@ -37,7 +38,11 @@ class DiskError(UserError):
 
 def write_failure(e: Exception) -> str:
     """One line saying why a write failed ("No space left on device")."""
-    return e.strerror if isinstance(e, OSError) and e.strerror else " ".join(str(e).split())
+    if isinstance(e, OSError) and e.strerror:
+        return e.strerror
+    text = " ".join(str(e).split())
+    found = re.search(r"I/O error: (.+?) \(os error \d+\)", text)  # how safetensors words an OSError
+    return found.group(1) if found else text
 
 
 def atomic_write(path: Path, write) -> None:
@@ -59,7 +64,7 @@ def atomic_write(path: Path, write) -> None:
         if tmp:
             Path(tmp).unlink(missing_ok=True)
         raise DiskError(f"cannot write {path} ({write_failure(e)}); free some disk space or choose a writable "
-                        f"directory") from None
+                        f"directory") from e
     except BaseException:
         if tmp:
             Path(tmp).unlink(missing_ok=True)

@@ -96,6 +96,79 @@ def test_kill_9_during_a_save_leaves_the_previous_checkpoint(tmp_path, data_cach
     assert torch.load(run / "last" / "train_state.pt", weights_only=True)["step"] == 20
 
 
+def test_kill_9_between_the_last_and_best_saves_is_made_consistent(tmp_path, data_cache, capsys):
+    run = tmp_path / "run"
+    args = cli_args(data_cache, run, "--train.sample_tokens=0")
+    env = {**os.environ, "KOGPT_TEST_SAVE_PAUSE": "20:best"}  # last/ of step 20 is saved, best/ not yet
+    proc = subprocess.Popen([sys.executable, "train.py", *args], cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL, text=True)  # fmt: skip
+    try:
+        for line in proc.stdout:
+            if line.startswith("SAVE_PAUSED 20 best"):
+                break
+        else:
+            pytest.fail("the run ended without reaching the save of best/ at step 20")
+        proc.send_signal(signal.SIGKILL)
+    finally:
+        proc.wait(timeout=60)
+    last = torch.load(run / "last" / "train_state.pt", weights_only=True)
+    assert (last["step"], last["best_step"]) == (20, 20)
+    assert torch.load(run / "best" / "train_state.pt", weights_only=True)["step"] == 10  # the pair disagrees
+
+    assert train.main([*args, "--resume"]) == 0  # nothing left to train: recovery and the final report
+    assert (run / "best" / "model.safetensors").read_bytes() == (run / "last" / "model.safetensors").read_bytes()
+    assert torch.load(run / "best" / "train_state.pt", weights_only=True)["step"] == 20
+    report = capsys.readouterr().out.strip().splitlines()[-1]
+    assert f"best weights ({run / 'best'}, step 20) " in report and f"last ({run / 'last'}, step 20) " in report
+    final = json.loads((run / "metrics.jsonl").read_text().splitlines()[-1])
+    assert final["best_step"] == 20 and final["best_val_bpc"] == final["val_bpc"]
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A 4 MB tmpfs (needs root, or the right to mount): a disk that a test can fill."""
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(disk)], capture_output=True)
+    if mounted.returncode != 0:
+        pytest.skip("cannot mount a small tmpfs here (needs root)")
+    yield disk
+    subprocess.run(["umount", "-l", str(disk)], check=True)
+
+
+def fill(disk: Path, leave: int) -> Path:
+    """Fill `disk` with one file, then free `leave` bytes of it."""
+    filler = disk / "filler"
+    with open(filler, "wb") as f:
+        try:
+            while True:
+                f.write(b"\0" * 65536)
+                f.flush()
+        except OSError:
+            pass
+    os.truncate(filler, max(0, filler.stat().st_size - leave))
+    return filler
+
+
+def test_a_full_disk_during_a_save_is_one_line_and_keeps_the_previous_checkpoint(small_disk, data_cache, capsys):
+    run = small_disk / "run"
+    args = cli_args(data_cache, run, "--train.sample_tokens=0")
+    assert train.main([*args, "--train.max_steps=10"]) == 0
+    before = {p.name: p.read_bytes() for p in (run / "last").iterdir()}
+    capsys.readouterr()
+    filler = fill(small_disk, leave=128 * 1024)  # room for the log lines, not for a checkpoint
+    assert train.main([*args, "--resume"]) == 2
+    err = capsys.readouterr().err
+    assert err.endswith(f"error: cannot save {run / 'last'} (No space left on device); it keeps its previous checkpoint: "
+                        f"free some disk space, then continue with --resume\n")
+    assert "Traceback" not in err and err.count("error:") == 1
+    assert {p.name: p.read_bytes() for p in (run / "last").iterdir()} == before
+    assert sorted(p.name for p in run.iterdir()) == ["best", "config.json", "last", "loss.png", "metrics.jsonl"]
+    filler.unlink()
+    assert train.main([*args, "--resume"]) == 0
+    assert torch.load(run / "last" / "train_state.pt", weights_only=True)["step"] == 20
+
+
 def test_recover_puts_back_a_checkpoint_caught_between_renames(tmp_path):
     run = tmp_path / "run"
     (run / "last.old").mkdir(parents=True)  # crashed after renaming last -> last.old, before .tmp-last -> last
@@ -104,6 +177,7 @@ def test_recover_puts_back_a_checkpoint_caught_between_renames(tmp_path):
     (run / "best").mkdir()  # crashed after the swap of best, before deleting best.old
     (run / "best" / "model.safetensors").write_text("new")
     (run / "best.old").mkdir()
+    (run / ".metrics.jsonl.k2j3h4.tmp").write_text("half")  # an atomic write cut short
     recover(run)
     assert (run / "last" / "model.safetensors").read_text() == "old"
     assert (run / "best" / "model.safetensors").read_text() == "new"

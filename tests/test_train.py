@@ -175,7 +175,7 @@ def test_wandb_logs_offline_without_credentials(tmp_path, data_cache, monkeypatc
     assert list((run / "wandb").glob("offline-run-*"))
 
 
-def test_patience_stops_the_run_and_best_keeps_the_best_step(tmp_path, data_cache):
+def test_patience_stops_the_run_and_best_keeps_the_best_step(tmp_path, data_cache, capsys):
     run = tmp_path / "run"
     # lr 0 never changes the weights, so after the first evaluation none is better
     cfg = tiny(data_cache, "--train.lr=0.0", "--train.min_lr=0.0", "--model.dropout=0.0", "--train.eval_interval=2",
@@ -187,6 +187,8 @@ def test_patience_stops_the_run_and_best_keeps_the_best_step(tmp_path, data_cach
     assert torch.load(run / "best" / "train_state.pt", weights_only=True)["step"] == 2
     assert torch.load(run / "last" / "train_state.pt", weights_only=True)["step"] == 6
     assert final["best_val_bpc"] == pytest.approx(final["val_bpc"])  # same weights, loaded back from best/
+    report = capsys.readouterr().out.strip().splitlines()[-1]
+    assert f"best weights ({run / 'best'}, step 2) " in report and f"last ({run / 'last'}, step 6) " in report
 
 
 def test_score_of_the_validation_text_equals_the_runs_val_bpc(tmp_path, data_cache):

@@ -11,7 +11,9 @@ only tensors and plain Python values so `torch.load(weights_only=True)` reads it
 
 A save writes everything into `RUN/.tmp-<name>`, fsyncs it, renames the old dir to `<name>.old`, renames
 the new one to `<name>` and deletes the old one. A crash before the first rename leaves the old
-checkpoint untouched; a crash between the renames leaves `<name>.old`, which `recover` puts back.
+checkpoint untouched; a crash between the renames leaves `<name>.old`, which `recover` puts back. A
+crash between the save of last/ and that of best/ leaves best/ one best behind, which `recover`
+copies over from last/. A full disk is one `DiskError` line, with the old checkpoint kept.
 """
 
 import json
@@ -20,12 +22,14 @@ import random
 import shutil
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import torch
 
 from model.errors import UserError
 from model import CheckpointError
+from model.io import DiskError, write_failure
 
 STATE = "train_state.pt"
 COPIED = ("tokenizer.json", "meta.json")  # from the prepared data dir, so a checkpoint is self-contained
@@ -40,41 +44,102 @@ def fsync_path(path: Path) -> None:
 
 
 def save_checkpoint(run_dir: Path, name: str, model, config: dict, data_dir: Path, train_state: dict) -> Path:
-    """Atomically replace `run_dir/name` with a checkpoint of `model` and `train_state`."""
-    final, old, tmp = run_dir / name, run_dir / f"{name}.old", run_dir / f".tmp-{name}"
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    model.save(tmp, extra_config={k: v for k, v in config.items() if k != "model"})
-    for file in COPIED:
-        shutil.copyfile(data_dir / file, tmp / file)
-    pause_for_tests(train_state["step"])
-    torch.save(train_state, tmp / STATE)
+    """Atomically replace `run_dir/name` with a checkpoint of `model` and `train_state`. A failed write (a
+    full disk) raises DiskError and leaves the previous checkpoint as it was, with no temporary files."""
+    final, tmp = run_dir / name, run_dir / f".tmp-{name}"
+    try:
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True)
+        model.save(tmp, extra_config={k: v for k, v in config.items() if k != "model"})
+        for file in COPIED:
+            shutil.copyfile(data_dir / file, tmp / file)
+        pause_for_tests(train_state["step"], name)
+        save_state(train_state, tmp / STATE)
+        swap_in(tmp, final)
+    except (OSError, DiskError) as e:
+        shutil.rmtree(tmp, ignore_errors=True)
+        reason = write_failure(e.__cause__ if isinstance(e, DiskError) else e)
+        raise DiskError(f"cannot save {final} ({reason}); it keeps its previous checkpoint: free some disk space, "
+                        f"then continue with --resume") from None
+    return final
+
+
+def save_state(state: dict, path: Path) -> None:
+    """torch.save, except that a failed write raises its OSError (torch reports only "unexpected pos")."""
+    failed = []
+    with open(path, "wb") as f:
+        def write(data):
+            try:
+                return f.write(data)
+            except OSError as e:
+                failed.append(e)
+                raise
+
+        try:
+            torch.save(state, SimpleNamespace(write=write, flush=f.flush))
+        except RuntimeError:
+            if failed:
+                raise failed[0] from None
+            raise
+
+
+def swap_in(tmp: Path, final: Path) -> None:
+    """fsync the finished dir `tmp`, then rename it to `final`, the old one renamed aside and deleted."""
+    old = final.with_name(f"{final.name}.old")
     for file in tmp.iterdir():
         fsync_path(file)
     fsync_path(tmp)
     if final.exists():
         os.rename(final, old)
     os.rename(tmp, final)
-    fsync_path(run_dir)
+    fsync_path(final.parent)
     shutil.rmtree(old, ignore_errors=True)
-    return final
 
 
-def pause_for_tests(step: int) -> None:
-    """Test hook: KOGPT_TEST_SAVE_PAUSE=<step> sleeps halfway through that step's save, so a test can kill -9 it."""
-    if os.environ.get("KOGPT_TEST_SAVE_PAUSE") == str(step):
-        print(f"SAVE_PAUSED {step}", flush=True)
+def pause_for_tests(step: int, name: str) -> None:
+    """Test hook: KOGPT_TEST_SAVE_PAUSE=<step>[:<name>] sleeps halfway through that step's save of last/
+    (or of `name`), so a test can kill -9 it."""
+    wanted = os.environ.get("KOGPT_TEST_SAVE_PAUSE", "")
+    if wanted == f"{step}:{name}" or (wanted == str(step) and name == "last"):
+        print(f"SAVE_PAUSED {step} {name}", flush=True)
         time.sleep(60)
 
 
 def recover(run_dir: Path) -> None:
-    """Undo what a crash in the middle of `save_checkpoint` left behind."""
+    """Undo what a crash in the middle of `save_checkpoint` (or of an atomic write) left behind, and make
+    best/ agree with last/. Call it with the run's lock held."""
     for name in ("last", "best"):
         old = run_dir / f"{name}.old"
         if old.exists() and not (run_dir / name).exists():
             os.rename(old, run_dir / name)  # crashed between the two renames: the old one is intact
         shutil.rmtree(old, ignore_errors=True)
         shutil.rmtree(run_dir / f".tmp-{name}", ignore_errors=True)
+    for orphan in run_dir.glob(".*.tmp"):  # model.io.atomic_write's temporary files
+        orphan.unlink(missing_ok=True)
+    sync_best(run_dir)
+
+
+def sync_best(run_dir: Path) -> None:
+    """A crash between the swaps of last/ and best/ leaves best/ older than the best step last/ names; then
+    last/ holds those best weights, so copy it into best/."""
+    last = run_dir / "last"
+    try:
+        state = torch.load(last / STATE, map_location="cpu", weights_only=True, mmap=True)  # mmap: reads no tensor
+        step, best_step = state["step"], state["best_step"]
+    except Exception:  # no last/, or a damaged one: nothing to copy (resuming it reports the damage)
+        return
+    if best_step == step and saved_step(run_dir / "best") != step:
+        tmp = run_dir / ".tmp-best"
+        shutil.copytree(last, tmp)
+        swap_in(tmp, run_dir / "best")
+
+
+def saved_step(ckpt: Path) -> int | None:
+    """The training step whose weights the checkpoint dir holds (its config.json), None if there is none."""
+    try:
+        return json.loads((ckpt / "config.json").read_text(encoding="utf-8"))["step"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
 
 
 def load_train_state(ckpt: Path) -> dict:
