@@ -11,13 +11,28 @@ per evaluation `{"kind": "eval", "step", "train_loss", "val_loss", ...}` and a l
 
 import json
 import os
+import sys
 from pathlib import Path
 
+from model.io import DiskError, atomic_write, write_failure, write_text_atomic
 
-def read_metrics(path: Path) -> list[dict]:
-    if not path.exists():
+
+def read_metrics(path: Path, damaged: list | None = None) -> list[dict]:
+    """The records of a metrics.jsonl; lines that are not a JSON object (a write cut short by a crash,
+    garbage) are left out and appended to `damaged`."""
+    if not path.is_file():
         return []
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    records = []
+    for line in path.read_bytes().splitlines():
+        try:
+            record = json.loads(line) if line.strip() else None
+        except ValueError:  # UnicodeDecodeError is one too
+            record = line
+        if isinstance(record, dict) and isinstance(record.get("step", 0), int):
+            records.append(record)
+        elif record is not None and damaged is not None:
+            damaged.append(line)
+    return records
 
 
 class RunLog:
@@ -25,19 +40,25 @@ class RunLog:
 
     def __init__(self, run_dir: Path, config: dict, resume_step: int | None, wandb_cfg):
         self.path, self.run_dir = run_dir / "metrics.jsonl", run_dir
+        damaged = []
         kept = [] if resume_step is None else [
-            r for r in read_metrics(self.path) if r.get("step", 0) <= resume_step and r.get("kind") != "final"
+            r for r in read_metrics(self.path, damaged) if r.get("step", 0) <= resume_step and r.get("kind") != "final"
         ]  # fmt: skip
+        if damaged:
+            print(f"warning: {self.path} had {len(damaged)} damaged line{'s' * (len(damaged) > 1)}; they were dropped",
+                  file=sys.stderr)
         # a resumed run re-logs the steps after its checkpoint, so drop what the crashed run logged after it
-        tmp = self.path.with_suffix(".jsonl.tmp")
-        tmp.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in kept), encoding="utf-8")
-        os.replace(tmp, self.path)
+        write_text_atomic(self.path, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in kept))
         self.file = open(self.path, "a", encoding="utf-8")
         self.wandb = start_wandb(wandb_cfg, config, run_dir) if wandb_cfg.wandb else None
 
     def write(self, record: dict) -> None:
-        self.file.write(json.dumps(record, ensure_ascii=False) + "\n")
-        self.file.flush()
+        try:
+            self.file.write(json.dumps(record, ensure_ascii=False) + "\n")
+            self.file.flush()
+        except OSError as e:
+            raise DiskError(f"cannot write {self.path} ({write_failure(e)}); free some disk space, then continue "
+                            f"with --resume") from None
         if self.wandb is not None:
             self.wandb.log({k: v for k, v in record.items() if isinstance(v, (int, float))}, step=record.get("step"))
 
@@ -80,7 +101,7 @@ def plot_losses(records: list[dict], png: Path) -> None:
     ax.grid(alpha=0.3)
     ax.legend()
     fig.tight_layout()
-    tmp = png.with_suffix(".png.tmp")
-    fig.savefig(tmp, format="png", dpi=100)
-    plt.close(fig)
-    os.replace(tmp, png)
+    try:
+        atomic_write(png, lambda tmp: fig.savefig(tmp, format="png", dpi=100))
+    finally:
+        plt.close(fig)
