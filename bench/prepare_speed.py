@@ -2,6 +2,7 @@
 
     python bench/prepare_speed.py [--mb 200] [--layout file|dir] [--vocab-size 8192]
     python bench/prepare_speed.py --vocab-sweep     # how data.vocab_size's default was chosen
+    python bench/prepare_speed.py --fingerprint-only  # what hashing the corpus's contents costs
 
 Generates a Korean-looking corpus of `--mb` megabytes in a temp dir: words of the built-in corpus mixed with
 a few hundred thousand made-up words of real syllables, Zipf-distributed, so the tokenizer trainer sees a
@@ -109,6 +110,7 @@ def main():
     parser.add_argument("--layout", choices=["file", "dir"], default="file")
     parser.add_argument("--vocab-size", type=int, default=8192)
     parser.add_argument("--vocab-sweep", action="store_true", help="only compare vocabulary sizes on builtin")
+    parser.add_argument("--fingerprint-only", action="store_true", help="only time the corpus fingerprint")
     args = parser.parse_args()
     if args.vocab_sweep:
         return vocab_sweep()
@@ -118,6 +120,15 @@ def main():
         size = write_corpus(corpus, args.mb, args.layout)
         source = corpus / "corpus.txt" if args.layout == "file" else corpus
         print(f"generated {size / 1e6:.0f} MB ({args.layout}) in {time.perf_counter() - t0:.0f} s")
+        times = []
+        for _ in range(3):  # the page cache is warm after the first: a reuse reads a corpus just prepared
+            t0 = time.perf_counter()
+            open_source(str(source), DataConfig())
+            times.append(time.perf_counter() - t0)
+        print(f"contents fingerprint (sha256 of the corpus, done on every prepare): median {sorted(times)[1]:.2f} s, "
+              f"{size / 1e6 / sorted(times)[1]:.0f} MB/s (first {times[0]:.2f} s)")
+        if args.fingerprint_only:
+            return
         _, baseline, _ = run_child([])
         cli = ["--config", "configs/small.toml", f"--data.source={source}", f"--data.cache_dir={tmp}/cache",
                f"--data.vocab_size={args.vocab_size}"]

@@ -22,13 +22,15 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
+from data.cache import build_dir, cache_problem, file_records, remove_orphans
 from data.config import DataConfig, DataError
 from data.sources import Source, open_source
 from data.split import plan_split, split_chunks
 from data.tokenizer import EOT, WORDS, tokenizer_hash, train_tokenizer
 from model.errors import UserError
+from model.io import write_failure
 
-FORMAT = 1  # bump when the output of the same inputs changes
+FORMAT = 2  # bump when the output of the same inputs changes
 BATCH_CHARS = 1 << 18  # characters encoded per batch: enough for both cores, small enough for memory
 # The BPE trainer needs about 1 KB per distinct word, so it sees an evenly spread sample of this many
 # characters of the training split: memory stays bounded (about 100 MB) however big the corpus is.
@@ -59,12 +61,19 @@ def prepare_sources(cfg: DataConfig, train: Source, val: Source | None = None, v
     fingerprint = digest([FORMAT, WORDS, TOKENIZER_CHARS, train.fingerprint, val and val.fingerprint, settings])
     slug = re.sub(r"\W+", "_", Path(train.name).stem)[:40] or "corpus"
     out = Path(cfg.cache_dir) / f"{slug}-{cfg.vocab_size}-{fingerprint[:16]}"
-    reused = is_complete(out)
+    remove_orphans(out.parent)
+    problem = cache_problem(out) if out.exists() else "absent"
+    reused = problem is None
+    if out.exists() and not reused:
+        print(f"warning: the data cache {out} is damaged ({problem}); rebuilding it", file=sys.stderr)
     if not reused:
-        tmp = out.with_name(f".tmp-{out.name}-{os.getpid()}")
+        tmp = build_dir(out)
         try:
             build(tmp, cfg, train, val, fingerprint, verbose)
             publish(tmp, out)
+        except OSError as e:  # the corpus is read by code that reports its own errors: this is the cache
+            raise DataError(f"cannot write the data cache {cfg.cache_dir} ({write_failure(e)}); set data.cache_dir "
+                            f"to a writable directory") from None
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
     meta = json.loads((out / "meta.json").read_text())
@@ -73,18 +82,14 @@ def prepare_sources(cfg: DataConfig, train: Source, val: Source | None = None, v
     return Prepared(out, meta, out / "tokenizer.json", reused)
 
 
-def is_complete(out: Path) -> bool:
-    return all((out / name).is_file() for name in ("meta.json", "tokenizer.json", "train.bin", "val.bin"))
-
-
 def publish(tmp: Path, out: Path):
     """Move a finished build into place in one rename; if another process got there first, keep its copy."""
     try:
         os.replace(tmp, out)
     except OSError:
-        if is_complete(out):
+        if cache_problem(out) is None:
             return
-        shutil.rmtree(out)  # left incomplete, e.g. files deleted by hand
+        shutil.rmtree(out)  # left damaged, e.g. files deleted by hand
         os.replace(tmp, out)
 
 
@@ -114,6 +119,7 @@ def build(out: Path, cfg: DataConfig, train: Source, val: Source | None, fingerp
         if not meta["splits"][part]["chars"]:
             raise DataError(f"the {part} split is empty ({plan.chars} characters in {train.name}); add text "
                             f"or set data.val_source")
+    meta["files"] = file_records(out)  # checked on every reuse
     (out / "meta.json").write_text(json.dumps(meta, indent=2, ensure_ascii=False))
 
 

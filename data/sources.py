@@ -47,8 +47,7 @@ def open_source(spec: str, cfg: DataConfig) -> Source:
     files = sorted(f for f in path.rglob("*.txt") if f.is_file()) if path.is_dir() else [path]
     if not files:
         raise DataError(f"no *.txt files under {spec}; put one document per .txt file there")
-    stats = [(str(f.resolve()), f.stat().st_size, f.stat().st_mtime_ns) for f in files]
-    fingerprint = hashlib.sha256(json.dumps(stats).encode()).hexdigest()
+    fingerprint = contents_fingerprint(files, path)
     kind = path.suffix.lower()
     if kind in TABLE_KINDS:
         table = functools.cache(lambda: load_table(path, TABLE_KINDS[kind], cfg))
@@ -56,6 +55,20 @@ def open_source(spec: str, cfg: DataConfig) -> Source:
     if kind in (".jsonl", ".json"):
         return Source(spec, fingerprint, lambda: json_chunks(path, cfg.encoding, cfg.text_field))
     return Source(spec, fingerprint, lambda: text_files_chunks(files, cfg.encoding))
+
+
+def contents_fingerprint(files: list[Path], root: Path) -> str:
+    """sha256 of the files' names (below `root`) and contents: an edit changes it whatever the size and mtime.
+    It reads the corpus once more at about 1.5 GB/s (0.15 s for 200 MB, bench/prepare_speed.py)."""
+    digest = hashlib.sha256()
+    for f in files:
+        digest.update(json.dumps(str(f.relative_to(root)) if f != root else "").encode())
+        try:
+            with open(f, "rb") as stream:
+                digest.update(hashlib.file_digest(stream, "sha256").digest())
+        except OSError as e:
+            raise DataError(f"cannot read {f} ({e.strerror}); check that it is a readable file") from None
+    return digest.hexdigest()
 
 
 def builtin_files() -> list[Path]:

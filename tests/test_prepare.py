@@ -3,6 +3,9 @@ python -m pytest tests/test_prepare.py -q"""
 
 import json
 import os
+import re
+import shutil
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -64,6 +67,74 @@ def test_cache_is_reused_and_rebuilt_when_the_source_or_a_setting_changes(tmp_pa
     assert sorted(p.name.startswith(".tmp") for p in (tmp_path / "cache").iterdir()) == [False] * 3
 
 
+def test_an_edit_that_keeps_the_size_and_mtime_is_not_served_from_the_cache(tmp_path):
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("가나다라 마바사\n" * 200, encoding="utf-8")
+    cfg = DataConfig(source=str(corpus), vocab_size=300, cache_dir=str(tmp_path / "cache"))
+    first = prepare(cfg, verbose=False)
+    stat = corpus.stat()
+    corpus.write_text("가나다라 마바사\n" * 199 + "아자차카 타파하\n", encoding="utf-8")  # as many bytes
+    os.utime(corpus, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    assert corpus.stat().st_size == stat.st_size and corpus.stat().st_mtime_ns == stat.st_mtime_ns
+    edited = prepare(cfg, verbose=False)
+    assert not edited.reused and edited.dir != first.dir
+    assert decode_documents(edited, "val")[0].endswith("아자차카 타파하\n")
+
+
+def damage_meta(text):
+    return lambda d: (d / "meta.json").write_text(text)
+
+
+def flip_last_id(d):  # same size, an id no tokenizer of 300 tokens has
+    data = bytearray((d / "val.bin").read_bytes())
+    data[-2:] = (65535).to_bytes(2, "little")
+    (d / "val.bin").write_bytes(bytes(data))
+
+
+DAMAGE = {
+    "corrupt meta.json": (damage_meta("{not json"), "meta.json is not valid JSON"),
+    "empty meta.json": (damage_meta(""), "meta.json is not valid JSON"),
+    "keyless meta.json": (damage_meta("{}"), "meta.json lacks"),
+    "truncated shard": (lambda d: os.truncate(d / "train.bin", (d / "train.bin").stat().st_size // 2),
+                        "train.bin has"),
+    "odd-length shard": (lambda d: (d / "val.bin").write_bytes((d / "val.bin").read_bytes() + b"\0"), "val.bin has"),
+    "ids outside the vocabulary": (flip_last_id, "val.bin does not hold what was written"),
+    "missing tokenizer": (lambda d: (d / "tokenizer.json").unlink(), "tokenizer.json is missing"),
+}
+
+
+@pytest.mark.parametrize("case", DAMAGE)
+def test_a_damaged_cache_is_found_on_reuse_and_rebuilt(tmp_path, case, capsys):
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("가나다라 마바사\n" * 200, encoding="utf-8")
+    cfg = DataConfig(source=str(corpus), vocab_size=300, cache_dir=str(tmp_path / "cache"))
+    first = prepare(cfg, verbose=False)
+    shards = {name: (first.dir / name).read_bytes() for name in ("train.bin", "val.bin", "tokenizer.json")}
+    damage, problem = DAMAGE[case]
+    damage(first.dir)
+    again = prepare(cfg, verbose=False)
+    err = capsys.readouterr().err
+    assert err.startswith(f"warning: the data cache {first.dir} is damaged (") and err.count("\n") == 1, err
+    assert problem in err and err.endswith("); rebuilding it\n")
+    assert not again.reused and again.dir == first.dir
+    assert {name: (again.dir / name).read_bytes() for name in shards} == shards
+    assert prepare(cfg, verbose=False).reused and capsys.readouterr().err == ""
+
+
+def test_the_leftovers_of_a_killed_preparation_are_removed(tmp_path):
+    cache = tmp_path / "cache"
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    host = re.sub(r"\W", "_", socket.gethostname())
+    orphan, running = cache / f".tmp-corpus-300-0123-{host}-{dead.stdout.strip()}", cache / f".tmp-x-{host}-{os.getpid()}"
+    elsewhere = cache / f".tmp-corpus-300-0123-otherhost-{dead.stdout.strip()}"  # a process on another machine
+    for d in (orphan, running, elsewhere):
+        d.mkdir(parents=True)
+        (d / "train.bin").write_bytes(b"\0" * 10)
+    (tmp_path / "corpus.txt").write_text("가나다라 마바사\n" * 200, encoding="utf-8")
+    prepare(DataConfig(source=str(tmp_path / "corpus.txt"), vocab_size=300, cache_dir=str(cache)), verbose=False)
+    assert not orphan.exists() and running.exists() and elsewhere.exists()
+
+
 def test_failed_build_leaves_nothing_behind(tmp_path):
     (tmp_path / "blank.txt").write_text("\n\n", encoding="utf-8")
     cfg = DataConfig(source=str(tmp_path / "blank.txt"), cache_dir=str(tmp_path / "cache"))
@@ -73,18 +144,17 @@ def test_failed_build_leaves_nothing_behind(tmp_path):
 
 
 def test_publish_keeps_a_finished_copy_and_replaces_a_broken_one(tmp_path):
-    def build(path, text):
-        path.mkdir()
-        for name in ("meta.json", "tokenizer.json", "train.bin", "val.bin"):
-            (path / name).write_text(text)
-
-    build(tmp_path / "out", "first")
-    build(tmp_path / "late", "second")
-    publish(tmp_path / "late", tmp_path / "out")  # another process finished first: keep its files
-    assert (tmp_path / "out" / "meta.json").read_text() == "first"
-    (tmp_path / "out" / "val.bin").unlink()
-    publish(tmp_path / "late", tmp_path / "out")
-    assert (tmp_path / "out" / "val.bin").read_text() == "second" and not (tmp_path / "late").exists()
+    (tmp_path / "corpus.txt").write_text("가나다라 마바사\n" * 200, encoding="utf-8")
+    out = prepare(DataConfig(source=str(tmp_path / "corpus.txt"), vocab_size=300, cache_dir=str(tmp_path)),
+                  verbose=False).dir
+    late = tmp_path / "late"
+    shutil.copytree(out, late)
+    (late / "built-later").write_text("")
+    publish(late, out)  # another process finished first: keep its files
+    assert not (out / "built-later").exists()
+    (out / "val.bin").unlink()
+    publish(late, out)
+    assert (out / "built-later").exists() and not late.exists()
 
 
 def test_val_source_replaces_the_split(tmp_path):
