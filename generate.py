@@ -16,11 +16,11 @@ import os
 import sys
 
 from inspection.maps import attention_for_ids, check_head, write_attention
-from inference.runs import load_run
+from inference.runs import check_text, load_run
 from inference.scoring import read_text, score_text
 from inspection.stats import format_stats_table, format_top_attended, head_stats
 from inference.textgen import TEMPERATURE, check_sampling, stream_text
-from model.errors import UserError
+from model.errors import UserError, print_error
 
 
 class Parser(argparse.ArgumentParser):
@@ -116,6 +116,7 @@ def stdin_prompts():
             raise UserError("standard input is not UTF-8; type or pipe UTF-8 text") from None
         if not line:
             return
+        check_text(line, "standard input")
         if line.rstrip("\r\n"):
             yield line.rstrip("\r\n")
 
@@ -127,7 +128,7 @@ def main(argv=None) -> int:
         if args.max_new_tokens is None:
             args.max_new_tokens = 0 if inspecting else 200
         check_sampling(args.temperature, args.top_k, args.top_p, args.repetition_penalty,
-                       args.max_new_tokens, args.num_samples)
+                       args.max_new_tokens, args.num_samples, seed=args.seed)
         if args.prompt == "":
             raise UserError('the prompt is empty; give some text, e.g. --prompt "대한민국은"')
         if inspecting and args.prompt is None:
@@ -145,7 +146,7 @@ def main(argv=None) -> int:
             run_prompts(run, [args.prompt] if args.prompt is not None else stdin_prompts(), args, head)
         return 0
     except UserError as e:
-        print(f"error: {e}", file=sys.stderr)
+        print_error(e)
         return 2
     except KeyboardInterrupt:
         print(file=sys.stderr)

@@ -16,7 +16,6 @@ One trainer at a time per run directory (RUN/.lock), and a run directory that ho
 directory must be on a shared disk.
 """
 
-import argparse
 import contextlib
 import json
 import math
@@ -38,10 +37,11 @@ from tqdm import tqdm
 
 from training.checkpoints import (check_same_model, clear_run, open_run_dir, recover, rng_state, save_checkpoint,
                                   saved_step, set_rng_state)
+from data.config import DataError
 from data.loader import BatchLoader, load_tokens
 from data.prepare import prepare
 from data.tokenizer import load_tokenizer
-from model.errors import UserError
+from model.errors import ArgumentParser, UserError, print_error
 from training.evaluation import evaluate, sample_text
 from training.hardware import default_compile, default_precision, peak_flops
 from model import GPT
@@ -199,6 +199,7 @@ def set_up(cfg: RunConfig, out_dir: Path, resume: bool, overwrite: bool, device,
     on_master(lambda: (lock.acquire(), recover(out_dir)), master, world)  # recover: finish or undo a crashed save
     saved = open_run_dir(out_dir, resume, overwrite)
     prepared = prepare_data(cfg, master, world)
+    check_splits(prepared.meta, cfg.model.block_size)
     cfg = replace(cfg, model=replace(cfg.model, vocab_size=prepared.meta["vocab_size"]))
     precision = default_precision(device) if tc.dtype == "auto" else tc.dtype
     use_compile = default_compile(device) if tc.compile == "auto" else tc.compile in (True, "on")
@@ -243,6 +244,16 @@ def set_up(cfg: RunConfig, out_dir: Path, resume: bool, overwrite: bool, device,
         write_config(run, precision, use_compile, resumed=bool(saved), step=state.step)
         run.log = RunLog(out_dir, cfg.to_dict(), state.step if saved else None, cfg.log)
     return run, state
+
+
+def check_splits(meta: dict, block_size: int) -> None:
+    """Both splits must hold one window of block_size + 1 tokens: found now, not after steps were spent."""
+    for part in ("train", "val"):
+        tokens = meta["splits"][part]["tokens"]
+        if tokens < block_size + 1:
+            raise DataError(f"the {part} split holds {tokens} tokens, fewer than model.block_size + 1 = "
+                            f"{block_size + 1}; lower model.block_size or give it more text (data.val_fraction, "
+                            f"data.val_source)")
 
 
 def restore(run: Run, state: State, saved: dict) -> None:
@@ -429,15 +440,10 @@ def resume_command(argv: list[str]) -> str:
     return shlex.join(launcher + [script] + [a for a in argv if a not in ("--resume", "--overwrite")] + ["--resume"])
 
 
-class Parser(argparse.ArgumentParser):
-    def error(self, message):  # one line and exit 2, like every other bad input
-        raise UserError(f"{message}; see python train.py --help")
-
-
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    parser = Parser(
-        description=__doc__.split("\n")[0], epilog="Overrides: --section.key=value, e.g. --train.lr=3e-4", allow_abbrev=False
+    parser = ArgumentParser(
+        prog="python train.py", description=__doc__.split("\n")[0], epilog="Overrides: --section.key=value, e.g. --train.lr=3e-4", allow_abbrev=False
     )
     parser.add_argument("--config", default="configs/small.toml", help="TOML run config (default: configs/small.toml)")
     parser.add_argument("--out", help="run directory (default: runs/<config file stem>)")
@@ -449,10 +455,10 @@ def main(argv: list[str] | None = None) -> int:
         out_dir = Path(args.out) if args.out else Path("runs") / Path(args.config).stem
         result = train(cfg, out_dir, args.resume, command=resume_command(argv), overwrite=args.overwrite)
     except UserError as e:
-        print(f"error: {e}", file=sys.stderr)
+        print_error(e)
         return 2
     except TrainingDiverged as e:
-        print(f"error: {e}", file=sys.stderr)
+        print_error(e)
         return 3
     except KeyboardInterrupt:
         print("error: aborted by a second Ctrl-C without saving; --resume continues from the last checkpoint", file=sys.stderr)

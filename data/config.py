@@ -59,16 +59,28 @@ class DataConfig:
     @classmethod
     def from_toml(cls, path: str | Path, overrides: list[str] = ()) -> "DataConfig":
         """Read the `[data]` table of a TOML file, then apply `--data.KEY=VALUE` overrides."""
-        try:
-            table = tomllib.loads(Path(path).read_text(encoding="utf-8")).get("data", {})
-        except FileNotFoundError:
-            raise DataError(f"config file {path} not found; pass --config configs/small.toml or another") from None
-        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
-            raise DataError(f"config file {path} is not valid TOML ({e}); fix the file") from None
+        table = read_toml(path, DataError).get("data", {})
+        if not isinstance(table, dict):
+            raise DataError(f"data in {path} must be a table [data]; fix the file")
         for arg in overrides:
             key, value = parse_override(arg)
             table[key] = value
         return cls.from_dict(table)
+
+
+def read_toml(path: str | Path, error: type[UserError]) -> dict:
+    """The parsed TOML file `path` of --config; `error` (one line) when it is missing, unreadable or not TOML."""
+    path = Path(path)
+    try:
+        return tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise error(f"config file {path} not found; pass --config configs/small.toml or another file") from None
+    except IsADirectoryError:
+        raise error(f"config file {path} is a directory; pass --config a TOML file such as configs/small.toml") from None
+    except OSError as e:
+        raise error(f"cannot read config file {path} ({e.strerror}); pass --config a readable TOML file") from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
+        raise error(f"config file {path} is not valid TOML ({e}); fix the file") from None
 
 
 def parse_override(arg: str) -> tuple[str, object]:

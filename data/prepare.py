@@ -8,7 +8,6 @@ arrays of token ids (uint16 while the vocabulary fits), each document preceded b
 batch by batch so memory stays bounded whatever the corpus size. train.py calls `prepare` too.
 """
 
-import argparse
 import hashlib
 import json
 import os
@@ -27,7 +26,7 @@ from data.config import DataConfig, DataError
 from data.sources import Source, open_source
 from data.split import plan_split, split_chunks
 from data.tokenizer import EOT, WORDS, tokenizer_hash, train_tokenizer
-from model.errors import UserError
+from model.errors import ArgumentParser, UserError, print_error
 from model.io import write_failure
 
 FORMAT = 2  # bump when the output of the same inputs changes
@@ -179,14 +178,14 @@ def report(out: Path, meta: dict, name: str, reused: bool, seconds: float):
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m data.prepare", description=__doc__.split("\n")[0],
-                                     epilog="Overrides: --data.KEY=VALUE, the value parsed as TOML.")
+    parser = ArgumentParser(prog="python -m data.prepare", description=__doc__.split("\n")[0],
+                            epilog="Overrides: --data.KEY=VALUE, the value parsed as TOML.")
     parser.add_argument("--config", default="configs/small.toml", help="a TOML file with a [data] table")
-    args, overrides = parser.parse_known_args(argv)
     try:
+        args, overrides = parser.parse_known_args(argv)
         prepare(DataConfig.from_toml(args.config, overrides))
     except UserError as e:
-        print(f"error: {e}", file=sys.stderr)
+        print_error(e)
         return 2
     return 0
 

@@ -9,6 +9,7 @@ tokenizer is the `tokenizer.json` saved beside the weights, so text is always en
 model was trained. Every problem with the files is a `UserError` with a one-line message.
 """
 
+import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,6 +22,7 @@ from model import GPT, CheckpointError
 from model.device import resolve_device
 from model.io import end_of_text_id, find_checkpoint, load_tokenizer
 
+LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 TRAIN_HINT = "train one first: python train.py (or python train.py --config configs/tiny.toml, seconds on a CPU)"
 
 
@@ -73,8 +75,10 @@ class Run:
             self._token_bytes = table
         return self._token_bytes
 
-    def encode(self, text: str) -> list[int]:
-        """Token ids of `text` (NFC-normalised by the tokenizer), no special tokens added."""
+    def encode(self, text: str, what: str = "the text") -> list[int]:
+        """Token ids of `text` (NFC-normalised by the tokenizer), no special tokens added; a literal
+        "<|endoftext|>" is text (model.io.load_tokenizer)."""
+        check_text(text, what)
         return self.tokenizer.encode(text, add_special_tokens=False).ids
 
     def encode_prompt(self, prompt: str) -> list[int]:
@@ -82,8 +86,19 @@ class Run:
         block_size tokens (with a warning) when longer than the context."""
         if prompt == "":
             raise UserError("the prompt is empty; give some text, e.g. --prompt \"대한민국은\"")
-        ids = ([self.eot_id] if self.eot_id is not None else []) + self.encode(prompt)
+        ids = ([self.eot_id] if self.eot_id is not None else []) + self.encode(prompt, "the prompt")
         return crop(ids, self.block_size, "the prompt")
+
+
+def check_text(text: str, what: str) -> None:
+    """UserError for a lone surrogate: a byte that was not UTF-8, which Python keeps that way in sys.argv
+    and in stdin under a C locale (cp949 bytes from a Korean Windows console, an encoded surrogate)."""
+    found = LONE_SURROGATE.search(text)
+    if found:
+        c = ord(found.group())
+        what_char = f"byte 0x{c - 0xDC00:02X}" if 0xDC80 <= c <= 0xDCFF else f"U+{c:04X}"
+        raise UserError(f"{what} is not valid UTF-8 ({what_char} at position {found.start()}); give UTF-8 text "
+                        f"(convert cp949 with iconv -f cp949 -t utf-8)")
 
 
 def crop(ids: list[int], block_size: int, what: str) -> list[int]:

@@ -19,6 +19,7 @@ from model import ModelInputError
 from model.sampling import check_options, stream
 
 TEMPERATURE = 0.8  # the default of generate.py and of these functions
+MAX_SEED = 2**64 - 1  # what torch.Generator.manual_seed accepts
 
 
 class Utf8Stream:
@@ -38,9 +39,11 @@ class Utf8Stream:
 
 
 def check_sampling(temperature=TEMPERATURE, top_k=None, top_p=None, repetition_penalty=1.0,
-                   max_new_tokens=0, num_samples=1) -> None:
+                   max_new_tokens=0, num_samples=1, seed=None) -> None:
     """Raise a UserError for an out-of-range option, before any model is loaded."""
     check_options(temperature, top_k, top_p, repetition_penalty)
+    if seed is not None and not (isinstance(seed, int) and 0 <= seed <= MAX_SEED):
+        raise ModelInputError(f"seed {seed} must be between 0 and {MAX_SEED}")
     if max_new_tokens < 0:
         raise ModelInputError(f"max_new_tokens {max_new_tokens} must be >= 0; use 0 for none")
     if num_samples < 1:
@@ -59,7 +62,7 @@ def stream_text(run: Run, prompt: str | list[int], max_new_tokens: int = 200, nu
     never form a character (a model can sample a lone byte token) print as U+FFFD.
     """
     sampling = dict(temperature=temperature, top_k=top_k, top_p=top_p, repetition_penalty=repetition_penalty)
-    check_sampling(max_new_tokens=max_new_tokens, num_samples=num_samples, **sampling)
+    check_sampling(max_new_tokens=max_new_tokens, num_samples=num_samples, seed=seed, **sampling)
     ids = run.encode_prompt(prompt) if isinstance(prompt, str) else prompt
     idx = torch.tensor([ids] * num_samples, dtype=torch.long, device=run.device)   # (B, T)
     generator = None if seed is None else torch.Generator(device=run.device).manual_seed(seed)

@@ -19,7 +19,6 @@ never imported here. OUT_DIR is written as a hidden temporary directory and rena
 failed export leaves nothing behind.
 """
 
-import argparse
 import json
 import os
 import secrets
@@ -33,7 +32,7 @@ import torch
 import torch.nn as nn
 from tokenizers import Tokenizer
 
-from model.errors import UserError
+from model.errors import ArgumentParser, UserError, print_error
 from model.gpt import GPT
 from model.io import CheckpointError, end_of_text_id, find_checkpoint, load_tokenizer
 
@@ -192,6 +191,11 @@ def export(path, out_dir, force: bool = False) -> Path:
     tensors = gpt2_weights(model)
     config = gpt2_config(model, eot_id)
     out = Path(out_dir)
+    if out.is_symlink():  # write into the directory it points to, and keep the link
+        if not out.exists():
+            raise ExportError(f"{out} is a symbolic link to {os.readlink(out)}, which does not exist; create that "
+                              f"directory or give another OUT_DIR")
+        out = out.resolve()
     check_out_dir(out, ckpt, force)
 
     try:
@@ -228,13 +232,8 @@ def write_export(out: Path, tensors: dict, config: dict, tokenizer_json: Path, t
         raise
 
 
-class Parser(argparse.ArgumentParser):
-    def error(self, message):  # one line and exit 2, like every other bad input
-        raise UserError(f"{message}; see python -m model.export_hf --help")
-
-
 def main(argv=None) -> None:
-    parser = Parser(
+    parser = ArgumentParser(
         prog="python -m model.export_hf",
         description="Export a run or checkpoint to the Hugging Face GPT-2 format (GPT2LMHeadModel + tokenizer).",
     )
@@ -245,7 +244,7 @@ def main(argv=None) -> None:
         args = parser.parse_args(argv)
         out = export(args.run_dir, args.out_dir, force=args.force)
     except UserError as e:
-        print(f"error: {e}", file=sys.stderr)
+        print_error(e)
         sys.exit(2)
     print(f"exported {find_checkpoint(args.run_dir)} to {out}; "
           f"load it with transformers.GPT2LMHeadModel.from_pretrained({str(out)!r})")

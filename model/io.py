@@ -94,9 +94,13 @@ def load_tokenizer(path, hint: str = "restore it or retrain", error: type[UserEr
     if not path.is_file():
         raise error(f"{path} is missing; {hint}")
     try:
-        return Tokenizer.from_file(str(path))
+        tok = Tokenizer.from_file(str(path))
     except Exception as e:  # tokenizers raises a bare Exception for unreadable JSON
         raise error(f"{path} is damaged ({str(e).splitlines()[0]}); {hint}") from None
+    # One rule for training and inference: text is text, so a literal "<|endoftext|>" in a corpus or a
+    # prompt is never the separator (only code inserts that). tokenizer.json cannot store this setting.
+    tok.encode_special_tokens = True
+    return tok
 
 
 def end_of_text_id(ckpt: Path, tokenizer) -> int | None:

@@ -18,6 +18,8 @@ when the cache is full, keep the last block_size // 2 tokens, reset the cache an
 and uncached greedy runs give the same tokens and logits even far past block_size.
 """
 
+import math
+
 import torch
 
 from model.config import ModelInputError
@@ -54,21 +56,24 @@ def penalize_repetition(logits, seen, penalty: float):
 
 def check_options(temperature, top_k, top_p, repetition_penalty) -> None:
     """Raise ModelInputError (a UserError) for a sampling option out of range."""
-    if not temperature >= 0:
-        raise ModelInputError(f"temperature {temperature} must be >= 0; use 0 for greedy decoding")
+    if not (temperature >= 0 and math.isfinite(temperature)):
+        raise ModelInputError(f"temperature {temperature} must be >= 0 (and finite); use 0 for greedy decoding")
     if top_k is not None and (isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1):
         raise ModelInputError(f"top_k {top_k!r} must be a positive integer (or unset)")
     if top_p is not None and not 0 < top_p <= 1:
         raise ModelInputError(f"top_p {top_p} must be in (0, 1]; 1 keeps every token")
-    if not repetition_penalty > 0:
-        raise ModelInputError(f"repetition_penalty {repetition_penalty} must be > 0; 1 turns it off")
+    if not (repetition_penalty > 0 and math.isfinite(repetition_penalty)):
+        raise ModelInputError(f"repetition_penalty {repetition_penalty} must be > 0 (and finite); 1 turns it off")
 
 
 def choose_next(logits, temperature=1.0, top_k=None, top_p=None, generator=None):
     """(B, V) logits -> (B,) token ids: argmax if temperature is 0, else a filtered sample."""
     if temperature == 0:  # max's kernel is ~2x argmax's on CPU; both return the first maximum's index
         return logits.max(dim=-1).indices
-    logits = logits / temperature
+    # The max first, so a tiny temperature sends the others to -inf (never inf - inf = nan); and no smaller
+    # than the dtype's smallest normal, which 1e-300 would underflow past to 0 (0 / 0 = nan).
+    temperature = max(temperature, torch.finfo(logits.dtype).tiny)
+    logits = (logits - logits.amax(dim=-1, keepdim=True)) / temperature
     if top_k is not None:
         logits = keep_top_k(logits, top_k)
     if top_p is not None and top_p < 1:
@@ -100,11 +105,15 @@ def stream_with_logits(
             f"prompt ids must lie in [0, {model.config.vocab_size}); was it encoded by this model's tokenizer?"
         )
     block_size = model.config.block_size
-    out = torch.empty(B, T + max_new_tokens, dtype=torch.long, device=idx.device)  # the whole sequence
+    try:
+        out = torch.empty(B, T + max_new_tokens, dtype=torch.long, device=idx.device)  # the whole sequence
+        cache = model.new_kv_cache(B) if use_cache else None
+    except (RuntimeError, MemoryError) as e:  # torch reports a failed allocation as a RuntimeError
+        raise ModelInputError(f"{B} x {T + max_new_tokens} tokens (a {B * (T + max_new_tokens) * 8 / 1e9:,.1f} GB buffer, "
+                              f"and the cache) do not fit in memory; ask for fewer new tokens or samples") from None
     out[:, :T] = idx
     seen = seen_tokens(idx, model.config.vocab_size) if repetition_penalty != 1 else None
     done = torch.zeros(B, dtype=torch.bool, device=idx.device) if eos_token_id is not None else None
-    cache = model.new_kv_cache(B) if use_cache else None
     step = DecodeStep(model) if use_cache and not model.training else None  # single-token steps, no dropout
     n = T
     start = window_start(0, n, block_size)

@@ -307,6 +307,18 @@ def test_cli_keeps_a_non_empty_out_dir_unless_forced(run, tmp_path, capsys):
     assert (empty / "config.json").is_file()
 
 
+def test_cli_force_onto_a_symlinked_directory_replaces_what_it_points_to(run, tmp_path, capsys):
+    target = tmp_path / "target"
+    target.mkdir()
+    (target / "notes.txt").write_text("old", encoding="utf-8")
+    (tmp_path / "link").symlink_to(target)
+    main([str(run), str(tmp_path / "link"), "--force"])
+    assert "exported" in capsys.readouterr().out
+    assert (tmp_path / "link").is_symlink() and (target / "model.safetensors").is_file()
+    assert not (target / "notes.txt").exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["link", "target"]  # no old copy or temp dir left
+
+
 def test_cli_never_writes_over_the_checkpoint(run, capsys):
     code, err = run_main([run, run, "--force"], capsys)
     assert code == 2 and "contains the checkpoint" in err

@@ -423,6 +423,15 @@ def test_bad_input_is_one_error_line_and_exit_2(argv, message, run_dir, damaged_
     assert out == "" and not (damaged_runs / "out").exists()
 
 
+def test_a_prompt_that_is_not_utf8_in_a_real_process(run_dir):
+    """A Korean Windows console's cp949 bytes as the argument: Python keeps them as lone surrogates."""
+    result = subprocess.run([sys.executable, str(ROOT / "generate.py"), "--ckpt", str(run_dir), "--prompt",
+                             "대한".encode("cp949")], capture_output=True, cwd=ROOT, timeout=300)  # fmt: skip
+    assert result.returncode == 2 and result.stdout == b""
+    assert result.stderr == (b"error: the prompt is not valid UTF-8 (byte 0xB4 at position 0); give UTF-8 text "
+                             b"(convert cp949 with iconv -f cp949 -t utf-8)\n")
+
+
 def test_bad_input_in_a_real_process_has_no_traceback(damaged_runs):
     result = cli_process(["--runs-dir", damaged_runs / "empty_runs", "--prompt", "가"])
     assert result.returncode == 2 and result.stdout == ""

@@ -173,6 +173,15 @@ def test_temperature_zero_is_deterministic_and_ignores_filters():
     assert torch.equal(greedy, generate(model, idx, 12, temperature=0, top_k=3, top_p=0.5))
 
 
+@pytest.mark.parametrize("temperature", [1e-300, 5e-324])  # 1/T overflows to inf; the smallest double
+def test_a_tiny_temperature_is_greedy(temperature):
+    model = tiny_model()
+    idx = torch.randint(0, 64, (2, 4), generator=torch.Generator().manual_seed(1))
+    greedy = generate(model, idx, 12, temperature=0)
+    assert torch.equal(generate(model, idx, 12, temperature=temperature, generator=torch.Generator().manual_seed(0)), greedy)
+    assert torch.equal(generate(model, idx, 12, temperature=temperature, top_p=0.5, top_k=3), greedy)
+
+
 def test_finished_rows_keep_emitting_eos_and_decoding_stops_when_all_are_done():
     model = tiny_model()
     idx = torch.randint(0, 64, (2, 4), generator=torch.Generator().manual_seed(3))
@@ -188,7 +197,8 @@ def test_finished_rows_keep_emitting_eos_and_decoding_stops_when_all_are_done():
 
 @pytest.mark.parametrize(
     "options",
-    [{"temperature": -1.0}, {"top_k": 0}, {"top_p": 0.0}, {"top_p": 1.5}, {"repetition_penalty": 0.0}],
+    [{"temperature": -1.0}, {"temperature": math.inf}, {"top_k": 0}, {"top_p": 0.0}, {"top_p": 1.5},
+     {"repetition_penalty": 0.0}, {"repetition_penalty": math.inf}],
 )
 def test_bad_options_are_refused(options):
     with pytest.raises(ModelInputError):

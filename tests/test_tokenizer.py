@@ -107,6 +107,22 @@ def test_training_is_deterministic(corpus):
     assert tokenizer_hash(first) == tokenizer_hash(second)
 
 
+def test_a_literal_end_of_text_is_text_both_in_the_shards_and_for_every_loaded_tokenizer(tmp_path):
+    from data.config import DataConfig
+    from data.loader import load_tokens
+    from data.prepare import prepare
+
+    text = f"첫 줄 {EOT} 둘째 줄\n" * 30
+    (tmp_path / "train.txt").write_text(text, encoding="utf-8")
+    (tmp_path / "val.txt").write_text("셋째 줄\n", encoding="utf-8")
+    prepared = prepare(DataConfig(source=str(tmp_path / "train.txt"), val_source=str(tmp_path / "val.txt"),
+                                  vocab_size=300, cache_dir=str(tmp_path / "cache")), verbose=False)
+    shard = load_tokens(prepared.dir / "train.bin", prepared.meta["dtype"]).tolist()
+    assert shard.count(prepared.meta["eot_id"]) == 1  # only the one the code put before the document
+    loaded = load_tokenizer(prepared.tokenizer_path)  # what train.py and generate.py use
+    assert [prepared.meta["eot_id"]] + loaded.encode(text, add_special_tokens=False).ids == shard
+
+
 def test_load_tokenizer_errors(tmp_path):
     with pytest.raises(DataError, match=r"missing\.json is missing; run `python -m data\.prepare`"):
         load_tokenizer(tmp_path / "missing.json")

@@ -17,9 +17,12 @@ import typing
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
-from data.config import DataConfig
+from data.config import DataConfig, read_toml
 from model.errors import UserError
 from model.config import GPTConfig
+
+
+MAX_SEED = 2**32 - 1  # what numpy.random.seed accepts (torch and random take more)
 
 
 class ConfigError(UserError):
@@ -57,6 +60,8 @@ class TrainConfig:
         for name in ("warmup_steps", "patience", "sample_tokens", "seed", "threads"):
             if getattr(self, name) < 0:
                 raise ConfigError(f"train.{name} = {getattr(self, name)} must be 0 or more")
+        if self.seed > MAX_SEED:  # numpy's seeds are 32-bit
+            raise ConfigError(f"train.seed = {self.seed} must be between 0 and {MAX_SEED}")
         for name in ("lr", "min_lr", "weight_decay", "grad_clip", "peak_flops"):
             if not (math.isfinite(getattr(self, name)) and getattr(self, name) >= 0):
                 raise ConfigError(f"train.{name} = {getattr(self, name)} must be a finite number >= 0")
@@ -99,12 +104,7 @@ SECTIONS = {"data": DataConfig, "model": GPTConfig, "train": TrainConfig, "log":
 def load_config(path, overrides: list[str] = ()) -> RunConfig:
     """Read a TOML file, apply `--section.key=value` overrides, check every key and type."""
     path = Path(path)
-    try:
-        raw = tomllib.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ConfigError(f"config file {path} not found; pass --config configs/small.toml or another file") from None
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
-        raise ConfigError(f"{path} is not valid TOML ({e}); fix the file") from None
+    raw = read_toml(path, ConfigError)
     for arg in overrides:
         section, key, value = parse_override(arg)
         table = raw.setdefault(section, {})
