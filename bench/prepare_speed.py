@@ -143,6 +143,13 @@ def main():
         t0 = time.perf_counter()
         run_child(cli)
         print(f"second run (cache reused): {time.perf_counter() - t0:.1f} s")
+        from data.prepare import prepare  # imports torch (through model/): only now, after the children ran
+
+        cfg = DataConfig.from_toml(ROOT / "configs" / "small.toml", cli[2:])
+        t0 = time.perf_counter()
+        assert prepare(cfg, verbose=False).reused
+        print(f"  of which the reuse itself (fingerprint, checks of meta.json and the shards' sha256): "
+              f"{time.perf_counter() - t0:.2f} s")
 
 
 if __name__ == "__main__":

@@ -1,8 +1,8 @@
 """Stopping and resuming: signals, exact continuation, kill -9 during a save, crash recovery.
 
 The subprocesses use two test hooks of train.py/checkpoint.py: KOGPT_TEST_SIGNAL=<step>:<INT|TERM> makes
-the run signal itself after that step (as Ctrl-C or `kill` would), and KOGPT_TEST_SAVE_PAUSE=<step>
-makes the save of that step sleep halfway, after printing SAVE_PAUSED.
+the run signal itself after that step (as Ctrl-C or `kill` would), and KOGPT_TEST_SAVE_PAUSE=<step>[:best]
+makes the save of last/ (or best/) at that step sleep halfway, after printing SAVE_PAUSED.
 """
 
 import json
