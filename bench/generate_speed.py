@@ -4,7 +4,7 @@
     python bench/generate_speed.py --quick    # batch 1; uncached only at 240 tokens
     python bench/generate_speed.py --shapes small --batch 1 --new 1000 --modes ours,hf --repeat 3
 
-Random weights, fp32, greedy, a 16-token prompt, vocabulary 8192, block 1024. tok/s counts every
+Random weights, fp32 (or --dtype bf16 for every model), greedy, a 16-token prompt, vocabulary 8192, block 1024. tok/s counts every
 generated token of the batch (B x new tokens / wall seconds). Each figure is the best of --repeat
 runs, since the CPU may be shared: CPU seconds well below the wall seconds mean other processes had
 the cores (on a busy 2-core machine, --threads 1 gives steadier figures). GPT2LMHeadModel.generate
@@ -22,11 +22,12 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from model import GPT, GPTConfig  # noqa: E402
+from model import sampling  # noqa: E402
 from model.sampling import generate  # noqa: E402
 
 SHAPES = {"tiny": {"n_layer": 4, "n_head": 4, "n_embd": 128}, "small": {"n_layer": 6, "n_head": 6, "n_embd": 384}}
 VOCAB, BLOCK, PROMPT = 8192, 1024, 16
-MODES = ("ours", "ours-nocache", "hf", "hf-nocache")
+MODES = ("ours", "ours-nocache", "ours-modules", "hf", "hf-nocache")  # modules: cached, without the DecodeStep
 
 
 def make_hf(shape):
@@ -51,7 +52,13 @@ def make_hf(shape):
 def decode(mode, model, idx, new):
     """Generate `new` tokens greedily; return (wall seconds, CPU seconds of this process)."""
     start, cpu_start = time.perf_counter(), time.process_time()
-    if mode.startswith("ours"):
+    if mode == "ours-modules":
+        fast_step, sampling.fast_step = sampling.fast_step, lambda model, batch_size: None
+        try:
+            out = generate(model, idx, new, temperature=0)
+        finally:
+            sampling.fast_step = fast_step
+    elif mode.startswith("ours"):
         out = generate(model, idx, new, temperature=0, use_cache=(mode == "ours"))
     else:
         out = model.generate(
@@ -88,17 +95,20 @@ def main(argv=None):
     p.add_argument("--repeat", type=int, default=2, help="runs per figure; the best is kept")
     p.add_argument("--quick", action="store_true", help="batch 1 only; uncached only at the shortest length")
     p.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
+    p.add_argument("--dtype", default="fp32", choices=["fp32", "bf16"], help="weights of every model (default fp32)")
     args = p.parse_args(argv)
     args.new = [int(n) for n in args.new.split(",")]
     if args.threads:
         torch.set_num_threads(args.threads)
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, fp32 greedy, prompt {PROMPT}, block {BLOCK}")
+    dtype = {"fp32": torch.float32, "bf16": torch.bfloat16}[args.dtype]
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, {args.dtype} greedy, prompt {PROMPT}, block {BLOCK}")
 
     rates = {}  # (shape, batch, new, mode) -> generated tokens per second
     for shape in args.shapes.split(","):
         torch.manual_seed(0)
-        models = {"ours": GPT(GPTConfig(vocab_size=VOCAB, block_size=BLOCK, **SHAPES[shape])).eval()}
+        models = {"ours": GPT(GPTConfig(vocab_size=VOCAB, block_size=BLOCK, **SHAPES[shape])).eval().to(dtype)}
         models["hf"] = make_hf(shape)
+        models["hf"] = models["hf"] and models["hf"].to(dtype)
         for batch in (int(b) for b in args.batch.split(",")):
             idx = torch.randint(0, VOCAB, (batch, PROMPT))
             for new in args.new:

@@ -11,6 +11,7 @@ import base64
 import html
 import json
 import os
+import re
 from pathlib import Path
 
 import numpy as np
@@ -61,8 +62,9 @@ def attention_page(weights: np.ndarray, labels: list[str], title: str = "Attenti
     payload = json.dumps(data, ensure_ascii=False).replace("<", "\\u003c")
     page = TEMPLATE.read_text(encoding="utf-8")
     font_css = font_face_css("".join(labels) + title)
-    return (page.replace("__FONT_CSS__", font_css).replace("__TITLE__", html.escape(title))
-            .replace("__DATA__", payload))
+    fields = {"FONT_CSS": font_css, "TITLE": html.escape(title), "DATA": payload}
+    # one pass over the template, so a title or token that spells a placeholder stays text
+    return re.sub(r"__(FONT_CSS|TITLE|DATA)__", lambda m: fields[m.group(1)], page)
 
 
 def save_html(weights: np.ndarray, labels: list[str], path: str | os.PathLike, title: str = "Attention maps") -> Path:

@@ -40,10 +40,14 @@ def keep_top_p(logits, p: float):
     return logits.masked_fill(drop, float("-inf"))
 
 
-def seen_tokens(idx, vocab_size: int):
-    """Bool (B, V): True for every token id that occurs in its row of idx (B, T)."""
+def seen_tokens(idx, vocab_size: int, eos_token_id: int | None = None):
+    """Bool (B, V): True for every token id that occurs in its row of idx (B, T), except the end-of-text
+    token: a prompt starts with it, and penalising it would discourage the text from ever ending."""
     seen = torch.zeros(idx.size(0), vocab_size, dtype=torch.bool, device=idx.device)
-    return seen.scatter_(1, idx, True)
+    seen.scatter_(1, idx, True)
+    if eos_token_id is not None:
+        seen[:, eos_token_id] = False
+    return seen
 
 
 def penalize_repetition(logits, seen, penalty: float):
@@ -77,6 +81,15 @@ def choose_next(logits, temperature=1.0, top_k=None, top_p=None, generator=None)
     return torch.multinomial(probs, 1, generator=generator).squeeze(1)  # (B,)
 
 
+def fast_step(model, batch_size: int) -> DecodeStep | None:
+    """The module-free single-token step where bench/generate_speed.py measures it faster than the modules
+    (fp32 weights on a CPU, eval mode); None elsewhere, and the modules do the step."""
+    w = model.tok_emb.weight
+    if model.training or w.device.type != "cpu" or w.dtype != torch.float32:
+        return None
+    return DecodeStep(model)
+
+
 def window_start(start: int, n: int, block_size: int) -> int:
     """Start of the context window once the sequence has n tokens (the module docstring's rule)."""
     return start if n - start <= block_size else n - max(1, block_size // 2)
@@ -102,10 +115,10 @@ def stream_with_logits(
     block_size = model.config.block_size
     out = torch.empty(B, T + max_new_tokens, dtype=torch.long, device=idx.device)  # the whole sequence
     out[:, :T] = idx
-    seen = seen_tokens(idx, model.config.vocab_size) if repetition_penalty != 1 else None
+    seen = seen_tokens(idx, model.config.vocab_size, eos_token_id) if repetition_penalty != 1 else None
     done = torch.zeros(B, dtype=torch.bool, device=idx.device) if eos_token_id is not None else None
     cache = model.new_kv_cache(B) if use_cache else None
-    step = DecodeStep(model) if use_cache and not model.training else None  # single-token steps, no dropout
+    step = fast_step(model, B) if use_cache else None
     n = T
     start = window_start(0, n, block_size)
     fresh = out[:, start:n]  # the tokens the cache has not seen yet (the prompt, at first)
@@ -119,7 +132,7 @@ def stream_with_logits(
         if done is not None:  # finished rows keep emitting eos
             column = column.masked_fill(done, eos_token_id)
             done |= column == eos_token_id
-        if seen is not None:
+        if seen is not None:  # an eos it emits ends the row, so marking it changes nothing
             seen.scatter_(1, column[:, None], True)
         out.select(1, n).copy_(column)  # out[:, n] = column, without the indexing machinery
         n += 1

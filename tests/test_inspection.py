@@ -177,6 +177,13 @@ def test_page_is_self_contained_and_escapes_tokens():
     assert "제목 &lt;b&gt;" in page and "@font-face" in page
 
 
+def test_a_title_or_token_that_spells_a_placeholder_stays_text():
+    page = attention_page(random_maps(1, 1, 3), ["__DATA__", "__TITLE__", "x"], title="__DATA__ __FONT_CSS__")
+    data = json.loads(re.search(r'<script type="application/json" id="data">(.*?)</script>', page, re.S).group(1))
+    assert data["tokens"] == ["__DATA__", "__TITLE__", "x"]
+    assert page.count("<title>__DATA__ __FONT_CSS__</title>") == 1 and page.count("@font-face") == 1
+
+
 def render(page_url, tmp_path, *extra):
     """Run headless Chromium on a file:// URL: (the rendered DOM, Chromium's log)."""
     result = subprocess.run(

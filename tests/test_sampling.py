@@ -223,3 +223,9 @@ def test_cuda_decoding_cached_equals_uncached_and_seeds_reproduce():
     torch.testing.assert_close(cached_logits, plain_logits, atol=1e-4, rtol=0)
     a, b = (generate(model, idx, 20, generator=torch.Generator("cuda").manual_seed(0)) for _ in range(2))
     assert torch.equal(a, b)
+
+
+def test_the_prompts_end_of_text_is_not_a_repeat():
+    idx = torch.tensor([[0, 2, 2], [0, 3, 1]])  # both prompts start with the end-of-text id 0
+    assert seen_tokens(idx, 4, eos_token_id=0).tolist() == [[False, False, True, False], [False, True, False, True]]
+    assert seen_tokens(idx, 4)[:, 0].tolist() == [True, True]  # without an eos, every id counts
