@@ -8,8 +8,8 @@ import torch
 
 from model import GPT, GPTConfig
 from model.decode_step import DecodeStep
+from tests.conftest import TINY_MODEL as TINY
 
-TINY = {"vocab_size": 64, "block_size": 16, "n_layer": 2, "n_head": 2, "n_embd": 32}
 
 
 @pytest.mark.parametrize("batch", [1, 3])  # one row takes the matrix-vector path, several the matrix one

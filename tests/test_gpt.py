@@ -11,8 +11,8 @@ import torch
 from model.errors import UserError
 from model import GPT, GPTConfig, ModelConfigError, ModelInputError
 from model.attention import scaled_dot_product_attention
+from tests.conftest import TINY_MODEL as TINY
 
-TINY = {"vocab_size": 64, "block_size": 16, "n_layer": 2, "n_head": 2, "n_embd": 32}
 
 
 def tiny_model(seed=0, **overrides):

@@ -12,8 +12,8 @@ import torch
 from model.errors import UserError
 from model import GPT, CheckpointError, GPTConfig
 from model.io import atomic_write
+from tests.conftest import TINY_MODEL as TINY
 
-TINY = {"vocab_size": 64, "block_size": 16, "n_layer": 2, "n_head": 2, "n_embd": 32}
 
 
 def saved_model(directory, **overrides):

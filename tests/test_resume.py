@@ -19,14 +19,7 @@ import torch
 import train
 from training.checkpoints import recover
 from model import GPT
-
-ROOT = Path(__file__).resolve().parent.parent
-TINY = ROOT / "configs" / "tiny.toml"
-
-
-@pytest.fixture(scope="session")
-def data_cache(tmp_path_factory):
-    return tmp_path_factory.getbasetemp() / "train-data-cache"
+from tests.conftest import ROOT, TINY
 
 
 def cli_args(data_cache, run, *extra):

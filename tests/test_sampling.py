@@ -20,8 +20,8 @@ from model.sampling import (
     stream_with_logits,
     window_start,
 )
+from tests.conftest import TINY_MODEL as TINY
 
-TINY = {"vocab_size": 64, "block_size": 16, "n_layer": 2, "n_head": 2, "n_embd": 32}
 INF = float("-inf")
 
 
