@@ -163,7 +163,7 @@ def test_the_model_trains_through_the_flash_kernel_with_dropout():
     assert rel(fast.float(), explicit.float()) < 1e-2
 
 
-@pytest.mark.parametrize("batch", [1, 3])  # batch 1 takes the decode step's matrix-vector path
+@pytest.mark.parametrize("batch", [1, 3])
 def test_cached_greedy_decoding_equals_uncached_past_block_size(exact_fp32, batch):
     torch.manual_seed(0)
     model = GPT(GPTConfig(**SMALL)).cuda().eval()
