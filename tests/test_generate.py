@@ -260,7 +260,8 @@ def attention_out(run_dir, tmp_path_factory):
 
 
 def test_attention_files_hold_the_models_own_weights(run, attention_out):
-    assert sorted(p.name for p in attention_out.iterdir()) == ["attention.html", "attention.npz", "layer_0.png", "layer_1.png"]
+    assert sorted(p.name for p in attention_out.iterdir()) == [
+        "attention.html", "attention.npz", "explain.npz", "layer_0.png", "layer_1.png"]
     ids = [run.eot_id] + run.encode(ATTN_PROMPT)
     with np.load(attention_out / "attention.npz", allow_pickle=False) as f:
         assert f["weights"].shape == (2, 2, len(ids), len(ids))
