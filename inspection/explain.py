@@ -117,10 +117,10 @@ def explain_head(trace, labels: list[str], layer: int, head: int, query: int, w_
                 f"{w[j]:.4f}"]
 
     future = list(range(i + 1, T))
-    rows = [["j", "token", "q·k_j", "÷√d_k", "masked", "w_j"]] + with_gaps(keys + future[:2], score_cells)
+    rows = [["j", "token", "q·k_j", "÷√d_k", "masked", "w_j"]] + with_gaps(keys + future[:3], score_cells)
     lines += table(rows)
-    if len(future) > 2:
-        lines.append(f"    …  and {len(future) - 2} more later keys, all masked: -∞, w_j = 0")
+    if len(future) > 3:
+        lines.append(f"    …  and {len(future) - 3} more later keys, all masked: -∞, w_j = 0")
     lines += [f"   Σ w_j = {w[: i + 1].sum(dtype=np.float64):.6f}", ""]
 
     lines.append(f"7. y = Σ_j w_j v_j = {vector(y)}   |y| = {np.linalg.norm(y):.4f}")
