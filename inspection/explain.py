@@ -106,7 +106,7 @@ def explain_head(trace, labels: list[str], layer: int, head: int, query: int, w_
 
     root = math.sqrt(d)
     lines.append(f"3. Scores q·k_j.  4. Divided by √d_k, d_k = {d} (n_embd / n_head = {C} / {H}): "
-                 f"√{d} = {root:.4f}, so the scores do not grow with d_k.")
+                 f"√{d} = {root:.4f}, which keeps their spread from growing with d_k.")
     lines.append("5. Masked: a key after the query gets -∞, so its weight is 0.  "
                  "6. Softmax: w_j = exp(s_j) / Σ exp(s), over the row.")
     raw = k.astype(np.float64) @ q  # (T,) step 3 itself; the next column is the model's own q·kᵀ/√d_k
