@@ -20,7 +20,8 @@ import os
 import sys
 
 from inspection.explain import explain_head, resolve_query
-from inspection.heads import format_roles_table, held_out_ids, measure_heads, save_roles, usable_ids
+from inspection.heads import format_roles_table, measure_heads, save_roles
+from inspection.heldout import held_out_ids, usable_ids
 from inspection.maps import attention_for_ids, attention_from_decoding, check_head, make_out_dir, write_attention
 from inspection.trace import trace_ids
 from inference.runs import load_run

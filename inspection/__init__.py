@@ -13,11 +13,13 @@
 
 Modules: maps (attention of a text + the files), labels (readable token labels), stats (per-head
 statistics), plot (PNG), html (interactive page, template page.html), trace (every intermediate of
-attention, explain.npz), explain (one head at one query, step by step), heads (what each head does).
+attention, explain.npz), explain (one head at one query, step by step), heads (what each head does),
+heldout (the text heads are measured on).
 """
 
 from inspection.explain import explain_head
-from inspection.heads import HeadRoles, format_roles_table, held_out_ids, measure_heads, save_roles, usable_ids
+from inspection.heads import HeadRoles, format_roles_table, measure_heads, save_roles
+from inspection.heldout import held_out_ids, usable_ids
 from inspection.html import attention_page, save_html
 from inspection.labels import token_label, token_labels, token_pieces
 from inspection.maps import (AttentionMaps, attention_for_ids, attention_for_text, attention_from_decoding, load_npz,
