@@ -4,6 +4,7 @@
     python bench/generate_speed.py --quick    # batch 1; uncached only at 240 tokens
     python bench/generate_speed.py --shapes small --batch 1 --new 1000 --modes ours,hf --repeat 3
     python bench/generate_speed.py --device cuda --dtype bf16 --shapes gpt2 --vocab 50257 --new 1000 --modes ours,hf
+    python bench/generate_speed.py --plot docs/decode_time.png --shapes tiny --new 1000 --repeat 1 --threads 1
 
 Random weights, fp32 (or --dtype bf16 for every model), greedy, a 16-token prompt, vocabulary 8192
 (--vocab; 50257 makes `gpt2` GPT-2 small's 124M), block 1024. tok/s counts every generated token of the batch (B x new tokens / wall seconds). Each figure is the best of --repeat
@@ -13,6 +14,11 @@ the cores (on a busy 2-core machine, --threads 1 gives steadier figures). GPT2LM
 >= 20x uncached at 1000 tokens, and >= 2.5x transformers' cached tok/s. Time transformers in a run of
 its own (--modes ours,hf): after the long uncached runs in the same process its figures drop by half.
 On --device cuda each timed run ends with a synchronize; --json prints one JSON object per figure.
+
+--plot FILE.png times every step of one greedy generation (the first shape, batch 1, the largest --new)
+with and without the KV cache and draws the time per token against its position, and the total time:
+with the cache each step attends over the cached keys (cost grows linearly with the position, and is
+small), without it each step recomputes the whole context (linear per token, so quadratic in total).
 """
 
 import argparse
@@ -26,7 +32,7 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from model import GPT, GPTConfig  # noqa: E402
 from model import sampling  # noqa: E402
-from model.sampling import generate  # noqa: E402
+from model.sampling import generate, stream  # noqa: E402
 
 SHAPES = {
     "tiny": {"n_layer": 4, "n_head": 4, "n_embd": 128},
@@ -100,6 +106,52 @@ def time_modes(models, modes, idx, new, repeat):
     return best
 
 
+def step_times(model, idx, new, use_cache) -> list[float]:
+    """Seconds of each step of one greedy generation: step 0 includes the prefill."""
+    times, last = [], time.perf_counter()
+    for _ in stream(model, idx, new, temperature=0, use_cache=use_cache):
+        now = time.perf_counter()
+        times.append(now - last)
+        last = now
+    return times
+
+
+def plot_step_times(path, shape, new, repeat, vocab):
+    """Time per token against position, cached and not (medians over repeat alternating runs), as a PNG."""
+    import statistics
+
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(vocab_size=vocab, block_size=BLOCK, **SHAPES[shape])).eval()
+    idx = torch.randint(0, vocab, (1, PROMPT))
+    runs = {True: [], False: []}
+    for _ in range(repeat):
+        for use_cache in (True, False):
+            step_times(model, idx, 8, use_cache)  # warm-up
+            runs[use_cache].append(step_times(model, idx, new, use_cache))
+    fig = Figure(figsize=(9, 3.4), layout="constrained")
+    FigureCanvasAgg(fig)
+    per_token, total = fig.subplots(1, 2)
+    positions = list(range(PROMPT, PROMPT + new))
+    for use_cache, name in ((True, "KV cache"), (False, "no cache: whole context each step")):
+        ms = [1000 * statistics.median(r[i] for r in runs[use_cache]) for i in range(new)]
+        per_token.plot(positions[1:], ms[1:], lw=0.8, label=name)  # step 0 is the prefill
+        cumulative = [sum(ms[: i + 1]) / 1000 for i in range(new)]
+        total.plot(range(1, new + 1), cumulative, label=name)
+        print(f"{name:34s} ms per token at position {PROMPT + 1}: {ms[1]:.2f}, at {PROMPT + new - 1}: "
+              f"{statistics.median(ms[-20:]):.2f} (median of the last 20); total {cumulative[-1]:.2f} s")
+    per_token.set(xlabel="position of the token", ylabel="ms per generated token", title="one step")
+    total.set(xlabel="tokens generated", ylabel="seconds", title="the whole generation")
+    per_token.legend(fontsize=8)
+    total.legend(fontsize=8)
+    fig.suptitle(f"{shape} model ({SHAPES[shape]['n_layer']} layers, n_embd {SHAPES[shape]['n_embd']}), batch 1, "
+                 f"fp32, {torch.get_num_threads()} thread(s)", fontsize=10)
+    fig.savefig(path, dpi=80)
+    print(f"wrote {path}")
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--shapes", default="tiny,small", help="comma list of: " + ", ".join(SHAPES))
@@ -113,6 +165,7 @@ def main(argv=None):
     p.add_argument("--device", default="cpu", help="cpu or cuda")
     p.add_argument("--vocab", type=int, default=8192, help="vocabulary size of every model")
     p.add_argument("--json", action="store_true", help="one JSON object per figure instead of the table")
+    p.add_argument("--plot", metavar="FILE.png", help="draw the time per token against position instead")
     args = p.parse_args(argv)
     args.new = [int(n) for n in args.new.split(",")]
     if args.threads:
@@ -121,6 +174,8 @@ def main(argv=None):
     device = torch.device(args.device)
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, {args.device} {args.dtype} greedy, "
           f"prompt {PROMPT}, block {BLOCK}, vocab {args.vocab}")
+    if args.plot:
+        return plot_step_times(args.plot, args.shapes.split(",")[0], max(args.new), args.repeat, args.vocab)
 
     rates = {}  # (shape, batch, new, mode) -> generated tokens per second
     for shape in args.shapes.split(","):

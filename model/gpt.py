@@ -130,14 +130,15 @@ class GPT(nn.Module):
         loss = F.cross_entropy(logits.view(-1, logits.size(-1)), targets.reshape(-1), ignore_index=-1)
         return logits, loss
 
-    def forward_with_attention(self, idx):
-        """idx (B, T) -> `(logits (B, T, V), maps (B, n_layer, n_head, T, T))`, eval-only inspection.
+    def forward_with_attention(self, idx, kv_cache=None):
+        """idx (B, T) -> `(logits (B, T, V), maps (B, n_layer, n_head, T, Tk))`, eval-only inspection.
 
         The same blocks as `forward`, each taking its explicit attention path, so the maps are the
-        very weights that produced the logits.
+        very weights that produced the logits. With a KVCache, idx continues the cached tokens and
+        Tk = kv_cache.pos + T: a decoding step gives one row per layer and head.
         """
-        x, maps = self._trunk(idx, None, need_attn=True)
-        return self.lm_head(x), torch.stack(maps, dim=1)  # maps: (B, L, nh, T, T)
+        x, maps = self._trunk(idx, kv_cache, need_attn=True)
+        return self.lm_head(x), torch.stack(maps, dim=1)  # maps: (B, L, nh, T, Tk)
 
     def attention_maps(self, idx):
         """idx (B, T) -> attention weights (B, n_layer, n_head, T, T); every row sums to 1."""

@@ -16,6 +16,11 @@ block_size // 2 tokens (a prompt longer than block_size starts that way too). Wi
 when the cache is full, keep the last block_size // 2 tokens, reset the cache and prefill them again
 (never roll it, as the cached keys carry their old positions). Both paths use this one rule, so cached
 and uncached greedy runs give the same tokens and logits even far past block_size.
+
+Attention while decoding. Give `attention=[]` and every forward of the decoding takes the explicit path
+(`model.forward_with_attention`, with the cache when there is one) and appends `(start, maps)`: maps
+(B, n_layer, n_head, Tq, Tk) of the window that starts at sequence position `start` (a prefill gives
+Tq rows, a cached step one). After the last token is chosen it is fed once more, so its row is there too.
 """
 
 import torch
@@ -98,10 +103,11 @@ def window_start(start: int, n: int, block_size: int) -> int:
 @torch.inference_mode()
 def stream_with_logits(
     model, idx, max_new_tokens, temperature=1.0, top_k=None, top_p=None, repetition_penalty=1.0,
-    eos_token_id=None, generator=None, use_cache=True,
+    eos_token_id=None, generator=None, use_cache=True, attention=None,
 ):  # fmt: skip
     """Like `stream`, but yields `(column (B,), logits (B, V))`: each new token and the raw model
-    logits it was chosen from (before penalty, temperature and filtering)."""
+    logits it was chosen from (before penalty, temperature and filtering). `attention`: a list that
+    receives the maps of every forward (see the module docstring)."""
     check_options(temperature, top_k, top_p, repetition_penalty)
     if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) or max_new_tokens < 0:
         raise ModelInputError(f"max_new_tokens {max_new_tokens!r} must be an integer >= 0")
@@ -118,13 +124,22 @@ def stream_with_logits(
     seen = seen_tokens(idx, model.config.vocab_size, eos_token_id) if repetition_penalty != 1 else None
     done = torch.zeros(B, dtype=torch.bool, device=idx.device) if eos_token_id is not None else None
     cache = model.new_kv_cache(B) if use_cache else None
-    step = fast_step(model, B) if use_cache else None
+    recording = attention is not None  # recording needs the explicit path of the model's own blocks
+    step = fast_step(model, B) if use_cache and not recording else None
     n = T
     start = window_start(0, n, block_size)
     fresh = out[:, start:n]  # the tokens the cache has not seen yet (the prompt, at first)
+
+    def record():  # one forward on the explicit path; its maps go to `attention`
+        logits, maps = model.forward_with_attention(fresh if use_cache else out[:, start:n], kv_cache=cache)
+        attention.append((start, maps))  # maps: (B, L, nh, Tq, Tk)
+        return logits[:, -1]  # (B, V)
+
     for _ in range(max_new_tokens):
         if step is not None and fresh.size(1) == 1:
             logits = step(fresh, cache)  # (B, V), the same numbers as the model call below, sooner
+        elif recording:
+            logits = record()
         else:
             logits = model(fresh if use_cache else out[:, start:n], kv_cache=cache)[0][:, -1]  # (B, V)
         scores = penalize_repetition(logits, seen, repetition_penalty) if seen is not None else logits
@@ -137,8 +152,6 @@ def stream_with_logits(
         out.select(1, n).copy_(column)  # out[:, n] = column, without the indexing machinery
         n += 1
         yield column, logits
-        if done is not None and bool(done.all()):  # the one host sync per step, only with an eos
-            return
         new_start = window_start(start, n, block_size)
         if new_start == start:
             fresh = out.narrow(1, n - 1, 1)  # (B, 1), out[:, n - 1 : n] in one call
@@ -147,16 +160,21 @@ def stream_with_logits(
             fresh = out[:, start:n]  # (B, block_size // 2)
             if use_cache:
                 cache.reset()
+        if done is not None and bool(done.all()):  # the one host sync per step, only with an eos
+            break
+    if recording and n > T:  # the last token's own row
+        record()
 
 
 def stream(
     model, idx, max_new_tokens, temperature=1.0, top_k=None, top_p=None, repetition_penalty=1.0,
-    eos_token_id=None, generator=None, use_cache=True,
+    eos_token_id=None, generator=None, use_cache=True, attention=None,
 ):  # fmt: skip
     """Yield the new token column (B,) of every step; stops after max_new_tokens, or once every row
-    has emitted `eos_token_id`. Options as in `generate`."""
+    has emitted `eos_token_id`. Options as in `generate`; `attention` as in `stream_with_logits`."""
     for column, _ in stream_with_logits(
-        model, idx, max_new_tokens, temperature, top_k, top_p, repetition_penalty, eos_token_id, generator, use_cache
+        model, idx, max_new_tokens, temperature, top_k, top_p, repetition_penalty, eos_token_id, generator, use_cache,
+        attention,
     ):  # fmt: skip
         yield column
 
