@@ -51,10 +51,12 @@ def test_a_full_cache_is_refused():
     assert torch.backends.mkldnn.enabled  # restored though the step failed half-way
 
 
-def test_the_step_keeps_a_layer_s_gelu_form():
+@pytest.mark.parametrize("activation", ["gelu", "gelu_new"])
+def test_the_step_keeps_a_layer_s_gelu_form(activation):
     torch.manual_seed(0)
-    model = GPT(GPTConfig(**TINY)).eval()
-    model.blocks[1].mlp.gelu = torch.nn.GELU(approximate="tanh")  # as a tanh-GELU checkpoint would have
+    model = GPT(GPTConfig(**TINY, activation=activation)).eval()
+    other = "tanh" if activation == "gelu" else "none"
+    model.blocks[1].mlp.gelu = torch.nn.GELU(approximate=other)  # a layer of the other form, so each is checked
     with torch.no_grad():  # inputs of order 1 and more, where the two forms differ by up to ~1e-3
         model.blocks[1].mlp.c_fc.weight.mul_(20)
     idx = torch.randint(0, 64, (1, 6))

@@ -32,6 +32,7 @@ def tiny_model(seed=0, **overrides):
         ({"dropout": -0.1}, "model.dropout"),
         ({"bias": "yes"}, "model.bias"),
         ({"layer_norm_eps": 0}, "model.layer_norm_eps"),
+        ({"activation": "relu"}, "model.activation = 'relu' is not one of 'gelu', 'gelu_new', 'gelu_pytorch_tanh'"),
     ],
 )
 def test_config_rejects_bad_values_with_a_clear_message(overrides, words):
