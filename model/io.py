@@ -2,6 +2,7 @@
 
     model.save(dir, extra_config)  ->  save_checkpoint(model, dir, extra_config)
     GPT.load(path)                 ->  find_checkpoint, read_model_config, load_weights
+    write_directory(out, fill)     ->  a whole directory (an export, an import) renamed into place
 
 The LM head shares its matrix with the token embedding, so only `tok_emb.weight` is stored and
 loading the embedding restores the head. Files are written to a temporary name, synced and then
@@ -11,6 +12,8 @@ Every problem with the files on disk raises `CheckpointError` with a one-line me
 
 import json
 import os
+import secrets
+import shutil
 import tempfile
 from dataclasses import asdict
 from pathlib import Path
@@ -42,6 +45,51 @@ def atomic_write(path: Path, write) -> None:
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_json(path: Path, obj: dict) -> None:
+    """Indented UTF-8 JSON (Korean stays readable), ending in a newline."""
+    path.write_text(json.dumps(obj, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+
+
+def check_out_dir(out: Path, source: Path, force: bool, error=UserError) -> None:
+    """Refuse (raising `error`) an output dir that is a file, holds files (unless force) or would swallow source."""
+    if out.exists() and not out.is_dir():
+        raise error(f"{out} is a file; give a directory path to write to")
+    target, source_dir = out.resolve(), source.resolve()
+    if target == source_dir or target in source_dir.parents:
+        raise error(f"{out} contains the checkpoint {source}; write to another directory")
+    if out.is_dir() and any(out.iterdir()) and not force:
+        raise error(f"{out} exists and is not empty; choose a new directory or pass --force to replace it")
+
+
+def write_directory(out: Path, fill) -> None:
+    """Call fill(tmp) on a hidden temporary sibling of out, sync its files, then rename it to out.
+
+    An old non-empty out is renamed aside first and deleted after; if anything fails, the temporary
+    directory is removed and out is as it was.
+    """
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.parent / f".{out.name}.{secrets.token_hex(4)}.tmp"  # same filesystem, so the rename is atomic
+    tmp.mkdir()
+    try:
+        fill(tmp)
+        umask = os.umask(0)  # the only way to read the umask is to set it, so put it back at once
+        os.umask(umask)
+        for file in tmp.iterdir():
+            os.chmod(file, 0o666 & ~umask)  # safetensors writes 0600; the directory is meant to be shared
+            with open(file, "rb") as f:
+                os.fsync(f.fileno())
+        if out.is_dir() and any(out.iterdir()):
+            old = out.parent / f".{out.name}.old-{secrets.token_hex(4)}"
+            os.rename(out, old)
+            os.rename(tmp, out)
+            shutil.rmtree(old)
+        else:
+            os.replace(tmp, out)  # also replaces an empty directory, atomically
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
         raise
 
 
