@@ -23,7 +23,6 @@ temporary directory and renamed into place, so a failed import leaves nothing be
 """
 
 import argparse
-import hashlib
 import json
 import os
 import pickle
@@ -41,7 +40,8 @@ from model import hf_gpt2
 from model.config import ACTIVATIONS, GPTConfig, ModelConfigError
 from model.errors import UserError
 from model.gpt import GPT
-from model.io import CONFIG, WEIGHTS, check_out_dir, write_directory, write_json
+from model.io import CONFIG, WEIGHTS, check_out_dir, tokenizer_hash, write_directory, write_json
+from model.pretrained import Pretrained
 
 SIZES = ("vocab_size", "n_positions", "n_embd", "n_layer", "n_head")  # no default we would trust
 # GPT2Config's defaults for the settings a config.json may leave out (transformers fills them the same way)
@@ -89,8 +89,8 @@ def find_source(src: str) -> tuple[Path, str]:
     if rev is None or not (snapshots / rev).is_dir():
         found = f"{len(revs)} snapshots and no refs/main in {repo}" if revs else f"nothing at {repo}"
         raise HFImportError(
-            f"{src} is neither a directory nor a model in the Hugging Face cache ({found}); nothing is "
-            f"downloaded: when online run `huggingface-cli download {src} --local-dir DIR` and import DIR"
+            f"{src} is no directory, nor a hub id in the Hugging Face cache ({found}); nothing is downloaded: "
+            f"give a model directory (when online, `huggingface-cli download {src} --local-dir DIR` fetches one)"
         )
     return snapshots / rev, f"{src}@{rev}"
 
@@ -241,29 +241,41 @@ def find_eot(src: Path, hf: dict, tok: Tokenizer) -> tuple[str, int]:
     )
 
 
-def import_hf(src, out, force: bool = False) -> Path:
-    """Write the GPT-2 at `src` (a directory or a cached hub id) as a checkpoint directory `out`; returns it."""
+def open_hf(src) -> Pretrained:
+    """The GPT-2 at `src` (a directory or a cached hub id): config, tokenizer and end-of-text token, checked;
+    its weights are read (and checked) only when `load_state()` is called."""
     src, origin = find_source(str(src))
-    out = Path(out)
-    check_out_dir(out, src, force, HFImportError)  # before reading what may be gigabytes
     config_file = src / "config.json"
     hf = read_json(config_file)
     if hf is None:
         raise HFImportError(f"{src} has no config.json; it is not a Hugging Face model directory")
     config = model_config(hf, config_file)
-    tensors = gpt2_tensors(*read_weights(src), config)
     tok = read_tokenizer(src, config.vocab_size)
     eot, eot_id = find_eot(src, hf, tok)
-    state = {k: t.float() for k, t in hf_gpt2.from_gpt2(tensors, config.n_layer).items()}  # training keeps float32
-    n = tok.get_vocab_size()
-    meta = {"vocab_size": n, "eot_id": eot_id, "eot_token": eot, "dtype": "uint16" if n <= 1 << 16 else "uint32",
-            "tokenizer_hash": hashlib.sha256(tok.to_str().encode()).hexdigest(),  # = data/tokenizer.tokenizer_hash
-            "imported_from": origin}  # fmt: skip
+
+    def load_state() -> dict[str, torch.Tensor]:
+        tensors = gpt2_tensors(*read_weights(src), config)
+        return {k: t.float() for k, t in hf_gpt2.from_gpt2(tensors, config.n_layer).items()}  # training keeps float32
+
+    return Pretrained(src, origin, config, tok, src / "tokenizer.json", eot, eot_id, load_state)
+
+
+def import_hf(src, out, force: bool = False) -> Path:
+    """Write the GPT-2 at `src` (a directory or a cached hub id) as a checkpoint directory `out`; returns it."""
+    found, _ = find_source(str(src))
+    out = Path(out)
+    check_out_dir(out, found, force, HFImportError)  # before reading what may be gigabytes
+    model = open_hf(src)
+    state = model.load_state()
+    n = model.tokenizer.get_vocab_size()
+    meta = {"vocab_size": n, "eot_id": model.eot_id, "eot_token": model.eot_token,
+            "dtype": "uint16" if n <= 1 << 16 else "uint32", "tokenizer_hash": tokenizer_hash(model.tokenizer),
+            "imported_from": model.origin}  # fmt: skip
 
     def fill(tmp: Path) -> None:
         safetensors.torch.save_file(state, tmp / WEIGHTS)
-        write_json(tmp / CONFIG, {"model": asdict(config)})
-        shutil.copyfile(src / "tokenizer.json", tmp / "tokenizer.json")
+        write_json(tmp / CONFIG, {"model": asdict(model.config)})
+        shutil.copyfile(model.tokenizer_file, tmp / "tokenizer.json")
         write_json(tmp / "meta.json", meta)
 
     try:

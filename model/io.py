@@ -10,6 +10,7 @@ renamed, so a crash never leaves half a file under the real name. Weights are ne
 Every problem with the files on disk raises `CheckpointError` with a one-line message.
 """
 
+import hashlib
 import json
 import os
 import secrets
@@ -115,6 +116,11 @@ def load_tokenizer(path, hint: str = "restore it or retrain", error: type[UserEr
         return Tokenizer.from_file(str(path))
     except Exception as e:  # tokenizers raises a bare Exception for unreadable JSON
         raise error(f"{path} is damaged ({str(e).splitlines()[0]}); {hint}") from None
+
+
+def tokenizer_hash(tokenizer) -> str:
+    """A digest of the whole tokenizer (vocabulary, merges, normaliser, pre-tokenizer, decoder)."""
+    return hashlib.sha256(tokenizer.to_str().encode()).hexdigest()
 
 
 def end_of_text_id(ckpt: Path, tokenizer) -> int | None:
