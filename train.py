@@ -42,7 +42,9 @@ from training.evaluation import evaluate, sample_text
 from training.hardware import default_compile, default_precision, peak_flops
 from model import GPT
 from model.device import resolve_device
+from model.io import tokenizer_hash
 from model.nll import bits_per_char, stream_nll
+from model.pretrained import Pretrained, open_pretrained
 from training.config import RunConfig, TrainConfig, load_config
 from training.metrics import RunLog
 
@@ -187,7 +189,11 @@ def set_up(cfg: RunConfig, out_dir: Path, resume: bool, device, rank: int, world
         dist.barrier()
     saved = open_run_dir(out_dir, resume)
     prepared = prepare_data(cfg, master, world)
-    cfg = replace(cfg, model=replace(cfg.model, vocab_size=prepared.meta["vocab_size"]))
+    start = open_pretrained(tc.init_from) if tc.init_from and not saved else None  # a resume reads last/ instead
+    if start:
+        check_same_tokenizer(start, prepared.meta, cfg.data.tokenizer)
+    elif not tc.init_from:  # from scratch the embedding has one row per token; a checkpoint's may have more
+        cfg = replace(cfg, model=replace(cfg.model, vocab_size=prepared.meta["vocab_size"]))
     precision = default_precision(device) if tc.dtype == "auto" else tc.dtype
     use_compile = default_compile(device) if tc.compile == "auto" else tc.compile in (True, "on")
     if device.type == "cuda":
@@ -201,6 +207,8 @@ def set_up(cfg: RunConfig, out_dir: Path, resume: bool, device, rank: int, world
     if saved:
         check_same_model(out_dir / "last", asdict(cfg.model), prepared.meta)
         raw.load_state_dict(GPT.load(out_dir / "last").state_dict())
+    elif start:
+        load_start(raw, start)
     raw.to(device)
     params = list(raw.parameters())
     optimizer = torch.optim.AdamW(
@@ -229,6 +237,22 @@ def set_up(cfg: RunConfig, out_dir: Path, resume: bool, device, rank: int, world
         write_config(run, precision, use_compile, resumed=bool(saved), step=state.step)
         run.log = RunLog(out_dir, cfg.to_dict(), state.step if saved else None, cfg.log)
     return run, state
+
+
+def check_same_tokenizer(start: Pretrained, meta: dict, tokenizer: str) -> None:
+    """The data must be encoded with the tokenizer the starting weights were trained with."""
+    if meta["tokenizer_hash"] != tokenizer_hash(start.tokenizer):
+        raise UserError(
+            f"data.tokenizer {tokenizer} is not the tokenizer of train.init_from {start.origin}; "
+            "leave data.tokenizer empty to encode the data with the model's own"
+        )
+
+
+def load_start(raw: GPT, start: Pretrained) -> None:
+    """Copy the starting weights (position table cropped to block_size) into a new model."""
+    result = raw.load_state_dict(start.state_for(raw.config), strict=False)
+    assert result.missing_keys == ["lm_head.weight"] and not result.unexpected_keys, result  # the tied head only
+    print(f"starting from {start.origin} ({start.config.block_size} positions, {raw.config.block_size} kept)")
 
 
 def restore(run: Run, state: State, saved: dict) -> None:
