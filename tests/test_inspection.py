@@ -18,9 +18,10 @@ import numpy as np
 import pytest
 
 from inspection.html import attention_page, pack_weights, save_html
-from inspection.labels import display_width, pad, token_label
+from inspection.labels import bytes_label, display_width, pad, piece_reader, token_bytes, token_label, token_labels
 from inspection.stats import STAT_NAMES, format_stats_table, format_top_attended, head_stats
 from inference.textgen import Utf8Stream
+from tests.tiny_hf import PROMPT, byte_level_tokenizer, metaspace_tokenizer
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
@@ -48,6 +49,42 @@ def random_maps(L, H, T, seed=0):
 ])
 def test_token_label(piece, label):
     assert token_label(piece) == label
+
+
+def test_byte_level_pieces_read_back_as_bytes():
+    """GPT-2's alphabet by hand: 대 is EB 8C 80; EB stands for itself (ë), 8C and 80, not printable, for
+    U+012E and U+0122 (the 47th and 35th of the 68 remapped bytes); Ġ (U+0120) is the space."""
+    read = piece_reader(byte_level_tokenizer())
+    assert read("ĠëĮĢ") == " 대".encode() and bytes_label(read("ĠëĮĢ")) == "␣대"
+    assert read("ëĮ") == b"\xeb\x8c" and bytes_label(read("ëĮ")) == "<0xEB><0x8C>"  # a character cut short
+    assert read("Ċ") == b"\n" and bytes_label(read("Ċ")) == "↵"
+
+
+@pytest.mark.parametrize("make", [byte_level_tokenizer, metaspace_tokenizer], ids=["byte_level", "metaspace"])
+def test_labels_of_imported_tokenizers_read_as_text(make):
+    tok = make()
+    ids = tok.encode(PROMPT).ids
+    labels = token_labels(tok, ids)
+    assert not any(ch in label for label in labels for ch in "▁Ġ")  # no marker, no byte-level letters
+    # the labels, stray bytes put back, spell the text: nothing lost, nothing mojibake
+    raw = b"".join(bytes.fromhex(m[1]) if m[1] else m[2].replace("␣", " ").encode()
+                   for m in re.finditer(r"<0x([0-9A-F]{2})>|([^<]+|<)", "".join(labels)))  # fmt: skip
+    assert raw.decode().strip() == PROMPT
+    assert labels[0].startswith("␣") == (make is metaspace_tokenizer)  # ▁ marks the first word too
+    eot = "<|endoftext|>" if make is byte_level_tokenizer else "</s>"
+    assert token_labels(tok, [tok.token_to_id(eot)]) == [eot]  # a special token by its name
+
+
+@pytest.mark.parametrize("make", [byte_level_tokenizer, metaspace_tokenizer], ids=["byte_level", "metaspace"])
+def test_streaming_an_imported_tokenizer_emits_whole_characters(make):
+    tok = make()
+    table = token_bytes(tok, tok.get_vocab_size())
+    ids = tok.encode(PROMPT).ids
+    stream = Utf8Stream(table)
+    pieces = [stream.push(i) for i in ids] + [stream.flush()]
+    assert "".join(pieces).strip() == PROMPT and not any("\ufffd" in p for p in pieces)
+    if make is byte_level_tokenizer:  # its tokens cut characters, so some steps complete none
+        assert "" in pieces[:-1]
 
 
 def test_display_width_counts_hangul_twice():
