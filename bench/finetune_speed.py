@@ -114,7 +114,8 @@ def parse_args(argv):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--shape", default="124M", help="124M, tiny, or L,H,C,V,T,B (layers, heads, width, "
                         "vocabulary, context, batch)")  # fmt: skip
-    parser.add_argument("--variants", default=",".join(VARIANTS), help="a comma-separated subset of " + ", ".join(VARIANTS))
+    parser.add_argument("--variants", default=",".join(VARIANTS),
+                        help="a comma-separated subset of " + ", ".join(VARIANTS))
     parser.add_argument("--rounds", type=int, default=5, help="rounds; each variant reports its median round")
     parser.add_argument("--steps", type=int, default=2, help="timed steps per variant and round")
     parser.add_argument("--warmup", type=int, default=1, help="untimed steps per variant first")
@@ -164,8 +165,9 @@ def main(argv=None):
     print(f"\n{'variant':10} {'tok/s':>9} {'s/step':>8} {'min..max s':>14} {'peak RSS MB':>12} {'over start MB':>14}")
     for variant in workers:
         median = statistics.median(times[variant])
-        print(f"{variant:10} {B * T / median:9.0f} {median:8.3f} {min(times[variant]):6.3f}..{max(times[variant]):<7.3f}"
-              f" {peaks[variant]:12.0f} {peaks[variant] - baseline[variant]:14.0f}")
+        spread = f"{min(times[variant]):6.3f}..{max(times[variant]):<7.3f}"
+        print(f"{variant:10} {B * T / median:9.0f} {median:8.3f} {spread} {peaks[variant]:12.0f} "
+              f"{peaks[variant] - baseline[variant]:14.0f}")
     for precision in ("fp32", "bf16"):
         if f"ours-{precision}" in times and f"hf-{precision}" in times:
             ratio = statistics.median(times[f"hf-{precision}"]) / statistics.median(times[f"ours-{precision}"])

@@ -155,7 +155,8 @@ def write_shard(tok, eot: int, chunks, path: Path, dtype: str, bar: tqdm) -> dic
             encodings = tok.encode_batch_fast(texts, add_special_tokens=False)
             if inner is not tok:  # encode the chunks that continue a document again, without the marker
                 middle = [i for i, (first, _) in enumerate(batch) if not first]
-                for i, enc in zip(middle, inner.encode_batch_fast([texts[i] for i in middle], add_special_tokens=False)):
+                again = inner.encode_batch_fast([texts[i] for i in middle], add_special_tokens=False)
+                for i, enc in zip(middle, again):
                     encodings[i] = enc
             ids = []
             for (first, text), enc in zip(batch, encodings):

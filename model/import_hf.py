@@ -14,7 +14,8 @@ n_positions), `model.safetensors` (our names, float32, the tied head stored once
 copied unchanged and `meta.json` (vocab_size, eot_id, eot_token, tokenizer_hash, dtype, imported_from),
 so generate.py, model.export_hf and training take it as they take a run's. The end-of-text token is
 the model's own (config.json's eos_token_id, else the tokenizer files' eos_token), not `<|endoftext|>`.
-The name mapping is model/hf_gpt2.py's, the one model/export_hf.py writes with.
+The name mapping is model/hf_gpt2.py's, the one model/export_hf.py writes with. `open_hf(SRC)` reads
+the same files without writing anything (train.init_from goes through it, via model/pretrained.py).
 
 Settings the network does not implement are refused with one line naming them: another model_type,
 scale_attn_by_inverse_layer_idx, reorder_and_upcast_attn, add_cross_attention, scale_attn_weights =
@@ -148,7 +149,8 @@ def read_weights(src: Path) -> tuple[dict[str, torch.Tensor], Path]:
         try:
             return safetensors.torch.load_file(safe), safe
         except Exception as e:  # safetensors raises its own error type for truncated or garbled files
-            raise HFImportError(f"{safe} is damaged or truncated ({' '.join(str(e).split())}); download it again") from e
+            reason = " ".join(str(e).split())  # one line
+            raise HFImportError(f"{safe} is damaged or truncated ({reason}); download it again") from e
     if pt.is_file():
         try:
             tensors = torch.load(pt, map_location="cpu", weights_only=True)

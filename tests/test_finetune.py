@@ -93,7 +93,8 @@ def test_data_is_encoded_with_the_model_s_own_tokenizer(hf_dir, corpus, tmp_path
     assert again.reused and again.dir == prepared.dir
     moved = tmp_path / "moved"
     shutil.copytree(hf_dir, moved)  # the cache keys on the tokenizer's contents, not its path
-    assert data.prepare.prepare(DataConfig(**{**cfg.__dict__, "tokenizer": str(moved)}), verbose=False).dir == prepared.dir
+    moved_cfg = DataConfig(**{**cfg.__dict__, "tokenizer": str(moved)})
+    assert data.prepare.prepare(moved_cfg, verbose=False).dir == prepared.dir
     other = tmp_path / "other"
     save_hf_model(byte_level_tokenizer(), other, eot_id=0)
     byte_level = data.prepare.prepare(DataConfig(**{**cfg.__dict__, "tokenizer": str(other)}), verbose=False)
@@ -119,7 +120,8 @@ def test_init_from_starts_at_the_weights_with_the_position_table_cropped(start, 
     expected = open_hf(hf_dir).load_state()
     got = GPT.load(out / "last")
     c = got.config
-    assert (c.block_size, c.vocab_size, c.activation, c.dropout) == (16, expected["tok_emb.weight"].size(0), "gelu_new", 0.1)
+    rows = expected["tok_emb.weight"].size(0)  # the tokenizer's 110 tokens and 3 rows more
+    assert (c.block_size, c.vocab_size, c.activation, c.dropout) == (16, rows, "gelu_new", 0.1)
     state = {k: t for k, t in got.state_dict().items() if k != "lm_head.weight"}
     assert state.keys() == expected.keys()
     for name, t in state.items():  # lr 0: the weights are still the starting ones
