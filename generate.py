@@ -5,17 +5,25 @@
     python generate.py                                            # prompts from stdin, one per line
     python generate.py --score article.txt                        # loss, perplexity, bits per character
     python generate.py --prompt "대한민국의 수도는" --attention out/ --head 1.0
+    python generate.py --prompt "대한민국의 수도는" --explain 1.0 --query -1   # one head, step by step
+    python generate.py --heads --attention out/                   # what each head does -> out/heads.json
 
---attention writes layer_<L>.png, attention.html (open it in any browser, offline) and attention.npz,
-and prints one row of statistics per head (defined in inspection/stats.py). The work is done by the
-`inference` and `inspection` packages, whose functions are the same in a notebook.
+--attention writes layer_<L>.png, attention.html (open it in any browser, offline), attention.npz and
+explain.npz (every intermediate tensor, inspection/trace.py), and prints one row of statistics per head
+(defined in inspection/stats.py). --explain walks through one head at one query token with the model's
+own numbers (inspection/explain.py); --heads scores every head's role (inspection/heads.py). The work is
+done by the `inference` and `inspection` packages, whose functions are the same in a notebook.
 """
 
 import argparse
 import os
 import sys
 
-from inspection.maps import attention_for_ids, check_head, write_attention
+from inspection.explain import explain_head, resolve_query
+from inspection.heads import format_roles_table, measure_heads, save_roles
+from inspection.heldout import held_out_ids, usable_ids
+from inspection.maps import attention_for_ids, attention_from_decoding, check_head, make_out_dir, write_attention
+from inspection.trace import trace_ids
 from inference.runs import check_text, load_run
 from inference.scoring import read_text, score_text
 from inspection.stats import format_stats_table, format_top_attended, head_stats
@@ -45,22 +53,42 @@ def parse_args(argv):
     p.add_argument("--score", metavar="FILE", help="score a UTF-8 text file instead of generating")
     p.add_argument("--attention", metavar="OUT_DIR", help="write attention maps of the prompt (+ generated text)")
     p.add_argument("--head", metavar="L.H", help="print the tokens each query of head H in layer L attends to")
+    p.add_argument("--explain", metavar="L.H", help="walk through head H of layer L step by step, with its numbers")
+    p.add_argument("--query", type=int, default=-1, help="the token --explain looks from (negative: from the end)")
+    p.add_argument("--heads", action="store_true", help="score what each head does (no prompt needed)")
+    p.add_argument("--heads-text", metavar="FILE", help="held-out text for --heads (default: the run's validation split)")
+    p.add_argument("--layers", metavar="LIST", help="layers of the page and PNGs, e.g. 0,2 or 0-3 (default: all)")
     return p.parse_args(argv)
 
 
-def parse_head(text: str) -> tuple[int, int]:
+def parse_head(text: str, option: str = "--head") -> tuple[int, int]:
     layer, dot, head = text.partition(".")
     if not (dot and layer.isdigit() and head.isdigit()):
-        raise UserError(f"--head {text!r} must be LAYER.HEAD with two numbers, e.g. --head 0.1")
+        raise UserError(f"{option} {text!r} must be LAYER.HEAD with two numbers, e.g. {option} 0.1")
     return int(layer), int(head)
 
 
-def print_generation(run, prompt: str, args) -> list[int]:
-    """Stream the continuation(s) of `prompt` to stdout; return the ids of the first sample."""
+def parse_layers(text: str, n_layer: int) -> list[int]:
+    """"0,2-3" -> [0, 2, 3]; a UserError for anything else or a layer the model lacks."""
+    layers = set()
+    for part in text.split(","):
+        first, dash, last = part.strip().partition("-")
+        if not (first.isdigit() and (not dash or last.isdigit())):
+            raise UserError(f"--layers {text!r} must list layers like 0,2 or 0-3")
+        layers.update(range(int(first), int(last if dash else first) + 1))
+    if not layers or max(layers) >= n_layer:
+        raise UserError(f"--layers {text!r} names a layer this model lacks; it has layers 0..{n_layer - 1}")
+    return sorted(layers)
+
+
+def print_generation(run, prompt: str, args, attention: list | None = None) -> list[int]:
+    """Stream the continuation(s) of `prompt` to stdout; return the ids of the first sample. `attention`:
+    a list that receives the decoding's own attention maps (`model.sampling.stream_with_logits`)."""
     ids = run.encode_prompt(prompt)
     n, new, texts = args.num_samples, [], [""] * args.num_samples
     options = dict(temperature=args.temperature, top_k=args.top_k, top_p=args.top_p,
-                   repetition_penalty=args.repetition_penalty, seed=args.seed, use_cache=not args.no_cache)
+                   repetition_penalty=args.repetition_penalty, seed=args.seed, use_cache=not args.no_cache,
+                   attention=attention)
     if n == 1:
         print(prompt, end="", flush=True)
     for step, pieces in stream_text(run, ids, args.max_new_tokens, n, **options):
@@ -76,19 +104,39 @@ def print_generation(run, prompt: str, args) -> list[int]:
     return ids + (new[: new.index(run.eot_id) + 1] if run.eot_id in new else new)
 
 
-def inspect_attention(run, ids: list[int], args, head) -> None:
-    maps = attention_for_ids(run, ids)
+def inspect_attention(run, ids: list[int], args, head, recorded: list | None = None, roles=None) -> None:
+    """Maps of ids (from the decoding's own `recorded` forwards when given), their files, tables and walkthrough."""
+    maps = attention_from_decoding(run, ids, recorded) if recorded else attention_for_ids(run, ids)
+    trace = trace_ids(run.model, maps.ids) if args.attention or args.explain else None
+    query = resolve_query(args.query, len(maps.ids)) if args.explain else None  # before any file is written
     if args.attention:
         # The window may start inside a character; its leftover bytes are left out of the title.
         text = b"".join(run.token_bytes[i] for i in maps.ids).decode("utf-8", errors="ignore")
         title = f"Attention maps of {run.ckpt_dir}: {text[:60] + '…' if len(text) > 60 else text}"
-        written = write_attention(maps, args.attention, title)
+        layers = parse_layers(args.layers, run.model.config.n_layer) if args.layers else None
+        written = write_attention(maps, args.attention, title, trace=trace, layers=layers,
+                                  roles=roles.labels() if roles is not None else None)
         print(f"wrote {', '.join(str(p) for p in written)}")
     print(f"attention statistics per head over {len(maps.ids)} tokens (inspection/stats.py defines them):")
     print(format_stats_table(head_stats(maps.weights)))
     if head is not None:
         print(f"layer {head[0]} head {head[1]}: the tokens each query attends to most")
         print(format_top_attended(maps.head(*head), maps.labels))
+    if args.explain:
+        layer, h = parse_head(args.explain, "--explain")
+        w_o = run.model.blocks[layer].attn.c_proj.weight.detach().T.float().cpu().numpy()  # out = y W_O + b_O
+        print(explain_head(trace, maps.labels, layer, h, query, w_o))
+
+
+def print_heads(run, args):
+    """Score every head's role, print the ranked table, write heads.json into --attention DIR if given."""
+    ids, where = held_out_ids(run, args.heads_text)
+    roles = measure_heads(run.model, ids, usable_ids(run), run.eot_id, where)
+    print(f"what each head does (inspection/heads.py defines the scores), on {where}:")
+    print(format_roles_table(roles))
+    if args.attention:
+        print(f"wrote {save_roles(roles, make_out_dir(args.attention) / 'heads.json')}")
+    return roles
 
 
 def print_score(run, path: str, text: str) -> None:
@@ -98,11 +146,13 @@ def print_score(run, path: str, text: str) -> None:
     print(f"bits per character:   {s.bits_per_char:.4f}\ncharacters per token: {s.chars_per_token:.4f}")
 
 
-def run_prompts(run, prompts, args, head) -> None:
+def run_prompts(run, prompts, args, head, roles=None) -> None:
     for prompt in prompts:
-        ids = print_generation(run, prompt, args) if args.max_new_tokens > 0 else run.encode_prompt(prompt)
-        if args.attention or head is not None:
-            inspect_attention(run, ids, args, head)
+        # With --attention the cached decoding records its own maps (the explicit path, one row per step).
+        recorded = [] if args.attention and args.max_new_tokens > 0 and not args.no_cache else None
+        ids = print_generation(run, prompt, args, recorded) if args.max_new_tokens > 0 else run.encode_prompt(prompt)
+        if args.attention or head is not None or args.explain:
+            inspect_attention(run, ids, args, head, recorded, roles)
 
 
 def stdin_prompts():
@@ -121,29 +171,46 @@ def stdin_prompts():
             yield line.rstrip("\r\n")
 
 
+def check_inspection_options(args) -> None:
+    """UserError for inspection options that cannot go together (before any model is loaded)."""
+    looks_at_prompt = args.head is not None or args.explain is not None or (args.attention is not None and not args.heads)
+    if looks_at_prompt and args.prompt is None:
+        raise UserError("--attention, --head and --explain need --prompt TEXT to look at (--heads needs none)")
+    if args.heads_text is not None and not args.heads:
+        raise UserError("--heads-text is the held-out text of --heads; add --heads")
+    if args.query != -1 and args.explain is None:
+        raise UserError("--query picks the token of --explain; add --explain LAYER.HEAD")
+    if args.layers is not None and args.attention is None:
+        raise UserError("--layers picks the layers that --attention draws; add --attention DIR")
+
+
 def main(argv=None) -> int:
     try:
         args = parse_args(argv)
-        inspecting = args.attention is not None or args.head is not None
+        inspecting = args.attention is not None or args.head is not None or args.explain is not None or args.heads
         if args.max_new_tokens is None:
             args.max_new_tokens = 0 if inspecting else 200
         check_sampling(args.temperature, args.top_k, args.top_p, args.repetition_penalty,
                        args.max_new_tokens, args.num_samples, seed=args.seed)
         if args.prompt == "":
             raise UserError('the prompt is empty; give some text, e.g. --prompt "대한민국은"')
-        if inspecting and args.prompt is None:
-            raise UserError("--attention and --head need --prompt TEXT to look at")
+        check_inspection_options(args)
         if args.score is not None and (args.prompt is not None or inspecting):
-            raise UserError("--score scores a file; use it without --prompt, --attention and --head")
+            raise UserError("--score scores a file; use it without --prompt, --attention, --head, --explain and --heads")
         head = parse_head(args.head) if args.head is not None else None
+        explained = parse_head(args.explain, "--explain") if args.explain is not None else None
         text = read_text(args.score) if args.score is not None else None
         run = load_run(args.ckpt, args.runs_dir, args.device)
-        if head is not None:  # before generating anything
-            check_head(run.model.config.n_layer, run.model.config.n_head, *head)
+        for checked in (head, explained):  # before generating anything
+            if checked is not None:
+                check_head(run.model.config.n_layer, run.model.config.n_head, *checked)
+        if args.layers:
+            parse_layers(args.layers, run.model.config.n_layer)
+        roles = print_heads(run, args) if args.heads else None
         if text is not None:
             print_score(run, args.score, text)
-        else:
-            run_prompts(run, [args.prompt] if args.prompt is not None else stdin_prompts(), args, head)
+        elif args.prompt is not None or not args.heads:  # --heads alone reads no prompts
+            run_prompts(run, [args.prompt] if args.prompt is not None else stdin_prompts(), args, head, roles)
         return 0
     except UserError as e:
         print_error(e)

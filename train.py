@@ -46,8 +46,10 @@ from training.evaluation import evaluate, sample_text
 from training.hardware import default_compile, default_precision, peak_flops
 from model import GPT
 from model.device import resolve_device
+from model.io import tokenizer_hash
 from model.nll import bits_per_char, stream_nll
 from model.io import write_text_atomic
+from model.pretrained import Pretrained, open_pretrained
 from training.config import RunConfig, TrainConfig, load_config
 from training.lock import RunLock
 from training.metrics import RunLog
@@ -200,7 +202,11 @@ def set_up(cfg: RunConfig, out_dir: Path, resume: bool, overwrite: bool, device,
     saved = open_run_dir(out_dir, resume, overwrite)
     prepared = prepare_data(cfg, master, world)
     check_splits(prepared.meta, cfg.model.block_size)
-    cfg = replace(cfg, model=replace(cfg.model, vocab_size=prepared.meta["vocab_size"]))
+    start = open_pretrained(tc.init_from) if tc.init_from and not saved else None  # a resume reads last/ instead
+    if start:
+        check_same_tokenizer(start, prepared.meta, cfg.data.tokenizer)
+    elif not tc.init_from:  # from scratch the embedding has one row per token; a checkpoint's may have more
+        cfg = replace(cfg, model=replace(cfg.model, vocab_size=prepared.meta["vocab_size"]))
     precision = default_precision(device) if tc.dtype == "auto" else tc.dtype
     use_compile = default_compile(device) if tc.compile == "auto" else tc.compile in (True, "on")
     if device.type == "cuda":
@@ -214,6 +220,8 @@ def set_up(cfg: RunConfig, out_dir: Path, resume: bool, overwrite: bool, device,
     if saved:
         check_same_model(out_dir / "last", asdict(cfg.model), prepared.meta)
         raw.load_state_dict(GPT.load(out_dir / "last").state_dict())
+    elif start:
+        load_start(raw, start)
     raw.to(device)
     params = list(raw.parameters())
     optimizer = torch.optim.AdamW(
@@ -254,6 +262,22 @@ def check_splits(meta: dict, block_size: int) -> None:
             raise DataError(f"the {part} split holds {tokens} tokens, fewer than model.block_size + 1 = "
                             f"{block_size + 1}; lower model.block_size or give it more text (data.val_fraction, "
                             f"data.val_source)")
+
+
+def check_same_tokenizer(start: Pretrained, meta: dict, tokenizer: str) -> None:
+    """The data must be encoded with the tokenizer the starting weights were trained with."""
+    if meta["tokenizer_hash"] != tokenizer_hash(start.tokenizer):
+        raise UserError(
+            f"data.tokenizer {tokenizer} is not the tokenizer of train.init_from {start.origin}; "
+            "leave data.tokenizer empty to encode the data with the model's own"
+        )
+
+
+def load_start(raw: GPT, start: Pretrained) -> None:
+    """Copy the starting weights (position table cropped to block_size) into a new model."""
+    result = raw.load_state_dict(start.state_for(raw.config), strict=False)
+    assert result.missing_keys == ["lm_head.weight"] and not result.unexpected_keys, result  # the tied head only
+    print(f"starting from {start.origin} ({start.config.block_size} positions, {raw.config.block_size} kept)")
 
 
 def restore(run: Run, state: State, saved: dict) -> None:

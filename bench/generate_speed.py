@@ -3,17 +3,26 @@
     python bench/generate_speed.py            # the whole grid (the uncached 1000-token runs take many minutes)
     python bench/generate_speed.py --quick    # batch 1; uncached only at 240 tokens
     python bench/generate_speed.py --shapes small --batch 1 --new 1000 --modes ours,hf --repeat 3
+    python bench/generate_speed.py --device cuda --dtype bf16 --shapes gpt2 --vocab 50257 --new 1000 --modes ours,hf
+    python bench/generate_speed.py --plot docs/decode_time.png --shapes tiny --new 1000 --repeat 1 --threads 1
 
-Random weights, fp32, greedy, a 16-token prompt, vocabulary 8192, block 1024. tok/s counts every
-generated token of the batch (B x new tokens / wall seconds). Each figure is the best of --repeat
+Random weights, fp32 (or --dtype bf16 for every model), greedy, a 16-token prompt, vocabulary 8192
+(--vocab; 50257 makes `gpt2` GPT-2 small's 124M), block 1024. tok/s counts every generated token of the batch (B x new tokens / wall seconds). Each figure is the best of --repeat
 runs, since the CPU may be shared: CPU seconds well below the wall seconds mean other processes had
 the cores (on a busy 2-core machine, --threads 1 gives steadier figures). GPT2LMHeadModel.generate
 (its own cache, do_sample=False) is timed when transformers is installed. Issue 3's targets: cached
 >= 20x uncached at 1000 tokens, and >= 2.5x transformers' cached tok/s. Time transformers in a run of
 its own (--modes ours,hf): after the long uncached runs in the same process its figures drop by half.
+On --device cuda each timed run ends with a synchronize; --json prints one JSON object per figure.
+
+--plot FILE.png times every step of one greedy generation (the first shape, batch 1, the largest --new)
+with and without the KV cache and draws the time per token against its position, and the total time:
+with the cache each step attends over the cached keys (cost grows linearly with the position, and is
+small), without it each step recomputes the whole context (linear per token, so quadratic in total).
 """
 
 import argparse
+import json
 import os
 import sys
 import time
@@ -22,21 +31,26 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from model import GPT, GPTConfig  # noqa: E402
-from model.sampling import generate  # noqa: E402
+from model import sampling  # noqa: E402
+from model.sampling import generate, stream  # noqa: E402
 
-SHAPES = {"tiny": {"n_layer": 4, "n_head": 4, "n_embd": 128}, "small": {"n_layer": 6, "n_head": 6, "n_embd": 384}}
-VOCAB, BLOCK, PROMPT = 8192, 1024, 16
-MODES = ("ours", "ours-nocache", "hf", "hf-nocache")
+SHAPES = {
+    "tiny": {"n_layer": 4, "n_head": 4, "n_embd": 128},
+    "small": {"n_layer": 6, "n_head": 6, "n_embd": 384},
+    "gpt2": {"n_layer": 12, "n_head": 12, "n_embd": 768},  # GPT-2 small: 124M parameters at --vocab 50257
+}
+BLOCK, PROMPT = 1024, 16
+MODES = ("ours", "ours-nocache", "ours-modules", "hf", "hf-nocache")  # modules: cached, without the DecodeStep
 
 
-def make_hf(shape):
+def make_hf(shape, vocab):
     """transformers' GPT-2 at the same shape, or None when transformers is not installed."""
     try:
         from transformers import GPT2Config, GPT2LMHeadModel
     except ImportError:
         return None
     config = GPT2Config(
-        vocab_size=VOCAB,
+        vocab_size=vocab,
         n_positions=BLOCK,
         resid_pdrop=0.0,
         embd_pdrop=0.0,
@@ -50,17 +64,30 @@ def make_hf(shape):
 
 def decode(mode, model, idx, new):
     """Generate `new` tokens greedily; return (wall seconds, CPU seconds of this process)."""
+    sync(idx.device)
     start, cpu_start = time.perf_counter(), time.process_time()
-    if mode.startswith("ours"):
+    if mode == "ours-modules":
+        fast_step, sampling.fast_step = sampling.fast_step, lambda model, batch_size: None
+        try:
+            out = generate(model, idx, new, temperature=0)
+        finally:
+            sampling.fast_step = fast_step
+    elif mode.startswith("ours"):
         out = generate(model, idx, new, temperature=0, use_cache=(mode == "ours"))
     else:
         out = model.generate(
             idx, attention_mask=torch.ones_like(idx), max_new_tokens=new, min_new_tokens=new,
             do_sample=False, use_cache=(mode == "hf"), pad_token_id=0,
         )  # fmt: skip
+    sync(idx.device)  # CUDA runs ahead of the host: the tokens exist only once the queue is drained
     seconds, cpu_seconds = time.perf_counter() - start, time.process_time() - cpu_start
     assert out.shape == (idx.size(0), idx.size(1) + new), out.shape
     return seconds, cpu_seconds
+
+
+def sync(device):
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
 
 
 def skipped(args, mode, batch, new):
@@ -79,6 +106,52 @@ def time_modes(models, modes, idx, new, repeat):
     return best
 
 
+def step_times(model, idx, new, use_cache) -> list[float]:
+    """Seconds of each step of one greedy generation: step 0 includes the prefill."""
+    times, last = [], time.perf_counter()
+    for _ in stream(model, idx, new, temperature=0, use_cache=use_cache):
+        now = time.perf_counter()
+        times.append(now - last)
+        last = now
+    return times
+
+
+def plot_step_times(path, shape, new, repeat, vocab):
+    """Time per token against position, cached and not (medians over repeat alternating runs), as a PNG."""
+    import statistics
+
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(vocab_size=vocab, block_size=BLOCK, **SHAPES[shape])).eval()
+    idx = torch.randint(0, vocab, (1, PROMPT))
+    runs = {True: [], False: []}
+    for _ in range(repeat):
+        for use_cache in (True, False):
+            step_times(model, idx, 8, use_cache)  # warm-up
+            runs[use_cache].append(step_times(model, idx, new, use_cache))
+    fig = Figure(figsize=(9, 3.4), layout="constrained")
+    FigureCanvasAgg(fig)
+    per_token, total = fig.subplots(1, 2)
+    positions = list(range(PROMPT, PROMPT + new))
+    for use_cache, name in ((True, "KV cache"), (False, "no cache: whole context each step")):
+        ms = [1000 * statistics.median(r[i] for r in runs[use_cache]) for i in range(new)]
+        per_token.plot(positions[1:], ms[1:], lw=0.8, label=name)  # step 0 is the prefill
+        cumulative = [sum(ms[: i + 1]) / 1000 for i in range(new)]
+        total.plot(range(1, new + 1), cumulative, label=name)
+        print(f"{name:34s} ms per token at position {PROMPT + 1}: {ms[1]:.2f}, at {PROMPT + new - 1}: "
+              f"{statistics.median(ms[-20:]):.2f} (median of the last 20); total {cumulative[-1]:.2f} s")
+    per_token.set(xlabel="position of the token", ylabel="ms per generated token", title="one step")
+    total.set(xlabel="tokens generated", ylabel="seconds", title="the whole generation")
+    per_token.legend(fontsize=8)
+    total.legend(fontsize=8)
+    fig.suptitle(f"{shape} model ({SHAPES[shape]['n_layer']} layers, n_embd {SHAPES[shape]['n_embd']}), batch 1, "
+                 f"fp32, {torch.get_num_threads()} thread(s)", fontsize=10)
+    fig.savefig(path, dpi=80)
+    print(f"wrote {path}")
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--shapes", default="tiny,small", help="comma list of: " + ", ".join(SHAPES))
@@ -88,24 +161,40 @@ def main(argv=None):
     p.add_argument("--repeat", type=int, default=2, help="runs per figure; the best is kept")
     p.add_argument("--quick", action="store_true", help="batch 1 only; uncached only at the shortest length")
     p.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
+    p.add_argument("--dtype", default="fp32", choices=["fp32", "bf16"], help="weights of every model (default fp32)")
+    p.add_argument("--device", default="cpu", help="cpu or cuda")
+    p.add_argument("--vocab", type=int, default=8192, help="vocabulary size of every model")
+    p.add_argument("--json", action="store_true", help="one JSON object per figure instead of the table")
+    p.add_argument("--plot", metavar="FILE.png", help="draw the time per token against position instead")
     args = p.parse_args(argv)
     args.new = [int(n) for n in args.new.split(",")]
     if args.threads:
         torch.set_num_threads(args.threads)
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, fp32 greedy, prompt {PROMPT}, block {BLOCK}")
+    dtype = {"fp32": torch.float32, "bf16": torch.bfloat16}[args.dtype]
+    device = torch.device(args.device)
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, {args.device} {args.dtype} greedy, "
+          f"prompt {PROMPT}, block {BLOCK}, vocab {args.vocab}")
+    if args.plot:
+        return plot_step_times(args.plot, args.shapes.split(",")[0], max(args.new), args.repeat, args.vocab)
 
     rates = {}  # (shape, batch, new, mode) -> generated tokens per second
     for shape in args.shapes.split(","):
         torch.manual_seed(0)
-        models = {"ours": GPT(GPTConfig(vocab_size=VOCAB, block_size=BLOCK, **SHAPES[shape])).eval()}
-        models["hf"] = make_hf(shape)
+        models = {"ours": GPT(GPTConfig(vocab_size=args.vocab, block_size=BLOCK, **SHAPES[shape])).eval()}
+        models["hf"] = make_hf(shape, args.vocab)
+        models = {name: m if m is None else m.to(device, dtype) for name, m in models.items()}
         for batch in (int(b) for b in args.batch.split(",")):
-            idx = torch.randint(0, VOCAB, (batch, PROMPT))
+            idx = torch.randint(0, args.vocab, (batch, PROMPT)).to(device)
             for new in args.new:
                 modes = [m for m in args.modes.split(",") if models[m.split("-")[0]] is not None]
                 modes = [m for m in modes if not skipped(args, m, batch, new)]
                 for mode, (seconds, cpu) in time_modes(models, modes, idx, new, args.repeat).items():
                     rates[shape, batch, new, mode] = rate = batch * new / seconds
+                    if args.json:
+                        figure = {"shape": shape, "batch": batch, "new": new, "mode": mode, "tok_s": round(rate, 1),
+                                  "seconds": round(seconds, 3), "device": args.device, "dtype": args.dtype}  # fmt: skip
+                        print(json.dumps(figure), flush=True)
+                        continue
                     line = f"{shape:5s} B={batch} new={new:4d} {mode:13s} {rate:9.1f} tok/s {seconds:8.2f} s"
                     print(f"{line}  (cpu {cpu:.2f} s)", flush=True)
 

@@ -2,7 +2,8 @@
 
 A step is forward, backward and an AdamW update on random token batches, timed after warm-up,
 for the project's GPT in fp32 and bf16 autocast, eager and `torch.compile`d, and (when
-transformers is installed) for `GPT2LMHeadModel` at the same shape in fp32. Utilisation is
+transformers is installed) for `GPT2LMHeadModel` at the same shape, in fp32 and in bf16 autocast: each of
+our rows is compared ("vs HF") with transformers at the same precision, never across precisions. Utilisation is
 measured against this machine's own matmul peak (a large fp32 and bf16 matmul, timed here):
 fp32 rows against the fp32 peak, bf16 rows against the bf16 one. Variants run interleaved and
 each keeps its best round, so other work on shared cores skews the comparison less.
@@ -130,8 +131,8 @@ def time_variants(train_steps: list, warmup: int, steps: int, rounds: int) -> tu
 def default_cpu_settings() -> tuple[str, bool] | None:
     """train.py's defaults on this CPU as (precision, compile), if train.py exposes them."""
     try:
-        import train
-        return train.default_precision(torch.device("cpu")), bool(train.default_compile(torch.device("cpu")))
+        from training.hardware import default_compile, default_precision
+        return default_precision(torch.device("cpu")), bool(default_compile(torch.device("cpu")))
     except (ImportError, AttributeError, TypeError):
         return None
 
@@ -160,12 +161,11 @@ def main(argv=None):
     # oneDNN's check for native bf16 (AVX-512 BF16 or AMX); elsewhere bf16 is emulated and slower than fp32.
     bf16_ok = torch.ops.mkldnn._is_mkldnn_bf16_supported()
 
-    peaks = {"fp32": measure_matmul_peak(torch.float32)}
-    if bf16_ok:
-        peaks["bf16"] = measure_matmul_peak(torch.bfloat16)
+    peaks = {"fp32": measure_matmul_peak(torch.float32), "bf16": measure_matmul_peak(torch.bfloat16)}
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, "
           f"CPU capability {torch.backends.cpu.get_cpu_capability()}")
-    print("matmul peak (2048^3): " + ", ".join(f"{k} {v:.0f} GFLOP/s" for k, v in peaks.items()))
+    print("matmul peak (2048^3): " + ", ".join(f"{k} {v:.0f} GFLOP/s" for k, v in peaks.items())
+          + ("" if bf16_ok else " (no native bf16 on this CPU: bf16 is emulated, so train.py's auto picks fp32)"))
     defaults = default_cpu_settings()
     if defaults:
         print(f"train.py CPU defaults: precision {defaults[0]}, compile {defaults[1]}")
@@ -175,10 +175,9 @@ def main(argv=None):
         variants += [("ours", "fp32", True), ("ours", "bf16", True)]
     if not args.no_hf:
         if importlib.util.find_spec("transformers"):
-            variants.append(("transformers", "fp32", False))
+            variants += [("transformers", "fp32", False), ("transformers", "bf16", False)]
         else:
             print("transformers not installed: no GPT2LMHeadModel comparison")
-    variants = [v for v in variants if v[1] in peaks]
 
     print(f"\n{'shape':6} {'model':13} {'precision':9} {'compile':7} {'tok/s':>8} {'ms/step':>8} "
           f"{'MFU':>6} {'vs HF':>6} {'warm-up s':>9}")
@@ -194,8 +193,9 @@ def main(argv=None):
             tokens_per_s = shape.batch_size * shape.block_size / seconds
             mfu = flops_per_token * tokens_per_s / (peaks[precision] * 1e9)
             rows.append((who, precision, compiled, tokens_per_s, seconds, mfu, warmup_s))
-        hf_rate = next((r[3] for r in rows if r[0] == "transformers"), None)
+        hf_rates = {r[1]: r[3] for r in rows if r[0] == "transformers"}  # precision -> tok/s
         for who, precision, compiled, tokens_per_s, seconds, mfu, warmup_s in rows:
+            hf_rate = hf_rates.get(precision)
             ratio = f"{tokens_per_s / hf_rate:5.2f}x" if hf_rate else "   -"
             mark = " <- default" if defaults and who == "ours" and (precision, compiled) == defaults else ""
             print(f"{shape.name:6} {who:13} {precision:9} {compiled!s:7} {tokens_per_s:8.0f} "

@@ -26,6 +26,7 @@ class DataConfig:
     hf_config: str = ""  # the data set configuration name of an hf: source
     hf_split: str = "train"
     vocab_size: int = 2048  # best on the built-in corpus: python bench/prepare_speed.py --vocab-sweep
+    tokenizer: str = ""  # empty: train a BPE; else a checkpoint or Hugging Face GPT-2 dir whose tokenizer to use
     cache_dir: str = "data/cache"
 
     def __post_init__(self):

@@ -6,6 +6,10 @@ The cache directory's name is a fingerprint of the source's contents and every s
 output, so a second run reuses it in a second and a changed corpus or setting rebuilds. Shards are flat
 arrays of token ids (uint16 while the vocabulary fits), each document preceded by `<|endoftext|>`, written
 batch by batch so memory stays bounded whatever the corpus size. train.py calls `prepare` too.
+
+With `data.tokenizer` (a checkpoint, e.g. an import, or a Hugging Face GPT-2 dir) no BPE is trained: that
+tokenizer.json is copied unchanged and used as it is, the cache keys on its hash, and documents are
+separated by the model's own end-of-text token (`</s>` for KoGPT2).
 """
 
 import hashlib
@@ -25,11 +29,12 @@ from data.cache import build_dir, cache_problem, file_records, remove_orphans
 from data.config import DataConfig, DataError
 from data.sources import Source, open_source
 from data.split import plan_split, split_chunks
-from data.tokenizer import EOT, WORDS, tokenizer_hash, train_tokenizer
+from data.tokenizer import EOT, WORDS, continuation_tokenizer, tokenizer_hash, train_tokenizer
 from model.errors import ArgumentParser, UserError, print_error
 from model.io import write_failure
+from model.pretrained import Pretrained, open_pretrained
 
-FORMAT = 2  # bump when the output of the same inputs changes
+FORMAT = 3  # bump when the output of the same inputs changes (2: big files cut before a space; 3: file hashes)
 BATCH_CHARS = 1 << 18  # characters encoded per batch: enough for both cores, small enough for memory
 # The BPE trainer needs about 1 KB per distinct word, so it sees an evenly spread sample of this many
 # characters of the training split: memory stays bounded (about 100 MB) however big the corpus is.
@@ -54,12 +59,19 @@ def prepare(cfg: DataConfig, verbose: bool = True) -> Prepared:
 def prepare_sources(cfg: DataConfig, train: Source, val: Source | None = None, verbose: bool = True) -> Prepared:
     """`prepare` for already opened sources (tests pass in-memory ones)."""
     started = time.perf_counter()
-    settings = {k: v for k, v in asdict(cfg).items() if k not in ("source", "val_source", "cache_dir")}
+    settings = {k: v for k, v in asdict(cfg).items() if k not in ("source", "val_source", "cache_dir", "tokenizer")}
     if val:
         settings.pop("val_fraction")
-    fingerprint = digest([FORMAT, WORDS, TOKENIZER_CHARS, train.fingerprint, val and val.fingerprint, settings])
+    given = open_pretrained(cfg.tokenizer) if cfg.tokenizer else None
+    if given:  # the tokenizer's contents, not where it lies, decide the output
+        del settings["vocab_size"]
+        keys = [FORMAT, tokenizer_hash(given.tokenizer), given.eot_token, train.fingerprint, val and val.fingerprint]
+    else:
+        keys = [FORMAT, WORDS, TOKENIZER_CHARS, train.fingerprint, val and val.fingerprint]
+    fingerprint = digest(keys + [settings])
     slug = re.sub(r"\W+", "_", Path(train.name).stem)[:40] or "corpus"
-    out = Path(cfg.cache_dir) / f"{slug}-{cfg.vocab_size}-{fingerprint[:16]}"
+    vocab_size = given.tokenizer.get_vocab_size() if given else cfg.vocab_size
+    out = Path(cfg.cache_dir) / f"{slug}-{vocab_size}-{fingerprint[:16]}"
     remove_orphans(out.parent)
     problem = cache_problem(out) if out.exists() else "absent"
     reused = problem is None
@@ -68,7 +80,7 @@ def prepare_sources(cfg: DataConfig, train: Source, val: Source | None = None, v
     if not reused:
         tmp = build_dir(out)
         try:
-            build(tmp, cfg, train, val, fingerprint, verbose)
+            build(tmp, cfg, train, val, fingerprint, verbose, given)
             publish(tmp, out)
         except OSError as e:  # the corpus is read by code that reports its own errors: this is the cache
             raise DataError(f"cannot write the data cache {cfg.cache_dir} ({write_failure(e)}); set data.cache_dir "
@@ -92,8 +104,9 @@ def publish(tmp: Path, out: Path):
         os.replace(tmp, out)
 
 
-def build(out: Path, cfg: DataConfig, train: Source, val: Source | None, fingerprint: str, verbose: bool):
-    """Split, train the tokenizer on (a sample of) the training part, encode both parts into `out`."""
+def build(out: Path, cfg: DataConfig, train: Source, val: Source | None, fingerprint: str, verbose: bool,
+          given: Pretrained | None = None):
+    """Split, train the tokenizer on (a sample of) the training part (unless `given`), encode both parts."""
     out.mkdir(parents=True)
     quiet = None if verbose else True  # None: tqdm draws bars only on a terminal
     plan = plan_split(tqdm(train.chunks(), desc="read", unit=" chunks", disable=quiet), cfg.val_fraction, train.name)
@@ -104,17 +117,23 @@ def build(out: Path, cfg: DataConfig, train: Source, val: Source | None, fingerp
         parts = {"train": (lambda: split_chunks(train.chunks(), plan, "train"), plan.chars - plan.val_chars),
                  "val": (lambda: split_chunks(train.chunks(), plan, "val"), plan.val_chars)}
     chunks, chars = parts["train"]
-    with tqdm(total=chars, desc="train tokenizer", unit=" chars", unit_scale=True, disable=quiet) as bar:
-        stride = -(-chars // TOKENIZER_CHARS)  # ceil: every chunk while the split fits the budget
-        tok = train_tokenizer(sample_texts(chunks(), stride, bar), cfg.vocab_size)
-    tok.save(str(out / "tokenizer.json"))
+    if given:
+        tok, eot = given.tokenizer, given.eot_token
+        shutil.copyfile(given.tokenizer_file, out / "tokenizer.json")  # byte for byte, as the model has it
+    else:
+        with tqdm(total=chars, desc="train tokenizer", unit=" chars", unit_scale=True, disable=quiet) as bar:
+            stride = -(-chars // TOKENIZER_CHARS)  # ceil: every chunk while the split fits the budget
+            tok, eot = train_tokenizer(sample_texts(chunks(), stride, bar), cfg.vocab_size), EOT
+        tok.save(str(out / "tokenizer.json"))
     meta = {"vocab_size": tok.get_vocab_size(), "dtype": "uint16" if tok.get_vocab_size() <= 1 << 16 else "uint32",
-            "eot_id": tok.token_to_id(EOT), "splits": {}, "source_fingerprint": fingerprint,
+            "eot_id": tok.token_to_id(eot), "eot_token": eot, "splits": {}, "source_fingerprint": fingerprint,
             "tokenizer_hash": tokenizer_hash(tok), "data": asdict(cfg), "format": FORMAT}
-    tok.encode_special_tokens = True  # a literal "<|endoftext|>" in the corpus stays text
+    if given:
+        meta["tokenizer_from"] = given.origin
+    tok.encode_special_tokens = True  # a literal "<|endoftext|>" (or "</s>") in the corpus stays text
     for part, (chunks, chars) in parts.items():
         with tqdm(total=chars, desc=f"encode {part}", unit=" chars", unit_scale=True, disable=quiet) as bar:
-            meta["splits"][part] = write_shard(tok, chunks(), out / f"{part}.bin", meta["dtype"], bar)
+            meta["splits"][part] = write_shard(tok, meta["eot_id"], chunks(), out / f"{part}.bin", meta["dtype"], bar)
         if not meta["splits"][part]["chars"]:
             raise DataError(f"the {part} split is empty ({plan.chars} characters in {train.name}); add text "
                             f"or set data.val_source")
@@ -130,13 +149,21 @@ def sample_texts(chunks, stride: int, bar: tqdm):
             yield text
 
 
-def write_shard(tok, chunks, path: Path, dtype: str, bar: tqdm) -> dict:
-    """Encode `(starts_document, text)` chunks batch by batch, appending the ids to `path`."""
+def write_shard(tok, eot: int, chunks, path: Path, dtype: str, bar: tqdm) -> dict:
+    """Encode `(starts_document, text)` chunks batch by batch, appending the ids to `path`, each document
+    after the `eot` id."""
     stats = {"documents": 0, "chars": 0, "bytes": 0, "tokens": 0}
-    eot = tok.token_to_id(EOT)
+    inner = continuation_tokenizer(tok)  # a chunk inside a document gets no word-start marker of its own
     with open(path, "wb") as f:
         for batch in batches(chunks, BATCH_CHARS):
-            ids, encodings = [], tok.encode_batch_fast([text for _, text in batch], add_special_tokens=False)
+            texts = [text for _, text in batch]
+            encodings = tok.encode_batch_fast(texts, add_special_tokens=False)
+            if inner is not tok:  # encode the chunks that continue a document again, without the marker
+                middle = [i for i, (first, _) in enumerate(batch) if not first]
+                again = inner.encode_batch_fast([texts[i] for i in middle], add_special_tokens=False)
+                for i, enc in zip(middle, again):
+                    encodings[i] = enc
+            ids = []
             for (first, text), enc in zip(batch, encodings):
                 if first:
                     ids.append(eot)
@@ -174,6 +201,8 @@ def report(out: Path, meta: dict, name: str, reused: bool, seconds: float):
               f"{s['chars'] / max(s['tokens'], 1):.2f} characters/token -> {out / (part + '.bin')}")
     asked = meta["data"]["vocab_size"]
     note = f" (of {asked:,} asked: the corpus has no more merges)" if meta["vocab_size"] < asked else ""
+    if "tokenizer_from" in meta:
+        note = f" (from {meta['tokenizer_from']}, documents separated by {meta['eot_token']})"
     print(f"  tokenizer: vocab size {meta['vocab_size']:,}{note} -> {out / 'tokenizer.json'}")
 
 

@@ -2,7 +2,8 @@
 
 `open_source(spec, cfg)` checks a source and returns a `Source`; each call of `source.chunks()` is a fresh
 pass over its text as `(starts_document, text)` chunks, NFC-normalised, in a fixed order. Big files come in
-pieces of about `CHUNK_CHARS` characters cut after a line break, so no pass holds the whole corpus.
+pieces of about `CHUNK_CHARS` characters cut before a space (see `cut_point`), so no pass holds the whole
+corpus.
 """
 
 import codecs
@@ -85,7 +86,7 @@ def builtin_files() -> list[Path]:
 
 
 def text_files_chunks(files: list[Path], encoding: str) -> Chunks:
-    """One document per file, read in pieces cut after a line break (NFC never spans a line break)."""
+    """One document per file, read in pieces cut where no token or NFC composition spans (`cut_point`)."""
     for path in files:
         first = True
         for text in decode_file(path, encoding):
@@ -128,13 +129,21 @@ def decode_file(path: Path, encoding: str) -> Iterator[str]:
 
 
 def cut_point(text: str) -> int:
-    """Just after the last line break (else the last space): the rest waits for the next read."""
-    end = text.rfind("\n") + 1 or text.rfind(" ") + 1
-    return end if end else len(text)
+    """Where to cut `text`; the rest waits for the next read. Just before the last space that follows a
+    non-space: every tokenizer here starts a word with the space before it (ours, GPT-2's `Ġ`, KoGPT2's
+    `▁`), so no token spans that point and the pieces encode as the whole text would (NFC never spans a
+    space either). Without one, just after the last line break; else nowhere."""
+    space = text.rfind(" ")
+    while space > 0 and text[space - 1].isspace():
+        space = text.rfind(" ", 0, space)
+    if space > 0:
+        return space
+    line = text.rfind("\n")
+    return line + 1 if line >= 0 else len(text)
 
 
 def split_pieces(text: str) -> Iterator[str]:
-    """Cut a decoded block into pieces of at most CHUNK_CHARS, ending at a line break where one exists."""
+    """Cut a decoded block into pieces of at most CHUNK_CHARS, each ending at a `cut_point`."""
     start = 0
     while len(text) - start > CHUNK_CHARS:
         end = start + cut_point(text[start:start + CHUNK_CHARS])

@@ -9,7 +9,6 @@ contains `<|endoftext|>`). Spaces stay literal: no `▁`, no byte-to-letter mapp
     tok.save("tokenizer.json"); tok = load_tokenizer("tokenizer.json")
 """
 
-import hashlib
 import json
 from pathlib import Path
 from typing import Iterable
@@ -53,6 +52,37 @@ def new_tokenizer(model: models.Model) -> Tokenizer:
     return tok
 
 
+def continuation_tokenizer(tok: Tokenizer) -> Tokenizer:
+    """`tok` for text that continues a document: without the word-start marker some tokenizers put in front
+    of every text they encode (Metaspace's `▁`, ByteLevel's prefix space, a `Prepend` normalizer), which
+    would add a space where a long document was cut into chunks. `tok` itself when it adds none (ours)."""
+    spec = json.loads(tok.to_str())
+    changed = False
+    for key, children in (("pre_tokenizer", "pretokenizers"), ("normalizer", "normalizers")):
+        spec[key], found = without_prefix(spec.get(key), children)
+        changed |= found
+    if not changed:
+        return tok
+    inner = Tokenizer.from_str(json.dumps(spec))
+    inner.encode_special_tokens = tok.encode_special_tokens
+    return inner
+
+
+def without_prefix(node, children: str) -> tuple[dict | None, bool]:
+    """A pre-tokenizer or normalizer (as JSON) that adds no prefix, and whether it had one."""
+    kind = node.get("type") if isinstance(node, dict) else None
+    if kind == "Prepend":
+        return None, True
+    if kind == "Sequence":
+        parts = [without_prefix(child, children) for child in node[children]]
+        return {**node, children: [c for c, _ in parts if c is not None]}, any(found for _, found in parts)
+    if kind == "Metaspace" and node.get("prepend_scheme", "always") != "never":
+        return {**node, "prepend_scheme": "never"}, True
+    if kind == "ByteLevel" and node.get("add_prefix_space"):
+        return {**node, "add_prefix_space": False}, True
+    return node, False
+
+
 def load_tokenizer(path: str | Path) -> Tokenizer:
     """Load a prepared `tokenizer.json`; a missing or broken file is a DataError."""
     return io.load_tokenizer(path, hint="run `python -m data.prepare` to rebuild it", error=DataError)
@@ -60,4 +90,4 @@ def load_tokenizer(path: str | Path) -> Tokenizer:
 
 def tokenizer_hash(tok: Tokenizer) -> str:
     """A digest of the whole tokenizer (vocabulary, merges, normaliser, pre-tokenizer, decoder)."""
-    return hashlib.sha256(tok.to_str().encode()).hexdigest()
+    return io.tokenizer_hash(tok)  # one formula, which imported checkpoints' meta.json use too

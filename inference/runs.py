@@ -16,7 +16,7 @@ from pathlib import Path
 
 import torch
 
-from inspection.labels import byte_of_token
+from inspection.labels import token_bytes
 from model.errors import UserError
 from model import GPT, CheckpointError
 from model.device import resolve_device
@@ -61,18 +61,10 @@ class Run:
 
     @property
     def token_bytes(self) -> list[bytes]:
-        """The bytes each token id stands for: `<0xNN>` one byte, special tokens none, others their UTF-8."""
+        """The bytes each token id stands for (`inspection.labels.token_bytes`: `<0xNN>` one byte, special
+        tokens none, `▁` and byte-level letters read back as the tokenizer's decoder reads them)."""
         if self._token_bytes is None:
-            special = {i for i, t in self.tokenizer.get_added_tokens_decoder().items() if t.special}
-            table = []
-            for i in range(self.model.config.vocab_size):
-                piece = self.tokenizer.id_to_token(i)
-                byte = None if piece is None else byte_of_token(piece)
-                if piece is None or i in special:
-                    table.append(b"")
-                else:
-                    table.append(bytes([byte]) if byte is not None else piece.encode("utf-8"))
-            self._token_bytes = table
+            self._token_bytes = token_bytes(self.tokenizer, self.model.config.vocab_size)
         return self._token_bytes
 
     def encode(self, text: str, what: str = "the text") -> list[int]:

@@ -2,22 +2,36 @@
 
     from inference import load_run
     from inspection import attention_for_text, draw_head, head_stats, format_stats_table
-    maps = attention_for_text(load_run(), "대한민국은 서울")  # .weights (L, H, T, T), .labels
+    run = load_run()
+    maps = attention_for_text(run, "대한민국은 서울")        # .weights (L, H, T, T), .labels
     draw_head(maps.weights, maps.labels, layer=0, head=1)   # a matplotlib Figure
     print(format_stats_table(head_stats(maps.weights)))
 
+    trace = trace_ids(run.model, maps.ids)                 # q, k, v, scores, weights, y, out of every head
+    print(explain_head(trace, maps.labels, layer=1, head=0, query=-1))
+    roles = measure_heads(run.model, held_out_ids(run)[0], usable_ids(run), run.eot_id)  # .scores, .strongest()
+
 Modules: maps (attention of a text + the files), labels (readable token labels), stats (per-head
-statistics), plot (PNG), html (interactive page, template page.html).
+statistics), plot (PNG), html (interactive page, template page.html), trace (every intermediate of
+attention, explain.npz), explain (one head at one query, step by step), heads (what each head does),
+heldout (the text heads are measured on).
 """
 
+from inspection.explain import explain_head
+from inspection.heads import HeadRoles, format_roles_table, measure_heads, save_roles
+from inspection.heldout import held_out_ids, usable_ids
 from inspection.html import attention_page, save_html
 from inspection.labels import token_label, token_labels, token_pieces
-from inspection.maps import AttentionMaps, attention_for_ids, attention_for_text, load_npz, save_npz, write_attention
+from inspection.maps import (AttentionMaps, attention_for_ids, attention_for_text, attention_from_decoding, load_npz,
+                             save_npz, write_attention)
 from inspection.plot import draw_head, draw_layer, save_figure
 from inspection.stats import format_stats_table, format_top_attended, head_stats
+from inspection.trace import Trace, load_trace, save_trace, trace_ids
 
 __all__ = [
-    "AttentionMaps", "attention_for_ids", "attention_for_text", "attention_page", "draw_head", "draw_layer",
-    "format_stats_table", "format_top_attended", "head_stats", "load_npz", "save_figure", "save_html", "save_npz",
-    "token_label", "token_labels", "token_pieces", "write_attention",
+    "AttentionMaps", "HeadRoles", "Trace", "attention_for_ids", "attention_for_text", "attention_from_decoding",
+    "attention_page", "draw_head", "draw_layer", "explain_head", "format_roles_table", "format_stats_table",
+    "format_top_attended", "head_stats", "held_out_ids", "load_npz", "load_trace", "measure_heads", "save_figure",
+    "save_html", "save_npz", "save_roles", "save_trace", "token_label", "token_labels", "token_pieces", "trace_ids",
+    "usable_ids", "write_attention",
 ]

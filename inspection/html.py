@@ -1,16 +1,23 @@
 """attention.html: one self-contained interactive page of attention maps (inline JS/CSS, no network).
 
 The page (template: page.html beside this file) lets a reader choose a layer and a head or all heads,
-and hover or click a token to see where it attends and what attends to it, with the weights.
+and hover or click a token to see where it attends and what attends to it, with the weights. Given a
+`Trace` (inspection/trace.py), a click on a query token of a head opens the walkthrough of that head
+at that token, with the model's q, k, v and y (scores q·k_j are summed on the page from those q and
+k). Given the `prefill` of maps from decoding, a slider steps through the generated tokens one cached
+row at a time. Given head roles (inspection/heads.py), each head's caption names its strongest role.
+
 The data is embedded as JSON; the glyphs of the token labels as a NanumGothic subset (a few KB), so
-Hangul renders even where no Korean font is installed; the weights as the lower triangle of each map, quantised to uint16
-(error < 1e-5) and base64-encoded, which keeps a 12-layer, 12-head, 256-token page near 13 MB.
+Hangul renders even where no Korean font is installed; the weights as the lower triangle of each map,
+quantised to uint16 (error < 1e-5) and base64-encoded, which keeps a 12-layer, 12-head, 256-token page
+near 13 MB; q, k, v, y as base64 float32. `layers` keeps only some layers, for long texts.
 """
 
 import base64
 import html
 import json
 import os
+import re
 from pathlib import Path
 
 import numpy as np
@@ -28,6 +35,22 @@ def pack_weights(weights: np.ndarray) -> str:
     tri = np.asarray(weights, dtype=np.float64)[..., q, k]        # (L, H, T*(T+1)/2)
     values = np.rint(np.clip(tri, 0.0, 1.0) * 65535).astype("<u2")
     return base64.b64encode(values.tobytes()).decode("ascii")
+
+
+def pack_floats(a: np.ndarray) -> str:
+    """Any array -> base64 of its little-endian float32 values, C order."""
+    return base64.b64encode(np.ascontiguousarray(a, dtype="<f4").tobytes()).decode("ascii")
+
+
+def explain_data(trace, layers: list[int], dims: int = 4) -> dict:
+    """What the page's walkthrough shows, for `layers`: x and out as their first `dims` values and norm,
+    q, k, v and y whole."""
+    def head_and_norm(a):  # (L, T, C) -> (L, T, dims + 1)
+        return np.concatenate([a[..., :dims], np.linalg.norm(a, axis=-1, keepdims=True)], axis=-1)
+
+    return {"d_head": trace.d_head, "n_embd": trace.x.shape[-1], "dims": dims,
+            "x": pack_floats(head_and_norm(trace.x[layers])), "out": pack_floats(head_and_norm(trace.out[layers])),
+            **{name: pack_floats(getattr(trace, name)[layers]) for name in ("q", "k", "v", "y")}}
 
 
 def font_face_css(text: str) -> str:
@@ -51,24 +74,32 @@ def font_face_css(text: str) -> str:
             f'src: url(data:font/ttf;base64,{data}) format("truetype"); }}')
 
 
-def attention_page(weights: np.ndarray, labels: list[str], title: str = "Attention maps") -> str:
-    """The HTML text of the page for `weights` (L, H, T, T) and token `labels`."""
+def attention_page(weights: np.ndarray, labels: list[str], title: str = "Attention maps", *, trace=None,
+                   roles: list[list[str]] | None = None, layers: list[int] | None = None,
+                   prefill: int | None = None) -> str:
+    """The HTML text of the page for `weights` (L, H, T, T) and token `labels`; the options as in the
+    module docstring (`roles`: a caption per head, (L, H) nested lists)."""
     L, H, T, _ = weights.shape
-    stats = {name: value.tolist() for name, value in head_stats(weights).items()}
-    data = {"n_layer": L, "n_head": H, "T": T, "tokens": list(labels), "stats": stats,
-            "weights": pack_weights(weights)}
+    layers = list(range(L)) if layers is None else list(layers)
+    stats = {name: value.tolist() for name, value in head_stats(weights[layers]).items()}
+    data = {"n_layer": len(layers), "layers": layers, "n_head": H, "T": T, "tokens": list(labels), "stats": stats,
+            "weights": pack_weights(weights[layers]), "prefill": T if prefill is None else int(prefill),
+            "roles": None if roles is None else [roles[layer] for layer in layers],
+            "explain": None if trace is None else explain_data(trace, layers)}
     # "<" escaped so that no token (say "</script>") can end the script element early.
     payload = json.dumps(data, ensure_ascii=False).replace("<", "\\u003c")
     page = TEMPLATE.read_text(encoding="utf-8")
     font_css = font_face_css("".join(labels) + title)
-    return (page.replace("__FONT_CSS__", font_css).replace("__TITLE__", html.escape(title))
-            .replace("__DATA__", payload))
+    fields = {"FONT_CSS": font_css, "TITLE": html.escape(title), "DATA": payload}
+    # one pass over the template, so a title or token that spells a placeholder stays text
+    return re.sub(r"__(FONT_CSS|TITLE|DATA)__", lambda m: fields[m.group(1)], page)
 
 
-def save_html(weights: np.ndarray, labels: list[str], path: str | os.PathLike, title: str = "Attention maps") -> Path:
-    """Write the page to `path` atomically."""
+def save_html(weights: np.ndarray, labels: list[str], path: str | os.PathLike, title: str = "Attention maps",
+              **options) -> Path:
+    """Write the page to `path` atomically (options: those of `attention_page`)."""
     path = Path(path)
     tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(attention_page(weights, labels, title), encoding="utf-8")
+    tmp.write_text(attention_page(weights, labels, title, **options), encoding="utf-8")
     os.replace(tmp, path)
     return path

@@ -5,7 +5,10 @@
     print(format_stats_table(head_stats(maps.weights)))
 
 attention.npz holds `weights` float32 (L, H, T, T), `ids` int64 (T,), `tokens` (the vocabulary pieces,
-spaces literal) and `labels` (readable, see inspection.labels), all loadable with allow_pickle=False.
+spaces literal), `labels` (readable, see inspection.labels) and `prefill` (int64: rows 0..prefill-1 came
+from one forward; each later row from one cached decoding step), all loadable with allow_pickle=False.
+
+    maps = attention_from_decoding(run, ids, recorded)   # the rows of generated tokens, as decoding made them
 """
 
 import os
@@ -16,7 +19,7 @@ import numpy as np
 import torch
 
 from inspection.labels import token_labels, token_pieces
-from inference.runs import Run, crop
+from inference.runs import Run, crop, warn
 from model.errors import UserError
 
 
@@ -26,6 +29,7 @@ class AttentionMaps:
     pieces: list[str]       # vocabulary pieces, as the tokenizer stores them
     labels: list[str]       # readable labels
     weights: np.ndarray     # (L, H, T, T) float32; row q = how query q spreads its attention over keys
+    prefill: int | None = None  # rows from one forward (None: all); the later ones from one decoding step each
 
     def head(self, layer: int, head: int) -> np.ndarray:
         """One head's map (T, T), with a clear error for an index out of range."""
@@ -49,6 +53,30 @@ def attention_for_ids(run: Run, ids: list[int]) -> AttentionMaps:
     return AttentionMaps(ids, token_pieces(run.tokenizer, ids), token_labels(run.tokenizer, ids), weights)
 
 
+def attention_from_decoding(run: Run, ids: list[int], recorded: list) -> AttentionMaps:
+    """The maps of the first sample `ids` (prompt + generated) as its cached decoding computed them.
+
+    `recorded`: the `(start, maps)` list that `model.sampling.stream_with_logits(attention=...)` filled.
+    The maps cover the last window the decoding used (positions start.. of ids): the rows of its prefill,
+    then one row per decoding step, each the step's own attention over the cache.
+    """
+    start = recorded[-1][0]
+    steps = [m[0] for s, m in recorded if s == start]  # (L, H, Tq, Tk) each, batch row 0
+    T = min(steps[-1].size(-1), len(ids) - start)
+    if T < 1:  # the first sample ended before the last window began
+        return attention_for_ids(run, ids)
+    L, H = steps[0].shape[:2]
+    weights = np.zeros((L, H, T, T), dtype=np.float32)
+    for m in steps:  # the rows Tk-Tq..Tk-1 over keys 0..Tk-1, cut at T
+        Tq, Tk = m.shape[-2:]
+        first, stop = Tk - Tq, min(Tk, T)
+        if first < stop:
+            weights[:, :, first:stop, :stop] = m[:, :, : stop - first, :stop].float().cpu().numpy()
+    window = list(ids[start : start + T])
+    return AttentionMaps(window, token_pieces(run.tokenizer, window), token_labels(run.tokenizer, window), weights,
+                         prefill=min(steps[0].size(-2), T))
+
+
 def attention_for_text(run: Run, text: str) -> AttentionMaps:
     """Maps of <|endoftext|> + text, as the model sees a prompt."""
     return attention_for_ids(run, run.encode_prompt(text))
@@ -60,7 +88,8 @@ def save_npz(maps: AttentionMaps, path: str | os.PathLike) -> Path:
     tmp = path.with_name(f".{path.name}.tmp")
     with open(tmp, "wb") as f:
         np.savez(f, weights=maps.weights.astype(np.float32), ids=np.asarray(maps.ids, dtype=np.int64),
-                 tokens=np.array(maps.pieces, dtype=str), labels=np.array(maps.labels, dtype=str))
+                 tokens=np.array(maps.pieces, dtype=str), labels=np.array(maps.labels, dtype=str),
+                 prefill=np.int64(len(maps.ids) if maps.prefill is None else maps.prefill))
     os.replace(tmp, path)
     return path
 
@@ -68,14 +97,12 @@ def save_npz(maps: AttentionMaps, path: str | os.PathLike) -> Path:
 def load_npz(path: str | os.PathLike) -> AttentionMaps:
     """Read an attention.npz back (no pickles)."""
     with np.load(path, allow_pickle=False) as f:
-        return AttentionMaps(f["ids"].tolist(), f["tokens"].tolist(), f["labels"].tolist(), f["weights"])
+        prefill = int(f["prefill"]) if "prefill" in f else None
+        return AttentionMaps(f["ids"].tolist(), f["tokens"].tolist(), f["labels"].tolist(), f["weights"], prefill)
 
 
-def write_attention(maps: AttentionMaps, out_dir: str | os.PathLike, title: str = "Attention maps") -> list[Path]:
-    """layer_<L>.png per layer, attention.html and attention.npz in `out_dir` (created if needed)."""
-    from inspection.html import save_html
-    from inspection.plot import save_layer_pngs
-
+def make_out_dir(out_dir: str | os.PathLike) -> Path:
+    """`out_dir`, created if needed; a UserError if it is a file or cannot be made."""
     out_dir = Path(out_dir)
     if out_dir.exists() and not out_dir.is_dir():
         raise UserError(f"{out_dir} is a file; give --attention a directory to write the maps into")
@@ -83,7 +110,29 @@ def write_attention(maps: AttentionMaps, out_dir: str | os.PathLike, title: str 
         out_dir.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise UserError(f"cannot create {out_dir} ({e.strerror}); give --attention a directory you can write") from None
-    written = save_layer_pngs(maps.weights, maps.labels, out_dir)
-    written.append(save_html(maps.weights, maps.labels, out_dir / "attention.html", title))
-    written.append(save_npz(maps, out_dir / "attention.npz"))
+    return out_dir
+
+
+PAGE_WARN_BYTES = 50_000_000  # a page this big loads slowly; the warning suggests --layers
+
+
+def write_attention(maps: AttentionMaps, out_dir: str | os.PathLike, title: str = "Attention maps", *,
+                    trace=None, roles: list[list[str]] | None = None, layers: list[int] | None = None) -> list[Path]:
+    """layer_<L>.png per layer, attention.html and attention.npz in `out_dir` (created if needed), and
+    explain.npz given a `Trace` (inspection/trace.py). `roles`: captions per head for the titles;
+    `layers`: the layers of the PNGs and the page (the npz files keep every layer)."""
+    from inspection.html import save_html
+    from inspection.plot import save_layer_pngs
+    from inspection.trace import save_trace
+
+    out_dir = make_out_dir(out_dir)
+    written = save_layer_pngs(maps.weights, maps.labels, out_dir, roles, layers)
+    page = save_html(maps.weights, maps.labels, out_dir / "attention.html", title, trace=trace, roles=roles,
+                     layers=layers, prefill=maps.prefill)
+    if page.stat().st_size > PAGE_WARN_BYTES:
+        warn(f"{page} is {page.stat().st_size / 1e6:.0f} MB and may load slowly; keep fewer layers with "
+             f"--layers, e.g. --layers 0,{maps.weights.shape[0] - 1}")
+    written += [page, save_npz(maps, out_dir / "attention.npz")]
+    if trace is not None:
+        written.append(save_trace(trace, out_dir / "explain.npz"))
     return written

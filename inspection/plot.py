@@ -85,8 +85,10 @@ def _draw_map(ax, att: np.ndarray, labels: list[str], title: str):
     return image
 
 
-def draw_layer(weights: np.ndarray, labels: list[str], layer: int, heads: list[int] | None = None):
-    """A matplotlib Figure with one heatmap per head of `weights[layer]` (weights: (L, H, T, T))."""
+def draw_layer(weights: np.ndarray, labels: list[str], layer: int, heads: list[int] | None = None,
+               roles: list[list[str]] | None = None):
+    """A matplotlib Figure with one heatmap per head of `weights[layer]` (weights: (L, H, T, T)); `roles`
+    (L, H) nested lists of captions (inspection.heads.HeadRoles.labels) are added to the titles."""
     from matplotlib import rc_context
 
     font_paths()
@@ -101,7 +103,8 @@ def draw_layer(weights: np.ndarray, labels: list[str], layer: int, heads: list[i
         for ax in axes.flat[len(heads):]:
             ax.set_axis_off()
         for ax, head in zip(axes.flat, heads):
-            image = _draw_map(ax, weights[layer, head], labels, f"layer {layer} head {head}")
+            role = f" · {roles[layer][head]}" if roles is not None else ""
+            image = _draw_map(ax, weights[layer, head], labels, f"layer {layer} head {head}{role}")
         fig.colorbar(image, ax=axes, label="attention weight", shrink=0.8)
         fig.suptitle(f"layer {layer}: attention per head (rows attend to columns)")
     return fig
@@ -124,7 +127,9 @@ def save_figure(fig, path: str | os.PathLike) -> Path:
     return path
 
 
-def save_layer_pngs(weights: np.ndarray, labels: list[str], out_dir: str | os.PathLike) -> list[Path]:
-    """`layer_<L>.png` for every layer of `weights` (L, H, T, T) in `out_dir`."""
-    return [save_figure(draw_layer(weights, labels, layer), Path(out_dir) / f"layer_{layer}.png")
-            for layer in range(weights.shape[0])]
+def save_layer_pngs(weights: np.ndarray, labels: list[str], out_dir: str | os.PathLike,
+                    roles: list[list[str]] | None = None, layers: list[int] | None = None) -> list[Path]:
+    """`layer_<L>.png` for every layer of `weights` (L, H, T, T), or those in `layers`, in `out_dir`."""
+    layers = range(weights.shape[0]) if layers is None else layers
+    return [save_figure(draw_layer(weights, labels, layer, roles=roles), Path(out_dir) / f"layer_{layer}.png")
+            for layer in layers]

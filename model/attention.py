@@ -1,9 +1,11 @@
 """Attention: a short reference to read and check by hand, and the causal self-attention layer.
 
-`scaled_dot_product_attention(q, k, v)` is the textbook formula, returning the weights too.
+`scaled_dot_product_attention(q, k, v)` is the textbook formula, returning the weights too; it is
+built from `attention_scores` (q kᵀ / √d) and `masked_softmax` (masked keys -inf, then softmax).
 `CausalSelfAttention` is the layer inside each block. By default it calls PyTorch's fused kernel
 (`F.scaled_dot_product_attention`, flash/efficient kernels on GPU); with `need_attn=True` it takes the
-explicit path through the reference function and returns the weights, for attention maps.
+explicit path through those two steps, returns the weights, and hands every intermediate tensor to
+`self.probe`, a no-op module that forward hooks can read (inspection/trace.py does, to explain a head).
 """
 
 import math
@@ -22,6 +24,16 @@ def causal_mask(Tq: int, Tk: int, device=None) -> torch.Tensor:
     return torch.ones(Tq, Tk, dtype=torch.bool, device=device).tril(diagonal=Tk - Tq)
 
 
+def attention_scores(q, k) -> torch.Tensor:
+    """q (..., Tq, d), k (..., Tk, d) -> q kᵀ / √d (..., Tq, Tk): the scores before any mask."""
+    return q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))
+
+
+def masked_softmax(scores, allowed) -> torch.Tensor:
+    """Scores where `allowed` (bool, broadcasting) is False become -inf, then each row is softmaxed."""
+    return scores.masked_fill(~allowed, float("-inf")).softmax(dim=-1)
+
+
 def scaled_dot_product_attention(q, k, v, causal=False, mask=None):
     """Reference attention: returns `(y, att)` with att = softmax(q kᵀ / sqrt(d)) and y = att v.
 
@@ -30,14 +42,23 @@ def scaled_dot_product_attention(q, k, v, causal=False, mask=None):
     `causal_mask(Tq, Tk)`. Masked scores become -inf BEFORE the softmax, so the allowed weights of
     each row sum to 1 (a row with nothing allowed would be NaN).
     """
-    scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))  # (..., Tq, Tk)
+    scores = attention_scores(q, k)  # (..., Tq, Tk)
+    allowed = torch.ones((), dtype=torch.bool, device=q.device)
     if causal:
-        scores = scores.masked_fill(~causal_mask(q.size(-2), k.size(-2), q.device), float("-inf"))
+        allowed = allowed & causal_mask(q.size(-2), k.size(-2), q.device)
     if mask is not None:
-        scores = scores.masked_fill(~mask, float("-inf"))
-    att = scores.softmax(dim=-1)  # (..., Tq, Tk)
+        allowed = allowed & mask
+    att = masked_softmax(scores, allowed)  # (..., Tq, Tk)
     y = att @ v  # (..., Tq, dv)
     return y, att
+
+
+class Probe(nn.Module):
+    """Does nothing. The explicit path calls it with its tensors as keyword arguments, so a forward hook
+    (`register_forward_hook(hook, with_kwargs=True)`) reads the model's own q, k, v, scores, ... ."""
+
+    def forward(self, **tensors) -> None:
+        return None
 
 
 class CausalSelfAttention(nn.Module):
@@ -53,6 +74,7 @@ class CausalSelfAttention(nn.Module):
         self.c_proj = nn.Linear(config.n_embd, config.n_embd, bias=config.bias)  # W_O
         self.attn_dropout = nn.Dropout(config.dropout)
         self.resid_dropout = nn.Dropout(config.dropout)
+        self.probe = Probe()  # no parameters: checkpoints are unchanged
 
     def forward(self, x, kv_cache=None, need_attn: bool = False):
         """x: (B, T, C) -> `(y, att)`; att (B, nh, Tq, Tk) on the explicit path, else None.
@@ -67,14 +89,16 @@ class CausalSelfAttention(nn.Module):
             k, v = kv_cache.update(self.layer, k, v)  # (B, nh, Tk, hs)
         Tq, Tk = T, k.size(2)
 
-        att = None
-        if need_attn:  # explicit path, for inspection
-            y, att = scaled_dot_product_attention(q, k, v, causal=True)  # att: (B, nh, Tq, Tk)
-            if self.training and self.dropout > 0:  # dropout acts on the weights, so redo att @ v
-                y = self.attn_dropout(att) @ v
-        else:  # fast path; a single query may see every cached key, so it needs no mask
-            mask = None if Tq in (1, Tk) else causal_mask(Tq, Tk, x.device)
-            p = self.dropout if self.training else 0.0
-            y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p, is_causal=(Tq == Tk))
+        if need_attn:  # explicit path, for inspection: the textbook steps, one by one
+            scores = attention_scores(q, k)  # (B, nh, Tq, Tk), before the mask
+            att = masked_softmax(scores, causal_mask(Tq, Tk, x.device))  # (B, nh, Tq, Tk)
+            heads = self.attn_dropout(att) @ v  # (B, nh, Tq, hs); dropout acts on the weights
+            out = self.resid_dropout(self.c_proj(heads.transpose(1, 2).reshape(B, T, C)))  # (B, T, C)
+            self.probe(x=x, q=q, k=k, v=v, scores=scores, att=att, y=heads, out=out)
+            return out, att
+        # fast path; a single query may see every cached key, so it needs no mask
+        mask = None if Tq in (1, Tk) else causal_mask(Tq, Tk, x.device)
+        p = self.dropout if self.training else 0.0
+        y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p, is_causal=(Tq == Tk))
         y = y.transpose(1, 2).reshape(B, T, C)  # (B, T, nh * hs)
-        return self.resid_dropout(self.c_proj(y)), att
+        return self.resid_dropout(self.c_proj(y)), None

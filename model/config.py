@@ -11,6 +11,10 @@ from dataclasses import dataclass
 
 from model.errors import UserError
 
+# The MLP's GELU by its transformers name -> nn.GELU's `approximate`. GPT-2's own code used the tanh
+# form, under two names (a Python formula and PyTorch's kernel: equal to ~1e-7).
+ACTIVATIONS = {"gelu": "none", "gelu_new": "tanh", "gelu_pytorch_tanh": "tanh"}
+
 
 class ModelConfigError(UserError, ValueError):
     """A model setting is out of range (caught as `UserError` by the CLIs, or as `ValueError`)."""
@@ -34,6 +38,7 @@ class GPTConfig:
     dropout: float = 0.0
     bias: bool = True  # biases in Linear and LayerNorm
     layer_norm_eps: float = 1e-5
+    activation: str = "gelu"  # a key of ACTIVATIONS; "gelu" is the exact erf form
 
     def __post_init__(self):
         for name in ("vocab_size", "block_size", "n_layer", "n_head", "n_embd"):
@@ -52,6 +57,11 @@ class GPTConfig:
         if not is_number(self.layer_norm_eps) or self.layer_norm_eps <= 0:
             raise ModelConfigError(
                 f"model.layer_norm_eps = {self.layer_norm_eps!r} must be a positive number, e.g. 1e-5"
+            )
+
+        if self.activation not in ACTIVATIONS:
+            raise ModelConfigError(
+                f"model.activation = {self.activation!r} is not one of {', '.join(map(repr, ACTIVATIONS))}"
             )
 
     @property

@@ -19,13 +19,13 @@ from torch import nn
 
 from model import io, sampling
 from model.attention import CausalSelfAttention
-from model.config import GPTConfig, ModelConfigError, ModelInputError
+from model.config import ACTIVATIONS, GPTConfig, ModelConfigError, ModelInputError
 from model.kv_cache import KVCache
 from model.native_kernels import native_cpu_kernels
 
 
 class GELU(nn.GELU):
-    """`nn.GELU()` (exact erf form) that takes PyTorch's own kernel for small CPU inputs.
+    """`nn.GELU(approximate)` (exact erf form, or "tanh") that takes PyTorch's own kernel for small CPU inputs.
 
     On CPU, PyTorch hands float32 GELU to oneDNN, whose fixed cost per call (~10-30 µs) dwarfs the
     work of a decoding step (4·n_embd values per row); the native kernel takes ~1.5 µs there and is as
@@ -46,7 +46,7 @@ class MLP(nn.Module):
     def __init__(self, config):
         super().__init__()
         self.c_fc = nn.Linear(config.n_embd, 4 * config.n_embd, bias=config.bias)
-        self.gelu = GELU()  # exact erf form (GPT-2's code used the tanh approximation)
+        self.gelu = GELU(approximate=ACTIVATIONS[config.activation])
         self.c_proj = nn.Linear(4 * config.n_embd, config.n_embd, bias=config.bias)
         self.dropout = nn.Dropout(config.dropout)
 
@@ -130,14 +130,15 @@ class GPT(nn.Module):
         loss = F.cross_entropy(logits.view(-1, logits.size(-1)), targets.reshape(-1), ignore_index=-1)
         return logits, loss
 
-    def forward_with_attention(self, idx):
-        """idx (B, T) -> `(logits (B, T, V), maps (B, n_layer, n_head, T, T))`, eval-only inspection.
+    def forward_with_attention(self, idx, kv_cache=None):
+        """idx (B, T) -> `(logits (B, T, V), maps (B, n_layer, n_head, T, Tk))`, eval-only inspection.
 
         The same blocks as `forward`, each taking its explicit attention path, so the maps are the
-        very weights that produced the logits.
+        very weights that produced the logits. With a KVCache, idx continues the cached tokens and
+        Tk = kv_cache.pos + T: a decoding step gives one row per layer and head.
         """
-        x, maps = self._trunk(idx, None, need_attn=True)
-        return self.lm_head(x), torch.stack(maps, dim=1)  # maps: (B, L, nh, T, T)
+        x, maps = self._trunk(idx, kv_cache, need_attn=True)
+        return self.lm_head(x), torch.stack(maps, dim=1)  # maps: (B, L, nh, T, Tk)
 
     def attention_maps(self, idx):
         """idx (B, T) -> attention weights (B, n_layer, n_head, T, T); every row sums to 1."""

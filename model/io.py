@@ -2,6 +2,7 @@
 
     model.save(dir, extra_config)  ->  save_checkpoint(model, dir, extra_config)
     GPT.load(path)                 ->  find_checkpoint, read_model_config, stored_shapes, load_weights
+    write_directory(out, fill)     ->  a whole directory (an export, an import) renamed into place
 
 The LM head shares its matrix with the token embedding, so only `tok_emb.weight` is stored and
 loading the embedding restores the head. Files are written to a temporary name, synced and then
@@ -11,9 +12,12 @@ allocated for them.
 Every problem with the files on disk raises `CheckpointError` with a one-line message.
 """
 
+import hashlib
 import json
 import os
 import re
+import secrets
+import shutil
 import tempfile
 from dataclasses import asdict
 from pathlib import Path
@@ -76,6 +80,59 @@ def write_text_atomic(path: Path, text: str) -> None:
     atomic_write(path, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
 
 
+def write_json(path: Path, obj: dict) -> None:
+    """Indented UTF-8 JSON (Korean stays readable), ending in a newline."""
+    path.write_text(json.dumps(obj, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+
+
+def check_out_dir(out: Path, source: Path, force: bool, error=UserError) -> Path:
+    """The directory to write for `out`: refused (raising `error`) if it is a file, a dangling symbolic link,
+    holds files (unless force) or would swallow source; a link to a directory gives that directory, so the
+    link is kept and what it points to is replaced."""
+    if out.is_symlink():
+        if not out.exists():
+            raise error(f"{out} is a symbolic link to {os.readlink(out)}, which does not exist; create that "
+                        f"directory or give another path")
+        out = out.resolve()
+    if out.exists() and not out.is_dir():
+        raise error(f"{out} is a file; give a directory path to write to")
+    target, source_dir = out.resolve(), source.resolve()
+    if target == source_dir or target in source_dir.parents:
+        raise error(f"{out} contains the checkpoint {source}; write to another directory")
+    if out.is_dir() and any(out.iterdir()) and not force:
+        raise error(f"{out} exists and is not empty; choose a new directory or pass --force to replace it")
+    return out
+
+
+def write_directory(out: Path, fill) -> None:
+    """Call fill(tmp) on a hidden temporary sibling of out, sync its files, then rename it to out.
+
+    An old non-empty out is renamed aside first and deleted after; if anything fails, the temporary
+    directory is removed and out is as it was.
+    """
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.parent / f".{out.name}.{secrets.token_hex(4)}.tmp"  # same filesystem, so the rename is atomic
+    tmp.mkdir()
+    try:
+        fill(tmp)
+        umask = os.umask(0)  # the only way to read the umask is to set it, so put it back at once
+        os.umask(umask)
+        for file in tmp.iterdir():
+            os.chmod(file, 0o666 & ~umask)  # safetensors writes 0600; the directory is meant to be shared
+            with open(file, "rb") as f:
+                os.fsync(f.fileno())
+        if out.is_dir() and any(out.iterdir()):
+            old = out.parent / f".{out.name}.old-{secrets.token_hex(4)}"
+            os.rename(out, old)
+            os.rename(tmp, out)
+            shutil.rmtree(old)
+        else:
+            os.replace(tmp, out)  # also replaces an empty directory, atomically
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
 def save_checkpoint(model, directory, extra_config: dict | None = None) -> None:
     """Write the weights (tied head left out) and config.json into `directory` (created if needed)."""
     directory = Path(directory)
@@ -101,6 +158,11 @@ def load_tokenizer(path, hint: str = "restore it or retrain", error: type[UserEr
     # prompt is never the separator (only code inserts that). tokenizer.json cannot store this setting.
     tok.encode_special_tokens = True
     return tok
+
+
+def tokenizer_hash(tokenizer) -> str:
+    """A digest of the whole tokenizer (vocabulary, merges, normaliser, pre-tokenizer, decoder)."""
+    return hashlib.sha256(tokenizer.to_str().encode()).hexdigest()
 
 
 def end_of_text_id(ckpt: Path, tokenizer) -> int | None:

@@ -16,6 +16,11 @@ block_size // 2 tokens (a prompt longer than block_size starts that way too). Wi
 when the cache is full, keep the last block_size // 2 tokens, reset the cache and prefill them again
 (never roll it, as the cached keys carry their old positions). Both paths use this one rule, so cached
 and uncached greedy runs give the same tokens and logits even far past block_size.
+
+Attention while decoding. Give `attention=[]` and every forward of the decoding takes the explicit path
+(`model.forward_with_attention`, with the cache when there is one) and appends `(start, maps)`: maps
+(B, n_layer, n_head, Tq, Tk) of the window that starts at sequence position `start` (a prefill gives
+Tq rows, a cached step one). After the last token is chosen it is fed once more, so its row is there too.
 """
 
 import math
@@ -42,10 +47,14 @@ def keep_top_p(logits, p: float):
     return logits.masked_fill(drop, float("-inf"))
 
 
-def seen_tokens(idx, vocab_size: int):
-    """Bool (B, V): True for every token id that occurs in its row of idx (B, T)."""
+def seen_tokens(idx, vocab_size: int, eos_token_id: int | None = None):
+    """Bool (B, V): True for every token id that occurs in its row of idx (B, T), except the end-of-text
+    token: a prompt starts with it, and penalising it would discourage the text from ever ending."""
     seen = torch.zeros(idx.size(0), vocab_size, dtype=torch.bool, device=idx.device)
-    return seen.scatter_(1, idx, True)
+    seen.scatter_(1, idx, True)
+    if eos_token_id is not None:
+        seen[:, eos_token_id] = False
+    return seen
 
 
 def penalize_repetition(logits, seen, penalty: float):
@@ -82,6 +91,15 @@ def choose_next(logits, temperature=1.0, top_k=None, top_p=None, generator=None)
     return torch.multinomial(probs, 1, generator=generator).squeeze(1)  # (B,)
 
 
+def fast_step(model, batch_size: int) -> DecodeStep | None:
+    """The module-free single-token step where bench/generate_speed.py measures it faster than the modules
+    (fp32 weights on a CPU, eval mode); None elsewhere, and the modules do the step."""
+    w = model.tok_emb.weight
+    if model.training or w.device.type != "cpu" or w.dtype != torch.float32:
+        return None
+    return DecodeStep(model)
+
+
 def window_start(start: int, n: int, block_size: int) -> int:
     """Start of the context window once the sequence has n tokens (the module docstring's rule)."""
     return start if n - start <= block_size else n - max(1, block_size // 2)
@@ -90,10 +108,11 @@ def window_start(start: int, n: int, block_size: int) -> int:
 @torch.inference_mode()
 def stream_with_logits(
     model, idx, max_new_tokens, temperature=1.0, top_k=None, top_p=None, repetition_penalty=1.0,
-    eos_token_id=None, generator=None, use_cache=True,
+    eos_token_id=None, generator=None, use_cache=True, attention=None,
 ):  # fmt: skip
     """Like `stream`, but yields `(column (B,), logits (B, V))`: each new token and the raw model
-    logits it was chosen from (before penalty, temperature and filtering)."""
+    logits it was chosen from (before penalty, temperature and filtering). `attention`: a list that
+    receives the maps of every forward (see the module docstring)."""
     check_options(temperature, top_k, top_p, repetition_penalty)
     if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) or max_new_tokens < 0:
         raise ModelInputError(f"max_new_tokens {max_new_tokens!r} must be an integer >= 0")
@@ -112,15 +131,24 @@ def stream_with_logits(
         raise ModelInputError(f"{B} x {T + max_new_tokens} tokens (a {B * (T + max_new_tokens) * 8 / 1e9:,.1f} GB buffer, "
                               f"and the cache) do not fit in memory; ask for fewer new tokens or samples") from None
     out[:, :T] = idx
-    seen = seen_tokens(idx, model.config.vocab_size) if repetition_penalty != 1 else None
+    seen = seen_tokens(idx, model.config.vocab_size, eos_token_id) if repetition_penalty != 1 else None
     done = torch.zeros(B, dtype=torch.bool, device=idx.device) if eos_token_id is not None else None
-    step = DecodeStep(model) if use_cache and not model.training else None  # single-token steps, no dropout
+    recording = attention is not None  # recording needs the explicit path of the model's own blocks
+    step = fast_step(model, B) if use_cache and not recording else None
     n = T
     start = window_start(0, n, block_size)
     fresh = out[:, start:n]  # the tokens the cache has not seen yet (the prompt, at first)
+
+    def record():  # one forward on the explicit path; its maps go to `attention`
+        logits, maps = model.forward_with_attention(fresh if use_cache else out[:, start:n], kv_cache=cache)
+        attention.append((start, maps))  # maps: (B, L, nh, Tq, Tk)
+        return logits[:, -1]  # (B, V)
+
     for _ in range(max_new_tokens):
         if step is not None and fresh.size(1) == 1:
             logits = step(fresh, cache)  # (B, V), the same numbers as the model call below, sooner
+        elif recording:
+            logits = record()
         else:
             logits = model(fresh if use_cache else out[:, start:n], kv_cache=cache)[0][:, -1]  # (B, V)
         scores = penalize_repetition(logits, seen, repetition_penalty) if seen is not None else logits
@@ -128,13 +156,11 @@ def stream_with_logits(
         if done is not None:  # finished rows keep emitting eos
             column = column.masked_fill(done, eos_token_id)
             done |= column == eos_token_id
-        if seen is not None:
+        if seen is not None:  # an eos it emits ends the row, so marking it changes nothing
             seen.scatter_(1, column[:, None], True)
         out.select(1, n).copy_(column)  # out[:, n] = column, without the indexing machinery
         n += 1
         yield column, logits
-        if done is not None and bool(done.all()):  # the one host sync per step, only with an eos
-            return
         new_start = window_start(start, n, block_size)
         if new_start == start:
             fresh = out.narrow(1, n - 1, 1)  # (B, 1), out[:, n - 1 : n] in one call
@@ -143,16 +169,21 @@ def stream_with_logits(
             fresh = out[:, start:n]  # (B, block_size // 2)
             if use_cache:
                 cache.reset()
+        if done is not None and bool(done.all()):  # the one host sync per step, only with an eos
+            break
+    if recording and n > T:  # the last token's own row
+        record()
 
 
 def stream(
     model, idx, max_new_tokens, temperature=1.0, top_k=None, top_p=None, repetition_penalty=1.0,
-    eos_token_id=None, generator=None, use_cache=True,
+    eos_token_id=None, generator=None, use_cache=True, attention=None,
 ):  # fmt: skip
     """Yield the new token column (B,) of every step; stops after max_new_tokens, or once every row
-    has emitted `eos_token_id`. Options as in `generate`."""
+    has emitted `eos_token_id`. Options as in `generate`; `attention` as in `stream_with_logits`."""
     for column, _ in stream_with_logits(
-        model, idx, max_new_tokens, temperature, top_k, top_p, repetition_penalty, eos_token_id, generator, use_cache
+        model, idx, max_new_tokens, temperature, top_k, top_p, repetition_penalty, eos_token_id, generator, use_cache,
+        attention,
     ):  # fmt: skip
         yield column
 

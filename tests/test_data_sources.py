@@ -68,15 +68,26 @@ def test_one_document_split_takes_the_tail_from_a_line_break(tmp_path):
     assert train == [text[:288]] and val == [text[288:]]
 
 
-def test_big_file_streams_in_pieces_cut_after_line_breaks(tmp_path, monkeypatch):
+def test_big_file_streams_in_pieces_cut_before_a_space(tmp_path, monkeypatch):
     monkeypatch.setattr(sources, "CHUNK_CHARS", 64)
     monkeypatch.setattr(sources, "READ_BYTES", 100)  # reads end inside 3-byte Hangul characters
-    text = "".join(f"{i}번째 문장은 한국어입니다.\n" for i in range(100))
+    text = "".join(f"{i}번째  문장은 한국어입니다.\n" for i in range(100))  # a run of two spaces in each line
     (tmp_path / "big.txt").write_text(text, encoding="utf-8")
     chunks = list(open_source(str(tmp_path / "big.txt"), DataConfig()).chunks())
     assert [first for first, _ in chunks] == [True] + [False] * (len(chunks) - 1)
-    assert all(len(t) <= 64 and t.endswith("\n") for _, t in chunks)
+    assert all(len(t) <= 64 for _, t in chunks) and len(chunks) > 40
+    # each piece but the first starts with the space of its first word (or a run of spaces), never inside a run
+    assert all(t.startswith(" ") for _, t in chunks[1:]) and not any(t[-1].isspace() for _, t in chunks[:-1])
     assert "".join(t for _, t in chunks) == text
+
+
+def test_a_line_without_spaces_is_cut_after_its_line_break(tmp_path, monkeypatch):
+    monkeypatch.setattr(sources, "CHUNK_CHARS", 64)
+    text = "".join(f"{i}번째문장은한국어입니다.\n" for i in range(20))
+    (tmp_path / "tight.txt").write_text(text, encoding="utf-8")
+    chunks = [t for _, t in open_source(str(tmp_path / "tight.txt"), DataConfig()).chunks()]
+    assert len(chunks) > 3 and all(t.endswith("\n") and len(t) <= 64 for t in chunks)
+    assert "".join(chunks) == text
 
 
 def test_directory_reads_txt_files_below_it_sorted(tmp_path):

@@ -8,25 +8,18 @@ from pathlib import Path
 
 import pytest
 import torch
-
-ROOT = Path(__file__).resolve().parent.parent
-TINY = ROOT / "configs" / "tiny.toml"
-
-
-@pytest.fixture(scope="session")
-def data_cache(tmp_path_factory):
-    return tmp_path_factory.getbasetemp() / "train-data-cache"
+from tests.conftest import ROOT, TINY
 
 
 def torchrun(run, data_cache, *extra, hook=None):
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", "train.py",
                "--config", str(TINY), f"--data.cache_dir={data_cache}", "--train.threads=1", "--train.max_steps=12",
-               "--train.eval_interval=6", "--train.sample_tokens=0", "--out", str(run), *extra]  # fmt: skip
+               "--train.eval_interval=6", "--train.sample_tokens=0", "--train.grad_accum=2", "--out", str(run), *extra]  # fmt: skip
     env = {**os.environ, "OMP_NUM_THREADS": "1", **(hook or {})}
     return subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
 
 
-def test_two_processes_train_checkpoint_and_resume_exactly(tmp_path, data_cache):
+def test_two_processes_with_gradient_accumulation_train_checkpoint_and_resume_exactly(tmp_path, data_cache):
     straight, interrupted = tmp_path / "straight", tmp_path / "interrupted"
     result = torchrun(straight, data_cache)
     assert result.returncode == 0, result.stderr[-3000:]

@@ -8,8 +8,8 @@ import torch
 
 from model import GPT, GPTConfig
 from model.decode_step import DecodeStep
+from tests.conftest import TINY_MODEL as TINY
 
-TINY = {"vocab_size": 64, "block_size": 16, "n_layer": 2, "n_head": 2, "n_embd": 32}
 
 
 @pytest.mark.parametrize("batch", [1, 3])  # one row takes the matrix-vector path, several the matrix one
@@ -51,10 +51,12 @@ def test_a_full_cache_is_refused():
     assert torch.backends.mkldnn.enabled  # restored though the step failed half-way
 
 
-def test_the_step_keeps_a_layer_s_gelu_form():
+@pytest.mark.parametrize("activation", ["gelu", "gelu_new"])
+def test_the_step_keeps_a_layer_s_gelu_form(activation):
     torch.manual_seed(0)
-    model = GPT(GPTConfig(**TINY)).eval()
-    model.blocks[1].mlp.gelu = torch.nn.GELU(approximate="tanh")  # as a tanh-GELU checkpoint would have
+    model = GPT(GPTConfig(**TINY, activation=activation)).eval()
+    other = "tanh" if activation == "gelu" else "none"
+    model.blocks[1].mlp.gelu = torch.nn.GELU(approximate=other)  # a layer of the other form, so each is checked
     with torch.no_grad():  # inputs of order 1 and more, where the two forms differ by up to ~1e-3
         model.blocks[1].mlp.c_fc.weight.mul_(20)
     idx = torch.randint(0, 64, (1, 6))
@@ -64,3 +66,43 @@ def test_the_step_keeps_a_layer_s_gelu_form():
         model(idx[:, :5], kv_cache=cache)
         want = model(idx[:, 5:], kv_cache=ref_cache)[0][:, -1]
         torch.testing.assert_close(DecodeStep(model)(idx[:, 5:], cache), want, rtol=0, atol=1e-5)
+
+
+def test_overlapping_blocks_in_two_threads_restore_the_setting():
+    """Thread A enters, B enters, A leaves, B leaves: a plain save/restore would leave oneDNN off."""
+    import threading
+
+    from model.native_kernels import native_cpu_kernels
+
+    a_inside, b_inside, a_left = threading.Event(), threading.Event(), threading.Event()
+    seen = {}
+
+    def a():
+        with native_cpu_kernels():
+            a_inside.set()
+            b_inside.wait(5)
+        a_left.set()
+
+    def b():
+        a_inside.wait(5)
+        with native_cpu_kernels():
+            b_inside.set()
+            a_left.wait(5)
+            seen["off while B is inside"] = not torch.backends.mkldnn.enabled
+
+    threads = [threading.Thread(target=a), threading.Thread(target=b)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(10)
+    assert seen == {"off while B is inside": True}
+    assert torch.backends.mkldnn.enabled
+
+
+def test_only_fp32_cpu_models_in_eval_mode_take_the_step():
+    from model.sampling import fast_step
+
+    model = GPT(GPTConfig(vocab_size=64, block_size=16, n_layer=1, n_head=2, n_embd=16)).eval()
+    assert fast_step(model, 1) is not None and fast_step(model, 3) is not None
+    assert fast_step(model.train(), 1) is None  # dropout: the modules
+    assert fast_step(model.eval().to(torch.bfloat16), 1) is None  # measured no faster in bf16

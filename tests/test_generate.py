@@ -7,6 +7,8 @@ with byte tokens), trains a 2-layer GPT for a few dozen steps and saves it as a 
 with the weights, config.json, tokenizer.json and meta.json, as train.py does.
 """
 
+import base64
+import json
 import math
 import os
 import re
@@ -27,6 +29,7 @@ from inspection import attention_for_text, draw_head, load_npz, token_labels
 from inspection.labels import byte_of_token
 from inference.scoring import score_ids
 from inspection.stats import STAT_NAMES
+from inspection.trace import load_trace
 from tests.test_inspection import CHROMIUM, console_errors, render
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -260,7 +263,8 @@ def attention_out(run_dir, tmp_path_factory):
 
 
 def test_attention_files_hold_the_models_own_weights(run, attention_out):
-    assert sorted(p.name for p in attention_out.iterdir()) == ["attention.html", "attention.npz", "layer_0.png", "layer_1.png"]
+    assert sorted(p.name for p in attention_out.iterdir()) == [
+        "attention.html", "attention.npz", "explain.npz", "layer_0.png", "layer_1.png"]
     ids = [run.eot_id] + run.encode(ATTN_PROMPT)
     with np.load(attention_out / "attention.npz", allow_pickle=False) as f:
         assert f["weights"].shape == (2, 2, len(ids), len(ids))
@@ -355,6 +359,106 @@ def test_html_page_loads_in_headless_chromium(attention_out, tmp_path):
         assert image.size == (900, 700) and len(image.convert("L").getcolors(1 << 16)) > 20
 
 
+# ---- walkthrough, head roles, decoding maps ---------------------------------------------------------
+
+def test_explain_prints_the_numbers_of_explain_npz(run_dir, run, tmp_path, capsys):
+    code, out, _ = cli(["--ckpt", run_dir, "--prompt", ATTN_PROMPT, "--explain", "1.0", "--query", "-3",
+                        "--attention", tmp_path], capsys)
+    assert code == 0
+    t = load_trace(tmp_path / "explain.npz")
+    maps = load_npz(tmp_path / "attention.npz")
+    np.testing.assert_allclose(t.weights, maps.weights, atol=1e-6)  # the same weights as attention.npz
+    assert t.ids.tolist() == maps.ids
+    i = len(maps.ids) - 3
+    assert f"Layer 1, head 0, query token {i} {maps.labels[i]!r} of {len(maps.ids)} tokens" in out
+    q_line = next(line for line in out.splitlines() if line.strip().startswith("q = ["))
+    np.testing.assert_allclose([float(x) for x in re.findall(r"-?\d+\.\d+", q_line)][:4], t.q[1, 0, i, :4], atol=1e-4)
+    lines = out.splitlines()
+    header = next(n for n, line in enumerate(lines) if line.split()[:3] == ["j", "token", "q·k_j"])
+    for j, line in enumerate(lines[header + 1 : header + 1 + len(maps.ids)]):
+        cells = line.split()
+        assert int(cells[0]) == j and float(cells[3]) == pytest.approx(t.scores[1, 0, i, j], abs=1e-4)
+        assert float(cells[5]) == pytest.approx(t.weights[1, 0, i, j], abs=1e-4)
+    # the page carries the same tensors for its own walkthrough
+    page = (tmp_path / "attention.html").read_text(encoding="utf-8")
+    data = json.loads(re.search(r'<script type="application/json" id="data">(.*?)</script>', page, re.S).group(1))
+    q = np.frombuffer(base64.b64decode(data["explain"]["q"]), dtype="<f4").reshape(t.q.shape)
+    assert np.array_equal(q, t.q)
+
+
+def test_explain_defaults_to_the_last_token(run_dir, capsys):
+    code, out, _ = cli(["--ckpt", run_dir, "--prompt", "서울", "--explain", "0.1"], capsys)
+    n = len(load_run(run_dir, device="cpu").encode_prompt("서울"))
+    assert code == 0 and f"Layer 0, head 1, query token {n - 1} " in out and "later keys" not in out
+
+
+def test_heads_alone_scores_the_run_on_its_validation_split(run_dir, tmp_path, capsys):
+    code, out, _ = cli(["--ckpt", run_dir, "--heads", "--attention", tmp_path], capsys)
+    assert code == 0
+    assert "on the run's validation split" in out and "val.bin" in out
+    saved = json.loads((tmp_path / "heads.json").read_text(encoding="utf-8"))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["heads.json"]  # no prompt, no maps
+    assert [(h["layer"], h["head"]) for h in saved["heads"]] == [(0, 0), (0, 1), (1, 0), (1, 1)]
+    table = out.splitlines()[1:6]
+    assert table[0].split()[:4] == ["rank", "layer", "head", "strongest"]
+    ranked = [next(h for h in saved["heads"] if (h["layer"], h["head"]) == (int(r.split()[1]), int(r.split()[2])))
+              for r in table[1:]]
+    strongest = [max(h[r] for r in ("previous-token", "first-token", "self", "duplicate-token", "induction"))
+                 for h in ranked]
+    assert strongest == sorted(strongest, reverse=True)
+    assert saved["loss_drop"] == pytest.approx(saved["loss_first_copy"] - saved["loss_second_copy"], abs=1e-5)
+
+
+def test_heads_fall_back_to_text_the_model_writes_and_take_a_file(run_dir, tmp_path, capsys):
+    alone = tmp_path / "copied"
+    shutil.copytree(run_dir / "last", alone)
+    meta = json.loads((alone / "meta.json").read_text(encoding="utf-8"))
+    meta["data"]["cache_dir"] = str(tmp_path / "gone")  # the prepared data is not on this machine
+    (alone / "meta.json").write_text(json.dumps(meta), encoding="utf-8")
+    code, out, _ = cli(["--ckpt", alone, "--heads"], capsys)
+    assert code == 0 and "tokens the model wrote itself (seed 0, temperature 1): no validation split found" in out
+    (tmp_path / "held_out.txt").write_text("대한민국의 수도는 서울이다. 서울은 크다.", encoding="utf-8")
+    code, out, _ = cli(["--ckpt", alone, "--heads", "--heads-text", tmp_path / "held_out.txt"], capsys)
+    assert code == 0 and f"on {tmp_path / 'held_out.txt'} (" in out
+
+
+def test_heads_with_a_prompt_put_each_heads_role_on_the_page_and_the_pngs(run_dir, tmp_path, capsys):
+    code, out, _ = cli(["--ckpt", run_dir, "--heads", "--prompt", ATTN_PROMPT, "--attention", tmp_path], capsys)
+    assert code == 0
+    saved = json.loads((tmp_path / "heads.json").read_text(encoding="utf-8"))
+    page = (tmp_path / "attention.html").read_text(encoding="utf-8")
+    data = json.loads(re.search(r'<script type="application/json" id="data">(.*?)</script>', page, re.S).group(1))
+    for h in saved["heads"]:
+        caption = data["roles"][h["layer"]][h["head"]]
+        role, score = caption.rsplit(" ", 1)
+        assert role == h["role"]
+        assert float(score) == pytest.approx(max(v for k, v in h.items() if k not in ("layer", "head", "role")), abs=0.006)
+
+
+def test_layers_keep_the_page_and_pngs_to_the_chosen_ones(run_dir, tmp_path, capsys):
+    code, _, _ = cli(["--ckpt", run_dir, "--prompt", ATTN_PROMPT, "--attention", tmp_path, "--layers", "1"], capsys)
+    assert code == 0
+    assert sorted(p.name for p in tmp_path.glob("*.png")) == ["layer_1.png"]
+    page = (tmp_path / "attention.html").read_text(encoding="utf-8")
+    data = json.loads(re.search(r'<script type="application/json" id="data">(.*?)</script>', page, re.S).group(1))
+    assert data["layers"] == [1] and data["n_layer"] == 1
+    assert load_npz(tmp_path / "attention.npz").weights.shape[0] == 2  # the npz keeps every layer
+
+
+def test_generated_tokens_maps_come_from_the_cached_decoding(run_dir, run, tmp_path, capsys):
+    code, _, _ = cli(["--ckpt", run_dir, "--prompt", "서울", "--attention", tmp_path, "--max-new-tokens", 6,
+                      "--temperature", 0], capsys)
+    assert code == 0
+    maps = load_npz(tmp_path / "attention.npz")
+    prompt = run.encode_prompt("서울")
+    assert maps.prefill == len(prompt) and len(maps.ids) == len(prompt) + 6
+    full = run.model.attention_maps(torch.tensor([maps.ids]))[0].detach().numpy()
+    np.testing.assert_allclose(maps.weights, full, atol=1e-5)  # each decoding row = the full forward's row
+    np.testing.assert_allclose(load_trace(tmp_path / "explain.npz").weights, maps.weights, atol=1e-5)
+    page = (tmp_path / "attention.html").read_text(encoding="utf-8")
+    assert f'"prefill": {len(prompt)}' in page
+
+
 # ---- Python use -----------------------------------------------------------------------------------
 
 def test_notebook_api(run_dir):
@@ -409,6 +513,17 @@ BAD = [
     (["--ckpt", "{d}/no_tokenizer", "--prompt", "가"], "tokenizer.json is missing"),
     (["--ckpt", "{d}/bad_tokenizer", "--prompt", "가"], "tokenizer.json is damaged"),
     (["--ckpt", "{d}/nowhere", "--prompt", "가"], "does not exist"),
+    (["--prompt", "가", "--explain", "1"], "--explain '1' must be LAYER.HEAD"),
+    (["--prompt", "가", "--explain", "2.0"], "head 2.0 does not exist"),
+    (["--prompt", "가", "--explain", "0.0", "--query", "2", "--attention", "{d}/out"], "--query 2 is outside the 2 tokens"),
+    (["--explain", "0.0"], "need --prompt"),
+    (["--prompt", "가", "--query", "1"], "--query picks the token of --explain"),
+    (["--prompt", "가", "--heads-text", "{d}/cp949.txt"], "add --heads"),
+    (["--heads", "--heads-text", "{d}/cp949.txt"], "is not UTF-8"),
+    (["--score", "{d}/cp949.txt", "--heads"], "--score scores a file"),
+    (["--prompt", "가", "--layers", "0"], "add --attention DIR"),
+    (["--prompt", "가", "--attention", "{d}/out", "--layers", "5"], "names a layer this model lacks"),
+    (["--prompt", "가", "--attention", "{d}/out", "--layers", "a-b"], "must list layers like 0,2 or 0-3"),
 ]
 
 

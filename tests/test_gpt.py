@@ -11,8 +11,8 @@ import torch
 from model.errors import UserError
 from model import GPT, GPTConfig, ModelConfigError, ModelInputError
 from model.attention import scaled_dot_product_attention
+from tests.conftest import TINY_MODEL as TINY
 
-TINY = {"vocab_size": 64, "block_size": 16, "n_layer": 2, "n_head": 2, "n_embd": 32}
 
 
 def tiny_model(seed=0, **overrides):
@@ -32,6 +32,7 @@ def tiny_model(seed=0, **overrides):
         ({"dropout": -0.1}, "model.dropout"),
         ({"bias": "yes"}, "model.bias"),
         ({"layer_norm_eps": 0}, "model.layer_norm_eps"),
+        ({"activation": "relu"}, "model.activation = 'relu' is not one of 'gelu', 'gelu_new', 'gelu_pytorch_tanh'"),
     ],
 )
 def test_config_rejects_bad_values_with_a_clear_message(overrides, words):

@@ -18,9 +18,10 @@ import numpy as np
 import pytest
 
 from inspection.html import attention_page, pack_weights, save_html
-from inspection.labels import display_width, pad, token_label
+from inspection.labels import bytes_label, display_width, pad, piece_reader, token_bytes, token_label, token_labels
 from inspection.stats import STAT_NAMES, format_stats_table, format_top_attended, head_stats
 from inference.textgen import Utf8Stream
+from tests.tiny_hf import PROMPT, byte_level_tokenizer, metaspace_tokenizer
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
@@ -48,6 +49,42 @@ def random_maps(L, H, T, seed=0):
 ])
 def test_token_label(piece, label):
     assert token_label(piece) == label
+
+
+def test_byte_level_pieces_read_back_as_bytes():
+    """GPT-2's alphabet by hand: 대 is EB 8C 80; EB stands for itself (ë), 8C and 80, not printable, for
+    U+012E and U+0122 (the 47th and 35th of the 68 remapped bytes); Ġ (U+0120) is the space."""
+    read = piece_reader(byte_level_tokenizer())
+    assert read("ĠëĮĢ") == " 대".encode() and bytes_label(read("ĠëĮĢ")) == "␣대"
+    assert read("ëĮ") == b"\xeb\x8c" and bytes_label(read("ëĮ")) == "<0xEB><0x8C>"  # a character cut short
+    assert read("Ċ") == b"\n" and bytes_label(read("Ċ")) == "↵"
+
+
+@pytest.mark.parametrize("make", [byte_level_tokenizer, metaspace_tokenizer], ids=["byte_level", "metaspace"])
+def test_labels_of_imported_tokenizers_read_as_text(make):
+    tok = make()
+    ids = tok.encode(PROMPT).ids
+    labels = token_labels(tok, ids)
+    assert not any(ch in label for label in labels for ch in "▁Ġ")  # no marker, no byte-level letters
+    # the labels, stray bytes put back, spell the text: nothing lost, nothing mojibake
+    raw = b"".join(bytes.fromhex(m[1]) if m[1] else m[2].replace("␣", " ").encode()
+                   for m in re.finditer(r"<0x([0-9A-F]{2})>|([^<]+|<)", "".join(labels)))  # fmt: skip
+    assert raw.decode().strip() == PROMPT
+    assert labels[0].startswith("␣") == (make is metaspace_tokenizer)  # ▁ marks the first word too
+    eot = "<|endoftext|>" if make is byte_level_tokenizer else "</s>"
+    assert token_labels(tok, [tok.token_to_id(eot)]) == [eot]  # a special token by its name
+
+
+@pytest.mark.parametrize("make", [byte_level_tokenizer, metaspace_tokenizer], ids=["byte_level", "metaspace"])
+def test_streaming_an_imported_tokenizer_emits_whole_characters(make):
+    tok = make()
+    table = token_bytes(tok, tok.get_vocab_size())
+    ids = tok.encode(PROMPT).ids
+    stream = Utf8Stream(table)
+    pieces = [stream.push(i) for i in ids] + [stream.flush()]
+    assert "".join(pieces).strip() == PROMPT and not any("\ufffd" in p for p in pieces)
+    if make is byte_level_tokenizer:  # its tokens cut characters, so some steps complete none
+        assert "" in pieces[:-1]
 
 
 def test_display_width_counts_hangul_twice():
@@ -175,6 +212,13 @@ def test_page_is_self_contained_and_escapes_tokens():
     assert "http://" not in page and "https://" not in page and "<link" not in page
     assert page.count("</script>") == 3  # the error hook, the data and the code: no token closes one early
     assert "제목 &lt;b&gt;" in page and "@font-face" in page
+
+
+def test_a_title_or_token_that_spells_a_placeholder_stays_text():
+    page = attention_page(random_maps(1, 1, 3), ["__DATA__", "__TITLE__", "x"], title="__DATA__ __FONT_CSS__")
+    data = json.loads(re.search(r'<script type="application/json" id="data">(.*?)</script>', page, re.S).group(1))
+    assert data["tokens"] == ["__DATA__", "__TITLE__", "x"]
+    assert page.count("<title>__DATA__ __FONT_CSS__</title>") == 1 and page.count("@font-face") == 1
 
 
 def render(page_url, tmp_path, *extra):
@@ -340,3 +384,126 @@ def test_page_link_can_choose_layer_head_and_token(tmp_path, browser):
     assert page.evaluate("[document.getElementById('layer').value, document.getElementById('head').value]") == ["1", "0"]
     shown = [float(w) for w in page.texts("#outgoing .w")]
     np.testing.assert_allclose(shown, weights[1, 0, 5], atol=6e-4)
+
+
+# ---- the walkthrough, decoding steps, roles and layers on the page ---------------------------------
+
+needs_chromium = pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install chromium)")
+
+
+def shown_floats(page, selector):
+    return [float(x.replace("−∞", "-inf")) for x in page.texts(selector)]
+
+
+def check_walkthrough(page, t, layer, head, i):
+    """The walkthrough on the page shows head layer.head at query i with the numbers of explain.npz `t`."""
+    T, d = t.weights.shape[-1], t.d_head
+    assert page.evaluate("document.querySelector('#explain h2').textContent") == (
+        f"Walkthrough: layer {layer}, head {head}, query token {i} “{LABELS[i]}”")
+    keys = list(range(min(T, i + 4)))  # the visible keys and up to 3 later ones
+    assert [int(j) for j in page.texts("#ex-keys td.j")] == keys
+    np.testing.assert_allclose(shown_floats(page, "#ex-keys td.s"), t.scores[layer, head, i, keys] * math.sqrt(d), atol=1e-4)
+    np.testing.assert_allclose(shown_floats(page, "#ex-keys td.ss"), t.scores[layer, head, i, keys], atol=1e-4)
+    masked = page.texts("#ex-keys td.m")
+    assert [m == "−∞" for m in masked] == [j > i for j in keys]
+    np.testing.assert_allclose([float(m) for m in masked[: i + 1]], t.scores[layer, head, i, : i + 1], atol=1e-4)
+    np.testing.assert_allclose(shown_floats(page, "#ex-keys td.w"), t.weights[layer, head, i, keys], atol=1e-4)
+    x_rows = page.texts("#ex-vectors td.x")
+    assert all(row.endswith(", …]") for row in x_rows)
+    np.testing.assert_allclose([float(v) for v in x_rows[0][1:-4].split(",")], t.x[layer, 0, :4], atol=1e-4)
+    np.testing.assert_allclose(shown_floats(page, "#ex-vectors td.xn"), np.linalg.norm(t.x[layer, keys], axis=-1), atol=1e-4)
+    size = t.weights[layer, head, i, : i + 1] * np.linalg.norm(t.v[layer, head, : i + 1], axis=-1)
+    np.testing.assert_allclose(shown_floats(page, "#ex-top td.c"), np.sort(size)[::-1][:3], atol=1e-4)
+    for j, c in zip(page.texts("#ex-top td.j"), shown_floats(page, "#ex-top td.c")):
+        assert c == pytest.approx(size[int(j)], abs=1e-4)
+    y_text = page.evaluate("document.querySelector('#explain .ex-y').textContent")
+    y = t.y[layer, head, i]
+    assert [float(v) for v in re.findall(r"-?\d+\.\d{4}", y_text)] == pytest.approx([*y[:4], np.linalg.norm(y)], abs=1e-4)
+    q_text = page.evaluate("document.querySelector('#explain .ex-q').textContent")
+    assert [float(v) for v in re.findall(r"-?\d+\.\d{4}", q_text)][:4] == pytest.approx(t.q[layer, head, i, :4], abs=1e-4)
+    assert page.evaluate("document.querySelector('#explain .ex-sum').textContent") == "Σ w_j = 1.0000"
+    out_text = page.evaluate("document.querySelector('#explain .ex-out').textContent")
+    assert [float(v) for v in re.findall(r"-?\d+\.\d{4}", out_text)] == pytest.approx(
+        [*t.out[layer, i, :4], np.linalg.norm(t.out[layer, i])], abs=1e-4)
+
+
+@needs_chromium
+def test_clicking_a_query_token_of_a_head_opens_its_walkthrough_with_the_npz_numbers(tmp_path, browser):
+    from inspection.trace import load_trace, save_trace, trace_ids
+    from tests.test_explain import biased_model
+
+    ids = [0, 5, 17, 3, 42, 17, 9, 63, 1, 2, 30, 11]
+    assert len(ids) == len(LABELS)
+    trace = trace_ids(biased_model(), ids)
+    t = load_trace(save_trace(trace, tmp_path / "explain.npz"))  # what the page shows = what the npz holds
+    page = browser(save_html(trace.weights, LABELS, tmp_path / "attention.html", trace=trace))
+    assert page.evaluate("document.getElementById('explain').children.length") == 0  # nothing clicked yet
+    T = len(ids)
+    page.click(*page.centre("#outgoing .tok", 1 * T + 6))  # head 1's row strip, token 6
+    check_walkthrough(page, t, 0, 1, 6)
+    page.click(*page.centre("#tokens .tok", 2))  # the token line: the same head, another query
+    check_walkthrough(page, t, 0, 1, 2)
+    page.evaluate("""const s = document.getElementById("layer"); s.value = "1"; s.dispatchEvent(new Event("change"));""")
+    x0, y0 = page.evaluate("(() => { const c = document.querySelector('#maps canvas'); c.scrollIntoView();"
+                           " const r = c.getBoundingClientRect(); return [r.left, r.top]; })()")
+    cell = page.evaluate("document.querySelector('#maps canvas').width") / T
+    page.click(x0 + 0.5 * cell, y0 + 9.5 * cell)  # head 0's heatmap, row 9
+    check_walkthrough(page, t, 1, 0, 9)
+    page.click(*page.centre("#incoming .tok", 1 * T + 11))  # head 1's column strip: query 11, the last
+    check_walkthrough(page, t, 1, 1, 11)
+    assert page.texts("#explain .ex-more") == []
+    assert page.problems() == ([], "")
+
+
+@needs_chromium
+def test_page_steps_through_the_decoding_one_cached_row_at_a_time(tmp_path, browser):
+    T, prefill = len(LABELS), 8
+    weights = random_maps(1, 2, T, seed=3)
+    page = browser(save_html(weights, LABELS, tmp_path / "attention.html", prefill=prefill))
+    assert page.evaluate("document.getElementById('stepper').hidden") is False
+    assert page.evaluate("[document.getElementById('step').max, document.getElementById('step').value]") == ["4", "4"]
+    page.click(*page.centre("#step-back"))
+    page.click(*page.centre("#step-back"))  # step 2: the cache holds 10 keys, the newest row is token 9
+    assert page.evaluate("document.getElementById('step-text').textContent").startswith(
+        f"step 2 of 4: token 9 “{LABELS[9]}” went in, its row attends over the 10 cached keys and chose token 10")
+    assert page.evaluate("document.querySelectorAll('#tokens .tok.later').length") == T - 10
+    for kind in ("outgoing", "incoming"):  # tokens after the cache's end show no weight
+        shown = np.array(page.texts(f"#{kind} .w")).reshape(2, T)
+        assert (shown[:, 10:] == "").all() and (shown[:, :10] != "").all()
+    out = np.array([[float(w) for w in row[:10]] for row in np.array(page.texts("#outgoing .w")).reshape(2, T)])
+    np.testing.assert_allclose(out, weights[0, :, 9, :10], atol=6e-4)  # the focus follows the newest row
+    # the heatmap leaves the rows and columns still to come blank
+    pixel = page.evaluate("""(() => { const c = document.querySelector('#maps canvas'), n = c.width / %d;
+        const at = (q, k) => Array.from(c.getContext('2d').getImageData(k * n + 1, q * n + 1, 1, 1).data).slice(0, 3);
+        return [at(11, 2), at(9, 2)]; })()""" % T)
+    assert pixel[0] == [250, 250, 250] and pixel[1] != [250, 250, 250]
+    page.evaluate("""const s = document.getElementById("step"); s.value = "0"; s.dispatchEvent(new Event("input"));""")
+    assert page.evaluate("document.getElementById('step-text').textContent").startswith(
+        "prefill: tokens 0..7 in one forward; the cache holds 8 keys")
+    assert page.problems() == ([], "")
+
+
+@needs_chromium
+def test_page_shows_head_roles_and_only_the_chosen_layers(tmp_path, browser):
+    T = len(LABELS)
+    weights = random_maps(3, 2, T, seed=4)
+    roles = [[f"role{layer}{head} 0.5{head}" for head in range(2)] for layer in range(3)]
+    page = browser(save_html(weights, LABELS, tmp_path / "attention.html", roles=roles, layers=[0, 2]),
+                   "#layer=2&head=all&focus=5")
+    assert page.texts("#layer option") == ["layer 0", "layer 2"]
+    assert page.texts("#maps figcaption") == ["layer 2 head 0 · role20 0.50", "layer 2 head 1 · role21 0.51"]
+    shown = np.array([float(w) for w in page.texts("#outgoing .w")]).reshape(2, T)
+    np.testing.assert_allclose(shown, weights[2, :, 5], atol=6e-4)
+    assert page.evaluate("document.getElementById('stats').textContent").splitlines()[1].endswith("role20 0.50")
+    assert page.evaluate("document.getElementById('stepper').hidden") is True  # not from decoding
+    page.click(*page.centre("#tokens .tok", 3))
+    assert page.evaluate("document.getElementById('explain').children.length") == 0  # no trace, no walkthrough
+    assert page.problems() == ([], "")
+
+
+def test_png_titles_name_each_heads_role():
+    from inspection.plot import draw_layer
+
+    roles = [["previous-token 0.97", "mixed 0.20"]]
+    fig = draw_layer(random_maps(1, 2, 5), LABELS[:5], 0, roles=roles)
+    assert [ax.get_title() for ax in fig.axes[:2]] == ["layer 0 head 0 · previous-token 0.97", "layer 0 head 1 · mixed 0.20"]

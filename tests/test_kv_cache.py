@@ -7,8 +7,8 @@ import pytest
 import torch
 
 from model import GPT, GPTConfig, KVCache
+from tests.conftest import TINY_MODEL as TINY
 
-TINY = {"vocab_size": 64, "block_size": 16, "n_layer": 2, "n_head": 2, "n_embd": 32}
 
 
 def tiny_model():

@@ -12,8 +12,8 @@ import torch
 from model.errors import UserError
 from model import GPT, CheckpointError, GPTConfig
 from model.io import atomic_write
+from tests.conftest import TINY_MODEL as TINY
 
-TINY = {"vocab_size": 64, "block_size": 16, "n_layer": 2, "n_head": 2, "n_embd": 32}
 
 
 def saved_model(directory, **overrides):
@@ -31,10 +31,35 @@ def test_round_trip_gives_identical_logits_and_keeps_the_head_tied(tmp_path):
     idx = torch.randint(0, 64, (2, 10))
     assert torch.equal(loaded(idx, all_logits=True)[0], model(idx, all_logits=True)[0])
     config = json.loads((tmp_path / "ckpt" / "config.json").read_text())
-    assert config == {"model": {**TINY, "dropout": 0.0, "bias": True, "layer_norm_eps": 1e-5}, "train": {"lr": 3e-4}}
+    assert config == {"model": {**TINY, "dropout": 0.0, "bias": True, "layer_norm_eps": 1e-5, "activation": "gelu"},
+                      "train": {"lr": 3e-4}}
     stored = safetensors.torch.load_file(tmp_path / "ckpt" / "model.safetensors")
     assert "lm_head.weight" not in stored and "tok_emb.weight" in stored  # the tied matrix is stored once
     assert sorted(p.name for p in (tmp_path / "ckpt").iterdir()) == ["config.json", "model.safetensors"]
+
+
+def test_a_checkpoint_from_before_the_activation_setting_loads_as_exact_gelu(tmp_path):
+    model = saved_model(tmp_path, activation="gelu")
+    config = json.loads((tmp_path / "config.json").read_text())
+    del config["model"]["activation"]
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    loaded = GPT.load(tmp_path)
+    assert loaded.config.activation == "gelu" and loaded.blocks[0].mlp.gelu.approximate == "none"
+    idx = torch.randint(0, 64, (2, 10))
+    assert torch.equal(loaded(idx, all_logits=True)[0], model(idx, all_logits=True)[0])
+
+
+def test_the_activation_setting_picks_the_gelu_form(tmp_path):
+    model = saved_model(tmp_path, activation="gelu_new")
+    loaded = GPT.load(tmp_path)
+    assert {b.mlp.gelu.approximate for b in loaded.blocks} == {"tanh"}
+    x = torch.linspace(-4, 4, 101)
+    exact = x * 0.5 * (1 + torch.erf(x / 2**0.5))
+    tanh = 0.5 * x * (1 + torch.tanh((2 / torch.pi) ** 0.5 * (x + 0.044715 * x**3)))
+    torch.testing.assert_close(loaded.blocks[0].mlp.gelu(x), tanh, rtol=0, atol=1e-6)
+    assert (tanh - exact).abs().max() > 1e-4  # the two forms are told apart
+    idx = torch.randint(0, 64, (2, 10))
+    assert torch.equal(loaded(idx, all_logits=True)[0], model(idx, all_logits=True)[0])
 
 
 def test_run_dir_loads_best_then_last(tmp_path):

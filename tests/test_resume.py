@@ -17,16 +17,10 @@ import pytest
 import torch
 
 import train
+from model.errors import UserError
 from training.checkpoints import recover
 from model import GPT
-
-ROOT = Path(__file__).resolve().parent.parent
-TINY = ROOT / "configs" / "tiny.toml"
-
-
-@pytest.fixture(scope="session")
-def data_cache(tmp_path_factory):
-    return tmp_path_factory.getbasetemp() / "train-data-cache"
+from tests.conftest import ROOT, TINY
 
 
 def cli_args(data_cache, run, *extra):
@@ -182,3 +176,19 @@ def test_recover_puts_back_a_checkpoint_caught_between_renames(tmp_path):
     assert (run / "last" / "model.safetensors").read_text() == "old"
     assert (run / "best" / "model.safetensors").read_text() == "new"
     assert sorted(p.name for p in run.iterdir()) == ["best", "last"]
+
+
+def test_a_checkpoint_from_before_a_new_model_setting_still_resumes(tmp_path):
+    """A setting added later (model.activation) is absent from an old config.json: its default is assumed."""
+    from dataclasses import asdict
+
+    from model import GPTConfig
+    from training.checkpoints import check_same_model
+
+    config = GPTConfig(vocab_size=64, block_size=16, n_layer=2, n_head=2, n_embd=32)
+    old = {k: v for k, v in asdict(config).items() if k != "activation"}
+    (tmp_path / "config.json").write_text(json.dumps({"model": old}))
+    (tmp_path / "meta.json").write_text(json.dumps({"tokenizer_hash": "h"}))
+    check_same_model(tmp_path, asdict(config), {"tokenizer_hash": "h"})  # no error
+    with pytest.raises(UserError, match="model.activation gelu -> gelu_new"):
+        check_same_model(tmp_path, {**asdict(config), "activation": "gelu_new"}, {"tokenizer_hash": "h"})

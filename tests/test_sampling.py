@@ -20,8 +20,8 @@ from model.sampling import (
     stream_with_logits,
     window_start,
 )
+from tests.conftest import TINY_MODEL as TINY
 
-TINY = {"vocab_size": 64, "block_size": 16, "n_layer": 2, "n_head": 2, "n_embd": 32}
 INF = float("-inf")
 
 
@@ -233,3 +233,41 @@ def test_cuda_decoding_cached_equals_uncached_and_seeds_reproduce():
     torch.testing.assert_close(cached_logits, plain_logits, atol=1e-4, rtol=0)
     a, b = (generate(model, idx, 20, generator=torch.Generator("cuda").manual_seed(0)) for _ in range(2))
     assert torch.equal(a, b)
+
+
+def test_the_prompts_end_of_text_is_not_a_repeat():
+    idx = torch.tensor([[0, 2, 2], [0, 3, 1]])  # both prompts start with the end-of-text id 0
+    assert seen_tokens(idx, 4, eos_token_id=0).tolist() == [[False, False, True, False], [False, True, False, True]]
+    assert seen_tokens(idx, 4)[:, 0].tolist() == [True, True]  # without an eos, every id counts
+
+
+def test_each_decoding_step_records_its_own_attention_row_equal_to_the_full_forwards():
+    model = tiny_model()
+    idx = torch.randint(0, 64, (2, 5), generator=torch.Generator().manual_seed(2))
+    recorded = []
+    tokens, logits = run(model, idx, 8, temperature=0, attention=recorded)
+    plain, plain_logits = run(model, idx, 8, temperature=0)
+    assert torch.equal(tokens, plain)  # recording changes no token
+    torch.testing.assert_close(logits, plain_logits, atol=1e-5, rtol=0)
+    full = model.attention_maps(torch.cat([idx, tokens], 1))  # (B, L, nh, 13, 13)
+    # the prefill (5 rows), then one row per token fed, the last generated token included
+    assert [(start, tuple(m.shape[-2:])) for start, m in recorded] == [(0, (5, 5))] + [(0, (1, k)) for k in range(6, 14)]
+    torch.testing.assert_close(recorded[0][1], full[..., :5, :5], atol=1e-6, rtol=0)
+    for _, maps in recorded[1:]:
+        k = maps.size(-1)
+        torch.testing.assert_close(maps[..., 0, :], full[..., k - 1, :k], atol=1e-6, rtol=0)
+
+
+def test_recorded_attention_past_block_size_follows_the_window_restart():
+    model = tiny_model()
+    idx = torch.randint(0, 64, (1, 5), generator=torch.Generator().manual_seed(3))
+    recorded = []
+    tokens, _ = run(model, idx, 14, temperature=0, attention=recorded)  # 19 tokens: the window restarts at 16
+    seq = torch.cat([idx, tokens], 1)
+    starts = [start for start, _ in recorded]
+    assert starts[:12] == [0] * 12 and set(starts[12:]) == {9}  # 16 tokens, then at 17 the last 8 again
+    window = model.attention_maps(seq[:, 9:])  # the new window's own full forward
+    for start, maps in recorded[12:]:
+        k = maps.size(-1)
+        torch.testing.assert_close(maps[..., -1, :], window[..., k - 1, :k], atol=1e-6, rtol=0)
+    assert recorded[12][1].shape[-2:] == (8, 8) and recorded[-1][1].size(-1) == 10  # the last token's row too

@@ -21,6 +21,7 @@ import os
 import random
 import shutil
 import time
+from dataclasses import asdict
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -28,8 +29,8 @@ import numpy as np
 import torch
 
 from model.errors import UserError
-from model import CheckpointError
-from model.io import DiskError, write_failure
+from model import CheckpointError, GPTConfig
+from model.io import REQUIRED, DiskError, write_failure
 
 STATE = "train_state.pt"
 COPIED = ("tokenizer.json", "meta.json")  # from the prepared data dir, so a checkpoint is self-contained
@@ -211,6 +212,8 @@ def check_same_model(ckpt: Path, model_config: dict, meta: dict) -> None:
         saved_meta = json.loads((ckpt / "meta.json").read_text(encoding="utf-8"))
     except (OSError, ValueError, KeyError, TypeError) as e:
         raise CheckpointError(f"cannot read {ckpt}/config.json and meta.json ({e}); start a new run with --out") from None
+    defaults = asdict(GPTConfig())  # a setting added since the checkpoint was saved has its default value there
+    saved = {**{k: v for k, v in defaults.items() if k not in REQUIRED}, **saved}
     changed = [f"model.{k} {saved.get(k)} -> {v}" for k, v in model_config.items() if k != "dropout" and saved.get(k) != v]
     if saved_meta.get("tokenizer_hash") != meta.get("tokenizer_hash"):
         changed.append("the tokenizer (data settings)")

@@ -4,22 +4,28 @@
     cfg.train.lr, cfg.data.vocab_size, cfg.model.n_layer
 
 `[data]` is `data.config.DataConfig`, `[model]` is `model.GPTConfig` without `vocab_size` (that comes
-from the tokenizer: `data.vocab_size` until the data is prepared, then the tokenizer's own), `[train]` is `TrainConfig` and `[log]` is `LogConfig` below. Override values are
-parsed as TOML (`--train.compile=false`, `--log.wandb_run_name="a b"`); a bare word that is not TOML
+from the tokenizer: `data.vocab_size` until the data is prepared, then the tokenizer's own), `[train]` is
+`TrainConfig` and `[log]` is `LogConfig` below. Override values are parsed as TOML
+(`--train.compile=false`, `--log.wandb_run_name="a b"`); a bare word that is not TOML
 (`--train.device=cpu`) is taken as a string. Every value is type-checked against its dataclass, and an
 unknown section or key raises `ConfigError` listing the valid ones.
+
+With `train.init_from` (a checkpoint or a Hugging Face GPT-2 directory) the model is that one: `[model]`
+may set dropout and a smaller block_size, any other key only to the weights' own value (else one line
+names it), and `data.tokenizer` defaults to the same directory, so the data is encoded with its tokenizer.
 """
 
 import math
 import tomllib
 import types
 import typing
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 
 from data.config import DataConfig, read_toml
 from model.errors import UserError
 from model.config import GPTConfig
+from model.pretrained import open_pretrained
 
 
 MAX_SEED = 2**32 - 1  # what numpy.random.seed accepts (torch and random take more)
@@ -41,6 +47,7 @@ class TrainConfig:
     beta1: float = 0.9
     beta2: float = 0.99
     grad_clip: float = 1.0  # max global grad norm; 0 turns clipping off
+    init_from: str = ""  # start from these weights: a checkpoint/run dir or a Hugging Face GPT-2 dir
     seed: int = 1337
     device: str = "auto"  # auto = cuda, then mps, then cpu; or cpu, cuda, cuda:1, mps
     dtype: str = "auto"  # auto | fp32 | bf16 | fp16 (autocast; auto: training.hardware.default_precision)
@@ -138,13 +145,14 @@ def build_config(raw: dict, source: str = "config") -> RunConfig:
         if not isinstance(table, dict):
             raise ConfigError(f"{section} in {source} must be a table [{section}]")
         values[section] = check_table(section, cls, table)
-    data = DataConfig(**values["data"])
-    return RunConfig(
-        data=data,
-        model=GPTConfig(vocab_size=data.vocab_size, **values["model"]),  # checked now, before any data work
-        train=TrainConfig(**values["train"]),
-        log=LogConfig(**values["log"]),
-    )
+    data, train = DataConfig(**values["data"]), TrainConfig(**values["train"])
+    if train.init_from:  # its small files are read now, so a bad path or setting fails before any data work
+        start = open_pretrained(train.init_from)
+        model = start.model_config(values["model"])
+        data = replace(data, tokenizer=data.tokenizer or train.init_from)
+    else:
+        model = GPTConfig(vocab_size=data.vocab_size, **values["model"])  # checked now, before any data work
+    return RunConfig(data=data, model=model, train=train, log=LogConfig(**values["log"]))
 
 
 def check_table(section: str, cls, table: dict) -> dict:

@@ -7,18 +7,26 @@
 The CPU defaults come from bench/train_speed.py (tokens/s at equal validation loss); change them here.
 """
 
+import re
 from pathlib import Path
 
 import torch
 
-# dense bf16 tensor-core peaks (FLOP/s); matched by substring of the device name, first match wins
-GPU_PEAK_FLOPS = {"H200": 989e12, "H100": 989e12, "A100": 312e12, "L40S": 362e12, "L4": 121e12, "A10": 125e12}
+# Dense bf16 tensor-core peaks (FLOP/s, the vendors' data sheets), by the words of torch.cuda.get_device_name:
+# every word of a key must be a whole word of the name, and the first key that matches wins, so the
+# variants come before their family ("H100 PCIe" before "H100", and "L40" never matches "L40S" or "L4").
+GPU_PEAK_FLOPS = {
+    "H200 NVL": 835e12, "H200": 989e12,
+    "H100 PCIe": 756e12, "H100 NVL": 835e12, "H100": 989e12,
+    "A100": 312e12, "L40S": 362e12, "L40": 181e12, "L4": 121e12, "A10": 125e12,
+}  # fmt: skip
 
 
 def default_precision(device: torch.device) -> str:
     """What dtype = "auto" means: bf16 autocast where the hardware computes in bf16, else fp32."""
     if device.type == "cuda":
-        return "bf16" if torch.cuda.is_bf16_supported() else "fp16"
+        # emulated bf16 (pre-Ampere GPUs) is slow: those get fp16 with a GradScaler
+        return "bf16" if torch.cuda.is_bf16_supported(including_emulation=False) else "fp16"
     if device.type == "cpu" and cpu_has_native_bf16():
         return "bf16"
     return "fp32"
@@ -43,6 +51,11 @@ def peak_flops(device: torch.device, configured: float = 0.0) -> float:
     if configured > 0:
         return configured
     if device.type == "cuda":
-        name = torch.cuda.get_device_name(device)
-        return next((flops for key, flops in GPU_PEAK_FLOPS.items() if key in name), 0.0)
+        return table_peak(torch.cuda.get_device_name(device))
     return 0.0
+
+
+def table_peak(device_name: str) -> float:
+    """The GPU_PEAK_FLOPS entry whose words all occur as whole words in `device_name`; 0 if none."""
+    words = set(re.split(r"[\s\-_/]+", device_name.upper()))
+    return next((flops for key, flops in GPU_PEAK_FLOPS.items() if set(key.upper().split()) <= words), 0.0)

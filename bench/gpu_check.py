@@ -1,0 +1,553 @@
+"""The GPU check: every CUDA path run for real and timed, one step after another, inside a time budget.
+
+    bash bench/gpu_check.sh                              # the whole check; results in $OUT, else bench/out/
+    python bench/gpu_check.py --only peak,tests          # some steps (and the ones they need)
+    python bench/gpu_check.py --budget 300               # seconds for all steps together (default 450)
+
+Steps, in this order; each prints one JSON line when it ends, and a table closes the run:
+  peak      bf16 (and TF32) matmul rate, 8192^3, median of 10 after 3 warm-ups: the denominator of MFU
+  wheels    installs the wheels in .whl/ (packages the machine lacks) into /tmp/site
+  tests     python -m pytest -m gpu
+  corpus    writes a corpus (below) and prepares it with configs/gpu.toml's tokenizer settings
+  train     configs/gpu.toml (GPT-2 small shape) for 60 steps: tokens/s, MFU, step time, compile, memory
+  eager     the same with compile off
+  fp32      the same in fp32 with TF32 matmuls, compile off (against eager: what bf16 gives)
+  decode    bench/generate_speed.py at GPT-2 small's shape (124M), bf16: ours vs transformers' generate,
+            batch 1 and 8, 1000 new tokens
+  torchrun  torchrun --standalone --nproc_per_node=1: an NCCL all-reduce, then train.py (configs/tiny.toml
+            on the GPU) run straight, and stopped by SIGTERM after step 5 and resumed: the two must log
+            the same loss at every step and end with the same weights (tiny, so attention has one key
+            block and the flash backward adds in a fixed order)
+
+Timing: train.py logs tokens/s over each 10-step interval and syncs only there. The first interval holds
+the compile (and CUDA warm-up); the median of the others is the step time, and the first interval's
+excess over it is reported as compile_s. MFU is 6N + 12·L·d·T FLOPs per token (GPT.flops_per_token)
+times tokens/s over the measured bf16 peak. Peak memory is torch.cuda.max_memory_allocated of the run.
+
+Budget: a step starts only if at least its `need` seconds are left, and gets as timeout what is left
+after keeping the `need` of each later step that could still start (never less than its own need, never
+more than its `cap`); past it, its process group is killed and it is reported as "timeout". Nothing
+runs past the budget, and the table's last line names every step that did not finish. gpu_check.json
+is rewritten after every step, so a run cut off from outside still leaves the steps it finished.
+
+The corpus: the built-in corpus (when konlpy is installed) in each of 8 documents, followed by words
+drawn with Zipf frequencies from a made-up lexicon of 40,000 Hangul words, so BPE fills gpu.toml's
+32,000 tokens (the built-in corpus alone has merges for about 6,500) and the model has its real shape.
+"""
+
+import argparse
+import json
+import os
+import random
+import re
+import shlex
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+PY = sys.executable
+SITE = "/tmp/site"  # where the carried wheels are installed
+BUDGET_S = 450.0  # the whole check stops itself before 8 minutes
+TRAIN_STEPS, LOG_EVERY = 60, 10
+DATASHEET_BF16 = 989e12  # H100/H200 dense bf16, for comparison only
+
+
+class StepFailed(Exception):
+    """The step ran and went wrong; the message says how."""
+
+
+class StepTimeout(Exception):
+    """The step ran past its timeout and was stopped."""
+
+
+@dataclass
+class Context:
+    """What the steps share: a scratch folder, the log, the children's environment, results so far."""
+
+    work: Path
+    log_path: Path
+    env: dict
+    peak: float = 0.0  # measured bf16 FLOP/s
+    peak_tf32: float = 0.0
+    corpus: Path | None = None
+    cache: Path | None = None
+
+    def add_path(self, path: str) -> None:
+        """Put `path` first on the import path of this process and of every later child."""
+        sys.path.insert(0, path)
+        self.env["PYTHONPATH"] = os.pathsep.join([path, self.env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+
+
+@dataclass
+class Step:
+    name: str
+    need: float  # seconds: not started with less left
+    cap: float  # seconds: the most it may take
+    run: Callable[[Context, float], dict]  # (context, timeout) -> figures; raises StepFailed / StepTimeout
+    requires: tuple[str, ...] = field(default=())  # steps that must have ended "ok" first
+
+
+def plan_timeout(left: float, need: float, later_needs: list[float], cap: float) -> float | None:
+    """Seconds a step may take with `left` seconds of budget, keeping the needs of the later steps that
+    could still start after it (in order, as long as they fit); None when not even its own need is left."""
+    if left < need:
+        return None
+    spare, reserved = left - need, 0.0
+    for later in later_needs:
+        if later <= spare:
+            spare, reserved = spare - later, reserved + later
+    return min(cap, left - reserved)
+
+
+def run_steps(steps: list[Step], budget: float, ctx: Context, emit=print, clock=time.monotonic) -> list[dict]:
+    """Run the steps in order within `budget` seconds; one record per step, passed to `emit` as it ends.
+    A step whose `requires` did not end "ok" is skipped, as is one that has less than its need left."""
+    start, records, status = clock(), [], {}
+    for i, step in enumerate(steps):
+        left = budget - (clock() - start)
+        missing = [name for name in step.requires if status.get(name) != "ok"]
+        # a later step whose requirement already failed will not run: keep nothing for it
+        later = [s.need for s in steps[i + 1 :] if all(status.get(r, "ok") == "ok" for r in s.requires)]
+        timeout = plan_timeout(left, step.need, later, step.cap)
+        record = {"step": step.name}
+        if missing:
+            record |= {"status": "skipped", "why": f"needs {', '.join(missing)}"}
+        elif timeout is None:
+            record |= {"status": "skipped", "why": f"{max(left, 0):.0f} s left, needs {step.need:.0f} s"}
+        else:
+            began = clock()
+            try:
+                record |= {"status": "ok", **step.run(ctx, timeout)}
+            except StepTimeout:
+                record |= {"status": "timeout", "why": f"stopped after its {timeout:.0f} s"}
+            except StepFailed as e:
+                record |= {"status": "failed", "why": str(e)}
+            except Exception as e:  # a bug in a step must not cost the steps after it
+                record |= {"status": "failed", "why": f"{type(e).__name__}: {e}"}
+            record["seconds"] = round(clock() - began, 1)
+        status[step.name] = record["status"]
+        records.append(record)
+        emit(record)
+    return records
+
+
+def run_command(cmd, timeout: float, ctx: Context, env: dict | None = None) -> tuple[int, str]:
+    """Run cmd from the repository root, its output appended to the log; (exit code, output).
+    Past `timeout` seconds its whole process group is killed and StepTimeout raised."""
+    if timeout <= 0:
+        raise StepTimeout()
+    cmd = [str(c) for c in cmd]
+    with open(ctx.log_path, "ab") as log:
+        log.write(f"\n$ {shlex.join(cmd)}   (timeout {timeout:.0f} s)\n".encode())
+        log.flush()
+        offset = log.tell()
+        # a session of its own, so a timeout kills torchrun's workers and compile workers along with it
+        proc = subprocess.Popen(cmd, cwd=ROOT, env={**ctx.env, **(env or {})}, stdout=log, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, start_new_session=True)  # fmt: skip
+        try:
+            rc = proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            kill_group(proc)
+            log.write(f"\n[killed after {timeout:.0f} s]\n".encode())
+            raise StepTimeout() from None
+        except BaseException:  # Ctrl-C of this script: take the children down too
+            kill_group(proc)
+            raise
+    with open(ctx.log_path, "rb") as log:
+        log.seek(offset)
+        return rc, log.read().decode("utf-8", errors="replace")
+
+
+def kill_group(proc: subprocess.Popen) -> None:
+    """SIGKILL the process group that `proc` leads (it has not been reaped, so the id is still its own)."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    proc.wait()
+
+
+def result_of(output: str) -> dict:
+    """The JSON of the last `RESULT {...}` line a worker printed."""
+    lines = [line for line in output.splitlines() if line.startswith("RESULT ")]
+    if not lines:
+        raise StepFailed(f"no RESULT line; last output: {last_line(output)}")
+    return json.loads(lines[-1][len("RESULT ") :])
+
+
+def last_line(output: str) -> str:
+    """The last non-empty line, the one that usually says what went wrong."""
+    lines = [line.strip() for line in output.splitlines() if line.strip()]
+    return lines[-1][:300] if lines else "(no output)"
+
+
+def check_rc(what: str, rc: int, output: str) -> None:
+    if rc != 0:
+        raise StepFailed(f"{what} exited {rc}: {last_line(output)}")
+
+
+# --- the steps ---------------------------------------------------------------------------------------
+
+
+def step_wheels(ctx: Context, timeout: float) -> dict:
+    wheels = sorted((ROOT / ".whl").glob("*.whl"))
+    if not wheels:
+        return {"installed": 0, "figures": "no .whl/ folder: nothing to install"}
+    cmd = [PY, "-m", "pip", "install", "-q", "--no-index", "--no-deps", "--no-compile", "--no-cache-dir",
+           "--upgrade", "--target", SITE, *wheels]  # fmt: skip
+    check_rc("pip install", *run_command(cmd, timeout, ctx))
+    ctx.add_path(SITE)
+    return {"installed": len(wheels), "figures": f"{len(wheels)} wheels into {SITE}"}
+
+
+def step_peak(ctx: Context, timeout: float) -> dict:
+    rc, out = run_command([PY, Path(__file__), "peak"], timeout, ctx)
+    check_rc("the matmul timing", rc, out)
+    result = result_of(out)
+    ctx.peak, ctx.peak_tf32 = result["bf16_tflops"] * 1e12, result["tf32_tflops"] * 1e12
+    figures = f"bf16 {result['bf16_tflops']:.0f} TFLOP/s, tf32 {result['tf32_tflops']:.0f}; {result['device']}"
+    return {**result, "figures": figures}
+
+
+def step_tests(ctx: Context, timeout: float) -> dict:
+    # a module that fails to import (a missing package) costs its own tests, not every gpu test
+    cmd = [PY, "-m", "pytest", "-q", "-m", "gpu", "-p", "no:cacheprovider", "--continue-on-collection-errors", "tests"]
+    rc, out = run_command(cmd, timeout, ctx)
+    counts = {word: int(n) for n, word in re.findall(r"(\d+) (passed|failed|skipped|errors?|deselected)", out)}
+    figures = ", ".join(f"{n} {word}" for word, n in counts.items() if word != "deselected")
+    failed = [line[len("FAILED ") :][:200] for line in out.splitlines() if line.startswith(("FAILED ", "ERROR "))]
+    if rc != 0 or counts.get("skipped") or not counts.get("passed"):
+        raise StepFailed(f"pytest exited {rc}: {figures or last_line(out)}" + "".join(f"; {f}" for f in failed))
+    return {"counts": counts, "figures": figures}
+
+
+def make_corpus(directory: Path, docs: int = 8, words: int = 600_000, seed: int = 0) -> int:
+    """Write the corpus of the module docstring as `docs` .txt files; returns the characters written."""
+    rng = random.Random(seed)
+    common = [chr(0xAC00 + i) for i in range(2350)]  # the first 2,350 Hangul syllables
+    lexicon = ["".join(rng.choices(common, k=rng.randint(2, 4))) for _ in range(40_000)]
+    drawn = rng.choices(lexicon, weights=[1 / (rank + 10) for rank in range(len(lexicon))], k=words)
+    lines = [" ".join(drawn[i : i + 12]) for i in range(0, words, 12)]
+    try:
+        from data.sources import builtin_files
+
+        builtin = "".join(f.read_text(encoding="utf-8") for f in builtin_files())
+    except Exception:  # no konlpy: the made-up words alone
+        builtin = ""
+    directory.mkdir(parents=True, exist_ok=True)
+    written = 0
+    for d in range(docs):
+        text = builtin + "\n" + "\n".join(lines[d::docs]) + "\n"
+        (directory / f"doc{d}.txt").write_text(text, encoding="utf-8")
+        written += len(text)
+    return written
+
+
+def step_corpus(ctx: Context, timeout: float) -> dict:
+    ctx.corpus, ctx.cache = ctx.work / "corpus", ctx.work / "cache"
+    chars = make_corpus(ctx.corpus)
+    cmd = [PY, "-m", "data.prepare", "--config", "configs/gpu.toml", f"--data.source={ctx.corpus}",
+           f"--data.cache_dir={ctx.cache}"]  # fmt: skip
+    check_rc("data.prepare", *run_command(cmd, timeout, ctx))
+    meta = json.loads(next(ctx.cache.glob("*/meta.json")).read_text())
+    tokens, vocab = meta["splits"]["train"]["tokens"], meta["vocab_size"]
+    figures = f"{chars / 1e6:.1f}M characters, vocab {vocab}, {tokens / 1e6:.2f}M train tokens"
+    return {"chars": chars, "vocab_size": vocab, "train_tokens": tokens, "figures": figures}
+
+
+def train_args(ctx: Context, steps: int, log_every: int) -> list[str]:
+    """train.py options for a short timed run of configs/gpu.toml on the corpus: one evaluation at the end."""
+    args = ["--config", "configs/gpu.toml", f"--data.source={ctx.corpus}", f"--data.cache_dir={ctx.cache}",
+            "--train.device=cuda", f"--train.max_steps={steps}", f"--train.log_interval={log_every}",
+            f"--train.eval_interval={steps}", "--train.eval_iters=2", "--train.sample_tokens=0"]  # fmt: skip
+    return args + ([f"--train.peak_flops={ctx.peak:.6e}"] if ctx.peak else [])
+
+
+def read_records(run: Path) -> list[dict]:
+    path = run / "metrics.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
+
+
+def train_figures(records: list[dict], tokens_per_step: int, flops_per_token: float, peak: float) -> dict:
+    """Speed from metrics.jsonl's interval records: the median step time of the intervals after the
+    first, and the first interval's seconds beyond that (compile and warm-up)."""
+    intervals = [r for r in records if "tokens_per_s" in r and "kind" not in r]
+    if len(intervals) < 2:
+        raise StepFailed(f"{len(intervals)} logged intervals; need 2 or more to separate compile from steps")
+    step_s = [tokens_per_step / r["tokens_per_s"] for r in intervals]  # seconds per step, each interval
+    steady = statistics.median(step_s[1:])
+    tok_s = tokens_per_step / steady
+    out = {"tokens_per_s": round(tok_s), "step_ms": round(steady * 1e3, 1),
+           "compile_s": round(intervals[0]["step"] * (step_s[0] - steady), 1),
+           "loss_first": intervals[0]["loss"], "loss_last": intervals[-1]["loss"]}  # fmt: skip
+    if peak:
+        out["mfu"] = round(flops_per_token * tok_s / peak, 4)
+    final = next((r for r in records if r.get("kind") == "final"), None)
+    if final:
+        out["val_bpc"] = round(final["val_bpc"], 4)
+    return out
+
+
+def train_step(name: str, *overrides: str) -> Callable[[Context, float], dict]:
+    """A step that runs train.py's main (through the train-worker) with configs/gpu.toml and `overrides`."""
+
+    def run(ctx: Context, timeout: float) -> dict:
+        out_dir = ctx.work / "runs" / name
+        args = [*train_args(ctx, TRAIN_STEPS, LOG_EVERY), *overrides, "--out", out_dir]
+        rc, out = run_command([PY, Path(__file__), "train-worker", *args], timeout, ctx)
+        check_rc("train.py", rc, out)
+        worker, records = result_of(out), read_records(out_dir)
+        shutil.rmtree(out_dir, ignore_errors=True)  # two 1.3 GB checkpoints: the disk is small
+        peak = ctx.peak or DATASHEET_BF16  # the datasheet's only when the peak step did not run
+        figures = train_figures(records, worker["tokens_per_step"], worker["flops_per_token"], peak)
+        figures["mfu_against"] = "measured bf16 peak" if ctx.peak else "datasheet bf16 peak"
+        figures["mfu_datasheet"] = round(figures["mfu"] * peak / DATASHEET_BF16, 4)
+        if ctx.peak_tf32 and "--train.dtype=fp32" in overrides:
+            figures["mfu_tf32"] = round(worker["flops_per_token"] * figures["tokens_per_s"] / ctx.peak_tf32, 4)
+        result = {**figures, **worker, "overrides": list(overrides), "records": records}
+        first = "warm-up" if "--train.compile=off" in overrides else "compile"
+        f, memory = figures, worker["peak_allocated_gib"]
+        result["figures"] = (f"{f['tokens_per_s'] / 1e3:.0f}k tok/s, MFU {f['mfu']:.1%}, step {f['step_ms']:.0f} ms, "
+                             f"{first} {max(0.0, f['compile_s']):.0f} s, {memory:.1f} GiB, "
+                             f"loss {f['loss_first']:.2f}->{f['loss_last']:.2f}")  # fmt: skip
+        return result
+
+    return run
+
+
+def step_decode(ctx: Context, timeout: float) -> dict:
+    cmd = [PY, "bench/generate_speed.py", "--device", "cuda", "--dtype", "bf16", "--shapes", "gpt2", "--vocab", "50257",
+           "--batch", "1,8", "--new", "1000", "--modes", "ours,hf", "--repeat", "2", "--json"]  # fmt: skip
+    rc, out = run_command(cmd, timeout, ctx)
+    check_rc("generate_speed.py", rc, out)
+    rows = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+    rates = {(r["batch"], r["mode"]): r["tok_s"] for r in rows}
+    result, parts = {"rows": rows}, []
+    for batch in (1, 8):
+        ours, hf = rates.get((batch, "ours")), rates.get((batch, "hf"))
+        if ours and hf:
+            result[f"ours_over_hf_b{batch}"] = round(ours / hf, 2)
+            parts.append(f"B={batch} ours {ours:.0f} vs hf {hf:.0f} tok/s ({ours / hf:.2f}x)")
+        elif ours:
+            parts.append(f"B={batch} ours {ours:.0f} tok/s (no transformers)")
+    result["figures"] = "; ".join(parts)
+    return result
+
+
+def step_torchrun(ctx: Context, timeout: float) -> dict:
+    deadline = time.monotonic() + timeout  # one timeout for the four launches together
+    left = lambda: deadline - time.monotonic()  # noqa: E731
+    torchrun = [PY, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=1"]
+    rc, out = run_command([*torchrun, Path(__file__), "nccl-probe"], left(), ctx)
+    check_rc("the NCCL probe", rc, out)
+    nccl = result_of(out)
+    if not nccl["ok"]:
+        raise StepFailed(f"the NCCL all-reduce gave {nccl['value']}, not {nccl['expected']}")
+
+    runs = {name: ctx.work / "runs" / f"torchrun-{name}" for name in ("straight", "resumed")}
+    base = ["train.py", "--config", "configs/tiny.toml", f"--data.cache_dir={ctx.work / 'tiny-cache'}",
+            "--train.device=cuda", "--train.max_steps=12", "--train.log_interval=1", "--train.eval_interval=6",
+            "--train.sample_tokens=0"]  # fmt: skip
+    straight_cmd, resumed_cmd = ([*torchrun, *base, "--out", runs[name]] for name in ("straight", "resumed"))
+    check_rc("torchrun train.py", *run_command(straight_cmd, left(), ctx))
+    rc, out = run_command(resumed_cmd, left(), ctx, env={"KOGPT_TEST_SIGNAL": "5:TERM"})
+    if "stopped at step 5" not in out:
+        raise StepFailed(f"the run sent SIGTERM after step 5 did not stop there (exit {rc}): {last_line(out)}")
+    check_rc("torchrun train.py --resume", *run_command([*resumed_cmd, "--resume"], left(), ctx))
+
+    def logged(run):
+        return [(r["step"], r["loss"]) for r in read_records(run) if "loss" in r and "kind" not in r]
+
+    straight, resumed = logged(runs["straight"]), logged(runs["resumed"])
+    weights = [(run / "last" / "model.safetensors").read_bytes() for run in runs.values()]
+    if straight != resumed or len(straight) != 12:
+        raise StepFailed(f"resumed losses {resumed} differ from the straight run's {straight}")
+    if weights[0] != weights[1]:
+        raise StepFailed("the resumed run logged the same losses but ended with other weights")
+    figures = f"{nccl['backend']} all-reduce ok; stopped at 5 + resumed = straight (12 losses, same weights)"
+    return {"probe": nccl, "losses": straight, "figures": figures}
+
+
+STEPS = [
+    Step("peak", need=10, cap=60, run=step_peak),
+    Step("wheels", need=5, cap=90, run=step_wheels),
+    Step("tests", need=60, cap=180, run=step_tests),
+    Step("corpus", need=15, cap=90, run=step_corpus),
+    Step("train", need=90, cap=240, run=train_step("train"), requires=("corpus",)),
+    Step("eager", need=30, cap=120, run=train_step("eager", "--train.compile=off"), requires=("corpus",)),
+    Step("fp32", need=30, cap=120, run=train_step("fp32", "--train.dtype=fp32", "--train.compile=off"),
+         requires=("corpus",)),
+    Step("decode", need=60, cap=150, run=step_decode),
+    Step("torchrun", need=40, cap=120, run=step_torchrun),
+]
+
+
+# --- workers: run in child processes ------------------------------------------------------------------
+
+
+def worker_peak(argv: list[str]) -> int:
+    """Print RESULT with the bf16 and TF32 matmul rates (median of CUDA-event timings) and the device."""
+    import torch
+
+    def rate(dtype, n=8192, warmup=3, repeat=10) -> float:
+        a, b = (torch.randn(n, n, device="cuda", dtype=dtype) for _ in range(2))  # random, never zeros
+        c = torch.empty_like(a)
+        for _ in range(warmup):
+            torch.matmul(a, b, out=c)
+        seconds = []
+        for _ in range(repeat):
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            torch.matmul(a, b, out=c)
+            end.record()
+            end.synchronize()
+            seconds.append(start.elapsed_time(end) / 1e3)
+        if not torch.isfinite(c).all():
+            raise SystemExit("the matmul result is not finite")
+        return 2 * n**3 / statistics.median(seconds)
+
+    torch.backends.cuda.matmul.allow_tf32 = True
+    props = torch.cuda.get_device_properties(0)
+    result = {"bf16_tflops": round(rate(torch.bfloat16) / 1e12, 1), "tf32_tflops": round(rate(torch.float32) / 1e12, 1),
+              "device": props.name, "capability": f"{props.major}.{props.minor}", "sms": props.multi_processor_count,
+              "memory_gib": round(props.total_memory / 2**30, 1), "torch": torch.__version__,
+              "cuda": torch.version.cuda}  # fmt: skip
+    print("RESULT " + json.dumps(result), flush=True)
+    return 0
+
+
+def worker_train(argv: list[str]) -> int:
+    """train.main(argv), then RESULT with the peak GPU memory and the run's FLOPs per token."""
+    import torch
+    import train
+    from model import GPT, GPTConfig
+
+    rc = train.main(argv)
+    if rc != 0:
+        return rc  # train.py's own error line is the last one printed
+    config = json.loads((Path(argv[argv.index("--out") + 1]) / "config.json").read_text())
+    with torch.device("meta"):  # the shape alone: no memory, no initialisation
+        model = GPT(GPTConfig(**config["model"]))
+    block, t, cuda = config["model"]["block_size"], config["train"], torch.cuda.is_available()
+    result = {"rc": rc, "peak_allocated_gib": round(torch.cuda.max_memory_allocated() / 2**30, 2) if cuda else 0.0,
+              "peak_reserved_gib": round(torch.cuda.max_memory_reserved() / 2**30, 2) if cuda else 0.0,
+              "flops_per_token": model.flops_per_token(block), "params": model.num_params(),
+              "tokens_per_step": t["batch_size"] * t["grad_accum"] * block}  # fmt: skip
+    print("RESULT " + json.dumps(result), flush=True)
+    return rc
+
+
+def worker_nccl(argv: list[str]) -> int:
+    """Under torchrun: an all-reduce over NCCL (gloo without CUDA); RESULT says whether every rank got the sum."""
+    import torch
+    import torch.distributed as dist
+
+    rank, world, cuda = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"]), torch.cuda.is_available()
+    if cuda:
+        torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
+    dist.init_process_group("nccl" if cuda else "gloo")
+    t = torch.full((1 << 20,), float(rank + 1), device="cuda" if cuda else "cpu")
+    dist.all_reduce(t)
+    expected = world * (world + 1) / 2
+    result = {"ok": bool((t == expected).all()), "value": t[0].item(), "expected": expected, "world": world,
+              "backend": dist.get_backend(), "nccl": str(torch.cuda.nccl.version()) if cuda else None}  # fmt: skip
+    dist.destroy_process_group()
+    if rank == 0:
+        print("RESULT " + json.dumps(result), flush=True)
+    return 0
+
+
+WORKERS = {"peak": worker_peak, "train-worker": worker_train, "nccl-probe": worker_nccl}
+
+
+# --- the check ---------------------------------------------------------------------------------------
+
+
+def cuda_available() -> bool:
+    try:
+        import torch
+    except ImportError:
+        return False
+    with warnings.catch_warnings():  # a CUDA build without a driver warns here: the error line says it all
+        warnings.simplefilter("ignore")
+        return torch.cuda.is_available()
+
+
+def table(records: list[dict]) -> str:
+    lines = [f"{'step':9} {'status':8} {'seconds':>7}  figures", "-" * 100]
+    for r in records:
+        seconds = f"{r['seconds']:7.1f}" if "seconds" in r else " " * 7
+        lines.append(f"{r['step']:9} {r['status']:8} {seconds}  {r.get('figures') or r.get('why', '')}")
+    unfinished = [f"{r['step']} ({r['status']}: {r.get('why', '')})" for r in records if r["status"] != "ok"]
+    lines.append("skipped or unfinished: " + ("; ".join(unfinished) if unfinished else "none"))
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv and argv[0] in WORKERS:
+        return WORKERS[argv[0]](argv[1:])
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--budget", type=float, default=BUDGET_S, help=f"seconds for all steps (default {BUDGET_S:.0f})")
+    p.add_argument("--only", default="", help="comma list of steps to run: " + ",".join(s.name for s in STEPS))
+    args = p.parse_args(argv)
+    only = set(filter(None, args.only.split(",")))
+    unknown = only - {s.name for s in STEPS}
+    if unknown:
+        names = ", ".join(s.name for s in STEPS)
+        print(f"error: unknown step {sorted(unknown)[0]} in --only; the steps are {names}", file=sys.stderr)
+        return 2
+    if not cuda_available():
+        print("error: no CUDA device here (torch.cuda.is_available() is False); run the GPU check on a machine with "
+              "an NVIDIA GPU and a CUDA build of torch", file=sys.stderr)  # fmt: skip
+        return 2
+
+    out_dir = Path(os.environ.get("OUT") or ROOT / "bench" / "out")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix="kogpt-gpu-check-"))
+    log_path = out_dir / "gpu_check.log"
+    log_path.write_text("")
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH", "")]))
+    ctx = Context(work=work, log_path=log_path, env=env)
+    only |= {r for s in STEPS if s.name in only for r in s.requires}  # --only train brings its corpus
+    steps = [s for s in STEPS if not only or s.name in only]
+    unselected = [s.name for s in STEPS if s not in steps]
+
+    began, done = time.monotonic(), []
+
+    def emit(record: dict) -> None:
+        line = json.dumps({k: v for k, v in record.items() if k not in ("records", "rows")}, ensure_ascii=False)
+        print(line, flush=True)
+        with open(log_path, "a", encoding="utf-8") as log:
+            log.write(f"\n{line}\n")
+        done.append(record)
+        report = {"budget_s": args.budget, "total_s": round(time.monotonic() - began, 1), "steps": done}
+        tmp = out_dir / "gpu_check.json.tmp"
+        tmp.write_text(json.dumps(report, indent=1, ensure_ascii=False) + "\n")
+        os.replace(tmp, out_dir / "gpu_check.json")
+
+    try:
+        records = run_steps(steps, args.budget, ctx, emit)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    summary = table(records) + (f"\nnot selected (--only): {', '.join(unselected)}" if unselected else "")
+    summary += f"\ntotal {time.monotonic() - began:.0f} s of a {args.budget:.0f} s budget"
+    print("\n" + summary, flush=True)
+    with open(log_path, "a", encoding="utf-8") as log:
+        log.write("\n" + summary + "\n")
+    return 0 if all(r["status"] == "ok" for r in records) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

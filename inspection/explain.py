@@ -1,0 +1,144 @@
+"""One attention head on one query token, step by step, with the model's own numbers (a `Trace`).
+
+    trace = trace_ids(run.model, ids)
+    print(explain_head(trace, labels, layer=1, head=0, query=-1, w_o=c_proj.weight.T.numpy()))
+
+The steps are those of the textbook formula, in its order: the query token and the keys it may see;
+the normalised input x_j of each; q = x W_Q + b_Q, k_j, v_j; the scores q·k_j; their division by
+√d_k; the causal mask (future keys -inf); the softmax weights w_j (they sum to 1); y = Σ_j w_j v_j and
+its largest contributions w_j v_j; where y goes (concatenated with the other heads, times W_O).
+Vectors show their first `DIMS` values and then "…"; explain.npz holds them whole.
+"""
+
+import math
+
+import numpy as np
+
+from inspection.labels import display_width
+from model.errors import UserError
+
+DIMS = 4  # values shown of each vector
+ALL_KEYS = 24  # up to this many visible keys every one is listed; beyond, a selection
+TOP = 3  # contributions to y listed
+
+
+def resolve_query(query: int, T: int) -> int:
+    """A token index (negative counts from the end) -> 0..T-1, or a UserError naming the range."""
+    if not -T <= query < T:
+        raise UserError(f"--query {query} is outside the {T} tokens of the text; give 0..{T - 1} "
+                        f"or -1..-{T} (from the end)")
+    return query % T
+
+
+def vector(a: np.ndarray, n: int = DIMS) -> str:
+    """`[ 0.1234, -0.5678, …]`: the first n values, "…" if there are more."""
+    shown = ", ".join(f"{x: .4f}" for x in a[:n])
+    return f"[{shown}{', …' if len(a) > n else ''}]"
+
+
+def shown_keys(weights_row: np.ndarray, query: int) -> list[int]:
+    """The keys 0..query listed: all of them when few, else the first, the strongest and the last few."""
+    if query + 1 <= ALL_KEYS:
+        return list(range(query + 1))
+    strongest = np.argsort(-weights_row[: query + 1], kind="stable")[:8]
+    return sorted({0, *strongest.tolist(), *range(query - 3, query + 1)})
+
+
+def top_contributions(weights_row: np.ndarray, v: np.ndarray, k: int = TOP) -> list[int]:
+    """The keys j whose terms w_j v_j of y are largest (by norm, w_j |v_j|), strongest first."""
+    size = weights_row * np.linalg.norm(v, axis=-1)
+    return np.argsort(-size, kind="stable")[:k].tolist()
+
+
+def table(rows: list[list[str]]) -> list[str]:
+    """Rows of cells in columns as wide as their widest cell (Hangul takes two terminal columns); the
+    token column (the second) is aligned left, the numbers right."""
+    widths = [max(display_width(row[c]) for row in rows) for c in range(len(rows[0]))]
+
+    def align(cell, c):
+        gap = " " * (widths[c] - display_width(cell))
+        return cell + gap if c == 1 else gap + cell
+
+    return ["   " + "  ".join(align(cell, c) for c, cell in enumerate(row)).rstrip() for row in rows]
+
+
+def with_gaps(keys: list[int], cells) -> list[list[str]]:
+    """One row per key from `cells(j)`, and a "…" row wherever keys are skipped."""
+    rows, last = [], -1
+    for j in keys:
+        if j > last + 1:
+            rows.append(["…"] + [""] * (len(cells(j)) - 1))
+        rows.append(cells(j))
+        last = j
+    return rows
+
+
+def explain_head(trace, labels: list[str], layer: int, head: int, query: int, w_o=None) -> str:
+    """The walkthrough of head `layer`.`head` at token `query` (see the module docstring).
+
+    w_o (n_embd, n_embd) is W_O as in out = concat(y) W_O + b_O (that is c_proj.weight.T); with it the
+    walkthrough also shows this head's own share of the sublayer's output.
+    """
+    L, H, T, d = trace.q.shape
+    C = trace.x.shape[-1]
+    i = resolve_query(query, T)
+    x, q, k, v = trace.x[layer], trace.q[layer, head, i], trace.k[layer, head], trace.v[layer, head]
+    scores, w, y = trace.scores[layer, head, i], trace.weights[layer, head, i], trace.y[layer, head, i]
+    keys = shown_keys(w, i)
+    names = labels
+    lines = [f"Layer {layer}, head {head}, query token {i} {labels[i]!r} of {T} tokens "
+             f"(n_embd {C}, {H} heads of d_k = {d} dimensions)", ""]
+
+    lines.append(f"1. The query and the keys it may see: token {i} attends to tokens 0..{i} (itself and every "
+                 f"token before it){'; the later tokens are masked (step 5)' if i < T - 1 else ''}.")
+    if len(keys) < i + 1:
+        lines.append(f"   {len(keys)} of the {i + 1} keys are listed: the first, the most attended, the last few.")
+    lines.append(f"   Normalised input x_j = ln_1(residual stream at j): first {DIMS} of {C} dims and the norm.")
+    rows = [["j", "token", "x_j", "|x_j|"]] + with_gaps(keys, lambda j: [
+        str(j), names[j], vector(x[j]), f"{np.linalg.norm(x[j]):.4f}"])
+    lines += table(rows) + [""]
+
+    lines.append(f"2. Into head {head}: q = x_{i} W_Q + b_Q, k_j = x_j W_K + b_K, v_j = x_j W_V + b_V "
+                 f"(W: {C} x {d}, this head's columns of c_attn)")
+    lines.append(f"   q = {vector(q)}   |q| = {np.linalg.norm(q):.4f}")
+    rows = [["j", "token", "k_j", "v_j"]] + with_gaps(keys, lambda j: [str(j), names[j], vector(k[j]), vector(v[j])])
+    lines += table(rows) + [""]
+
+    root = math.sqrt(d)
+    lines.append(f"3. Scores q·k_j.  4. Divided by √d_k, d_k = {d} (n_embd / n_head = {C} / {H}): "
+                 f"√{d} = {root:.4f}, which keeps their spread from growing with d_k.")
+    lines.append("5. Masked: a key after the query gets -∞, so its weight is 0.  "
+                 "6. Softmax: w_j = exp(s_j) / Σ exp(s), over the row.")
+    raw = k.astype(np.float64) @ q  # (T,) step 3 itself; the next column is the model's own q·kᵀ/√d_k
+
+    def score_cells(j):
+        future = j > i
+        return [str(j), names[j], f"{raw[j]: .4f}", f"{scores[j]: .4f}", " -∞" if future else f"{scores[j]: .4f}",
+                f"{w[j]:.4f}"]
+
+    future = list(range(i + 1, T))
+    rows = [["j", "token", "q·k_j", "÷√d_k", "masked", "w_j"]] + with_gaps(keys + future[:3], score_cells)
+    lines += table(rows)
+    if len(future) > 3:
+        lines.append(f"    …  and {len(future) - 3} more later keys, all masked: -∞, w_j = 0")
+    lines += [f"   Σ w_j = {w[: i + 1].sum(dtype=np.float64):.6f}", ""]
+
+    lines.append(f"7. y = Σ_j w_j v_j = {vector(y)}   |y| = {np.linalg.norm(y):.4f}")
+    lines.append(f"   the largest terms w_j v_j (by norm w_j |v_j|):")
+    rows = [["j", "token", "w_j", "|v_j|", "w_j |v_j|", "w_j v_j"]]
+    for j in top_contributions(w[: i + 1], v[: i + 1]):
+        nv = np.linalg.norm(v[j])
+        rows.append([str(j), names[j], f"{w[j]:.4f}", f"{nv:.4f}", f"{w[j] * nv:.4f}", vector(w[j] * v[j])])
+    lines += table(rows) + [""]
+
+    lo, hi = head * d, (head + 1) * d
+    out = trace.out[layer, i]
+    lines.append(f"8. Where y goes: its {d} values become dims {lo}..{hi - 1} of the {C}-vector that concatenates "
+                 f"the outputs of all {H} heads at token {i}; that vector times W_O ({C} x {C}) plus b_O is")
+    lines.append(f"   out_{i} = {vector(out)}   |out| = {np.linalg.norm(out):.4f}")
+    if w_o is not None:
+        share = y @ np.asarray(w_o)[lo:hi]
+        lines.append(f"   of which this head's share y W_O[{lo}:{hi}] = {vector(share)}   |share| = "
+                     f"{np.linalg.norm(share):.4f}")
+    lines.append(f"   out_{i} is added to the residual stream (resid_{i} + out_{i}), and the block's MLP follows.")
+    return "\n".join(lines)

@@ -1,0 +1,211 @@
+"""What each head does: five role scores per head, measured with fixed definitions, and its strongest role.
+
+    ids, where = held_out_ids(run)          # inspection/heldout.py: the run's validation split, or ...
+    roles = measure_heads(run.model, ids, usable_ids(run), eot_id=run.eot_id, text=where)
+    print(format_roles_table(roles)); save_roles(roles, "out/heads.json")
+
+Every score is attention mass, a mean over query tokens of the weight a head puts on one set of keys:
+
+- previous-token: on key q-1;  first-token (the "attention sink"): on key 0;  self: on key q.
+  Over the queries q >= 2 of windows of held-out text, where those three keys are different tokens.
+- duplicate-token: on the earlier occurrences of the query's own token, keys 1..q-2 (the previous and
+  first tokens are left to their own roles), over the queries q >= 2 whose token occurs there.
+  The four key sets are disjoint, so a head's four text scores add up to at most 1.
+- induction: on a sequence of n random tokens (distinct, no special tokens) repeated twice, behind the
+  end-of-text token: for each token of the second copy, on the token that followed its first occurrence,
+  the key an induction head looks at to copy what came next. n = min(50, (block_size - 1) // 2); 16
+  sequences, seed 0. With it, the loss on the tokens 2..n of each copy: a model that learns in context
+  predicts the second copy far better (loss drop = first copy - second copy, in nats).
+
+The held-out text of a run is chosen by `inspection.heldout.held_out_ids` (its docstring says how).
+
+`chance` is what a head that spreads its attention evenly over the keys it may see would score on the
+same queries. A head's strongest role is its highest score when that is at least `ROLE_MIN` and twice
+chance, else "mixed".
+"""
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from model.errors import UserError
+
+ROLES = ("previous-token", "first-token", "self", "duplicate-token", "induction")
+TEXT_ROLES = ROLES[:4]
+ROLE_MIN = 0.3
+WINDOW = 256  # tokens per window of held-out text (fewer when the context is shorter)
+WINDOWS = 16
+SEQUENCES, MAX_REPEAT = 16, 50
+
+
+@dataclass
+class HeadRoles:
+    scores: dict[str, np.ndarray]   # role -> (L, H)
+    chance: dict[str, float]        # role -> the score of an even spread
+    loss_first: float               # induction sequences: loss on tokens 2..n of the first copy, nats
+    loss_second: float              # the same tokens in the second copy
+    text: str = ""                  # where the held-out text came from
+    repeat: int = 0                 # n, the length of each random copy
+
+    @property
+    def loss_drop(self) -> float:
+        return self.loss_first - self.loss_second
+
+    def strongest(self, layer: int, head: int) -> tuple[str, float]:
+        """(role, score): the head's highest score, or ("mixed", that score) below the bar."""
+        role = max(ROLES, key=lambda r: np.nan_to_num(self.scores[r][layer, head], nan=-1.0))
+        score = float(self.scores[role][layer, head])
+        return (role if score >= max(ROLE_MIN, 2 * self.chance[role]) else "mixed"), score
+
+    def label(self, layer: int, head: int) -> str:
+        """A short caption such as "previous-token 0.97", for titles."""
+        role, score = self.strongest(layer, head)
+        return f"{role} {score:.2f}"
+
+    def labels(self) -> list[list[str]]:
+        """label() of every head, (L, H) nested lists."""
+        L, H = self.scores[ROLES[0]].shape
+        return [[self.label(layer, head) for head in range(H)] for layer in range(L)]
+
+
+def uniform_maps(shape: tuple[int, ...], T: int) -> torch.Tensor:
+    """(..., T, T) causal maps that spread each row evenly over the keys it may see."""
+    rows = torch.ones(T, T).tril() / torch.arange(1, T + 1)[:, None]  # (T, T)
+    return rows.expand(*shape, T, T)
+
+
+def text_role_sums(maps: torch.Tensor, ids: torch.Tensor) -> dict[str, tuple[torch.Tensor, int]]:
+    """maps (B, L, H, T, T) of windows ids (B, T) -> role: (summed score (L, H), number of queries)."""
+    B, T = ids.shape
+    q = torch.arange(2, T)
+    maps = maps.double()
+    sums = {
+        "previous-token": (maps[..., q, q - 1].sum((0, 3)), B * len(q)),
+        "first-token": (maps[..., q, 0].sum((0, 3)), B * len(q)),
+        "self": (maps[..., q, q].sum((0, 3)), B * len(q)),
+    }
+    same = ids[:, :, None] == ids[:, None, :]  # (B, T, T): [b, query, key] hold the same token
+    keys = torch.ones(T, T, dtype=torch.bool).tril(diagonal=-2)
+    keys[:, 0] = False  # keys 1..q-2
+    dup = (same & keys)[:, 2:]  # (B, T-2, T)
+    has = dup.any(-1)  # (B, T-2): queries whose token occurs earlier
+    mass = (maps[..., 2:, :] * dup[:, None, None]).sum(-1)  # (B, L, H, T-2)
+    sums["duplicate-token"] = ((mass * has[:, None, None]).sum((0, 3)), int(has.sum()))
+    return sums
+
+
+def windows_of(ids, T: int, count: int = WINDOWS) -> torch.Tensor:
+    """Up to `count` non-overlapping windows of T tokens spread evenly over ids -> (N, T) int64."""
+    ids = np.asarray(ids)
+    T = min(T, len(ids))
+    n = min(count, len(ids) // T)
+    starts = np.linspace(0, len(ids) - T, n).astype(np.int64) if n > 1 else np.zeros(1, dtype=np.int64)
+    return torch.from_numpy(np.stack([np.asarray(ids[s : s + T], dtype=np.int64) for s in starts]))
+
+
+@torch.inference_mode()
+def text_roles(model, text_ids) -> tuple[dict[str, np.ndarray], dict[str, float]]:
+    """The four text scores (L, H) of every head on windows of `text_ids`, and their chance levels."""
+    windows = windows_of(text_ids, min(WINDOW, model.config.block_size)).to(model.tok_emb.weight.device)
+    if windows.size(1) < 3:
+        raise UserError(f"the held-out text has {windows.size(1)} tokens; the head scores need at least 3")
+    c = model.config
+    batch = max(1, (1 << 24) // (c.n_layer * c.n_head * windows.size(1) ** 2))  # maps of ~64 MB at most
+    totals, even = {}, {}
+    for chunk in windows.split(batch):
+        maps = model.forward_with_attention(chunk)[1].cpu()  # (B, L, H, T, T)
+        for sums, m in ((totals, maps), (even, uniform_maps(maps.shape[:1] + (1, 1), maps.size(-1)))):
+            for role, (s, n) in text_role_sums(m, chunk.cpu()).items():
+                old = sums.get(role, (0.0, 0))
+                sums[role] = (old[0] + s, old[1] + n)
+    scores = {r: (s / n).numpy() if n else np.full((c.n_layer, c.n_head), np.nan) for r, (s, n) in totals.items()}
+    chance = {r: float((s / n).item()) if n else float("nan") for r, (s, n) in even.items()}
+    return scores, chance
+
+
+def repeated_sequences(vocab_ids, n: int, count: int, seed: int, eot_id=None) -> torch.Tensor:
+    """`count` rows of [eot] + r + r, r being n distinct tokens drawn from vocab_ids -> (count, 2n (+1))."""
+    vocab = torch.as_tensor(list(vocab_ids), dtype=torch.long)
+    g = torch.Generator().manual_seed(seed)
+    rows = torch.stack([vocab[torch.randperm(len(vocab), generator=g)[:n]] for _ in range(count)])  # (S, n)
+    rows = torch.cat([rows, rows], dim=1)  # (S, 2n)
+    if eot_id is not None:
+        rows = torch.cat([torch.full((count, 1), eot_id, dtype=torch.long), rows], dim=1)
+    return rows
+
+
+@torch.inference_mode()
+def induction_roles(model, vocab_ids, eot_id=None, seed: int = 0):
+    """(induction scores (L, H), chance, loss on copy 1, loss on copy 2, n) as defined in the docstring."""
+    o = 0 if eot_id is None else 1  # where the first copy starts
+    n = min(MAX_REPEAT, (model.config.block_size - o) // 2, len(vocab_ids))
+    if n < 2:
+        raise UserError(f"the induction test needs 2 copies of at least 2 tokens; block_size "
+                        f"{model.config.block_size} and {len(vocab_ids)} usable tokens are too few")
+    seqs = repeated_sequences(vocab_ids, n, SEQUENCES, seed, eot_id).to(model.tok_emb.weight.device)
+    logits, maps = model.forward_with_attention(seqs)  # (S, T, V), (S, L, H, T, T)
+    i = torch.arange(n)
+    query, target = o + n + i, o + i + 1  # each second-copy token -> the token after its first occurrence
+    scores = maps[..., query, target].double().mean((0, 3)).cpu().numpy()  # (L, H)
+    chance = float((1.0 / (query + 1)).double().mean())
+
+    def copy_loss(start):  # positions start..start+n-2 predict tokens 2..n of the copy
+        pos = torch.arange(start, start + n - 1)
+        return F.cross_entropy(logits[:, pos].flatten(0, 1).float(), seqs[:, pos + 1].flatten()).item()
+
+    return scores, chance, copy_loss(o), copy_loss(o + n), n
+
+
+def measure_heads(model, text_ids, vocab_ids, eot_id=None, text: str = "") -> HeadRoles:
+    """All five scores of every head (the module docstring defines them)."""
+    scores, chance = text_roles(model, text_ids)
+    scores["induction"], chance["induction"], first, second, n = induction_roles(model, vocab_ids, eot_id)
+    return HeadRoles(scores, chance, first, second, text, n)
+
+
+def format_roles_table(roles: HeadRoles) -> str:
+    """Heads ranked by their strongest score: rank, layer, head, role, then the five scores."""
+    L, H = roles.scores[ROLES[0]].shape
+    heads = sorted(((l, h) for l in range(L) for h in range(H)), key=lambda lh: -roles.strongest(*lh)[1])
+    names = ("previous", "first", "self", "duplicate", "induction")
+    lines = [f"{'rank':>4} {'layer':>5} {'head':>4}  {'strongest role':<22}" + "".join(f"{n:>10}" for n in names)]
+    for rank, (l, h) in enumerate(heads, 1):
+        role, score = roles.strongest(l, h)
+        cells = "".join(f"{roles.scores[r][l, h]:>10.3f}" for r in ROLES)
+        lines.append(f"{rank:>4} {l:>5} {h:>4}  {role + f' {score:.3f}':<22}" + cells)
+    lines.append(f"{'chance (an even spread)':>39}" + "".join(f"{roles.chance[r]:>10.3f}" for r in ROLES))
+    lines.append(f"induction sequences ({SEQUENCES} x 2 copies of {roles.repeat} random tokens): loss "
+                 f"{roles.loss_first:.3f} nats on the first copy, {roles.loss_second:.3f} on the second "
+                 f"(drop {roles.loss_drop:.3f})")
+    return "\n".join(lines)
+
+
+def roles_json(roles: HeadRoles) -> dict:
+    """heads.json's content: every head's scores and role, the chance levels, the induction losses."""
+    L, H = roles.scores[ROLES[0]].shape
+
+    def number(x):
+        return None if np.isnan(x) else round(float(x), 6)
+
+    heads = [{"layer": l, "head": h, "role": roles.strongest(l, h)[0],
+              **{r: number(roles.scores[r][l, h]) for r in ROLES}} for l in range(L) for h in range(H)]
+    return {"text": roles.text, "chance": {r: number(c) for r, c in roles.chance.items()},
+            "induction_repeat": roles.repeat, "induction_sequences": SEQUENCES,
+            "loss_first_copy": number(roles.loss_first), "loss_second_copy": number(roles.loss_second),
+            "loss_drop": number(roles.loss_drop), "heads": heads,
+            "definitions": "inspection/heads.py (module docstring)"}
+
+
+def save_roles(roles: HeadRoles, path: str | os.PathLike) -> Path:
+    """Write heads.json atomically."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(roles_json(roles), indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+    return path
+

@@ -1,0 +1,64 @@
+"""The held-out text that head roles are measured on, for a run, and the tokens random sequences use.
+
+    ids, where = held_out_ids(run)              # np.ndarray of token ids, and a sentence saying where from
+    ids, where = held_out_ids(run, "held.txt")  # a UTF-8 file instead
+
+The text is a file if one is given; else the run's validation split: val.bin in the prepared-data cache
+that the checkpoint's meta.json names (`data.cache_dir`, relative to the current directory, and the
+source fingerprint), when it is still there and has the checkpoint's tokenizer; else, so that a
+checkpoint copied alone still works, text the model writes itself from <|endoftext|> (seed 0,
+temperature 1). `where` says which.
+"""
+
+import json
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from inspection.heads import WINDOW
+
+SAMPLED_WINDOWS = 4  # windows of text the model writes when there is no validation split
+
+
+def usable_ids(run) -> list[int]:
+    """Token ids that are not special tokens: what the random induction sequences are drawn from."""
+    special = {i for i, t in run.tokenizer.get_added_tokens_decoder().items() if t.special}
+    return [i for i in range(min(run.tokenizer.get_vocab_size(), run.model.config.vocab_size)) if i not in special]
+
+
+def validation_split(ckpt: Path) -> Path | None:
+    """The run's val.bin, found through the checkpoint's meta.json, if it is on disk with the same tokenizer."""
+    try:
+        meta = json.loads((ckpt / "meta.json").read_text(encoding="utf-8"))
+        cache, fingerprint = Path(meta["data"]["cache_dir"]), meta["source_fingerprint"]
+        for d in sorted(cache.glob(f"*-{meta['data']['vocab_size']}-{fingerprint[:16]}")):
+            theirs = json.loads((d / "meta.json").read_text(encoding="utf-8"))
+            if theirs.get("tokenizer_hash") == meta.get("tokenizer_hash") and (d / "val.bin").is_file():
+                return d / "val.bin"
+    except (OSError, ValueError, KeyError, TypeError):  # no meta.json, or one from elsewhere: not found
+        return None
+    return None
+
+
+def held_out_ids(run, path=None) -> tuple[np.ndarray, str]:
+    """(token ids, where they come from) of the held-out text (see the module docstring)."""
+    if path is not None:
+        from inference.scoring import read_text
+
+        ids = ([run.eot_id] if run.eot_id is not None else []) + run.encode(read_text(path))
+        return np.asarray(ids, dtype=np.int64), f"{path} ({len(ids):,} tokens)"
+    val = validation_split(run.ckpt_dir)
+    if val is not None:
+        meta = json.loads((run.ckpt_dir / "meta.json").read_text(encoding="utf-8"))
+        ids = np.memmap(val, dtype=meta.get("dtype", "uint16"), mode="r")
+        if len(ids) >= 3:
+            return ids, f"the run's validation split {val} ({len(ids):,} tokens)"
+    from model.sampling import generate
+
+    start = torch.tensor([[run.eot_id if run.eot_id is not None else 0]], device=run.device)  # (1, 1)
+    g = torch.Generator(device=run.device).manual_seed(0)
+    n = SAMPLED_WINDOWS * min(WINDOW, run.block_size)
+    ids = generate(run.model, start, n, temperature=1.0, generator=g)[0].cpu().numpy()
+    return ids, (f"{len(ids):,} tokens the model wrote itself (seed 0, temperature 1): no validation split "
+                 f"found for {run.ckpt_dir}")

@@ -1,0 +1,177 @@
+"""The traced intermediates of attention (inspection/trace.py) and the walkthrough of one head (inspection/explain.py).
+
+    python -m pytest tests/test_explain.py -q
+"""
+
+import math
+import re
+
+import numpy as np
+import pytest
+import torch
+
+from inspection.explain import explain_head, resolve_query
+from inspection.trace import load_trace, save_trace, trace_ids
+from model import GPT, GPTConfig
+from model.errors import UserError
+
+C, H, D = 32, 2, 16
+
+
+def biased_model(seed=0, block_size=16):
+    """A tiny GPT whose biases and LayerNorm gains are random too, so every term of the formulas counts."""
+    torch.manual_seed(seed)
+    model = GPT(GPTConfig(vocab_size=64, block_size=block_size, n_layer=2, n_head=H, n_embd=C)).eval()
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if name.endswith("bias") or ".ln_" in name:
+                p.add_(0.3 * torch.randn_like(p))
+    return model
+
+
+IDS = [0, 5, 17, 3, 42, 17, 9, 63, 1]
+
+
+def test_trace_recomputes_each_block_output_to_1e_5():
+    model = biased_model()
+    trace = trace_ids(model, IDS)
+    outputs = []  # each block's output, caught by our own hooks on the same kind of forward
+    hooks = [b.register_forward_hook(lambda m, args, out: outputs.append(out[0][0])) for b in model.blocks]
+    idx = torch.tensor([IDS])
+    model.forward_with_attention(idx)
+    for hook in hooks:
+        hook.remove()
+    with torch.no_grad():
+        first = model.tok_emb(idx)[0] + model.pos_emb.weight[: len(IDS)]
+        np.testing.assert_allclose(trace.resid[0], first.numpy(), atol=1e-6)
+        for layer, block in enumerate(model.blocks):
+            r = torch.from_numpy(trace.resid[layer] + trace.out[layer])  # x + attention sublayer
+            r = r + block.mlp(block.ln_2(r))  # then the MLP
+            np.testing.assert_allclose(r.numpy(), outputs[layer].numpy(), atol=1e-5, rtol=0)
+    # and the fast path gives the same logits as ever
+    torch.testing.assert_close(model(idx, all_logits=True)[0], model.forward_with_attention(idx)[0], atol=1e-5, rtol=0)
+
+
+def test_trace_follows_the_textbook_formulas():
+    model = biased_model(1)
+    t = trace_ids(model, IDS)
+    T = len(IDS)
+    for layer, block in enumerate(model.blocks):
+        W, b = block.attn.c_attn.weight.detach().numpy(), block.attn.c_attn.bias.detach().numpy()  # (3C, C)
+        x = t.x[layer].astype(np.float64)
+        with torch.no_grad():
+            np.testing.assert_allclose(x, block.ln_1(torch.from_numpy(t.resid[layer])).numpy(), atol=1e-5)
+        for i, name in enumerate("qkv"):  # q = x W_Q + b_Q, per head: columns h*D..(h+1)*D
+            full = x @ W[i * C : (i + 1) * C].T + b[i * C : (i + 1) * C]  # (T, C)
+            np.testing.assert_allclose(getattr(t, name)[layer], full.reshape(T, H, D).transpose(1, 0, 2), atol=1e-5)
+        q, k, v = (getattr(t, n)[layer].astype(np.float64) for n in "qkv")
+        scores = q @ k.transpose(0, 2, 1) / math.sqrt(D)  # (H, T, T), future keys included
+        np.testing.assert_allclose(t.scores[layer], scores, atol=1e-5)
+        masked = np.where(np.tril(np.ones((T, T), dtype=bool)), scores, -np.inf)
+        weights = np.exp(masked - masked.max(-1, keepdims=True))
+        np.testing.assert_allclose(t.weights[layer], weights / weights.sum(-1, keepdims=True), atol=1e-6)
+        np.testing.assert_allclose(t.y[layer], t.weights[layer].astype(np.float64) @ v, atol=1e-5)
+        W_O, b_O = block.attn.c_proj.weight.detach().numpy(), block.attn.c_proj.bias.detach().numpy()
+        concat = t.y[layer].transpose(1, 0, 2).reshape(T, C)  # heads side by side
+        np.testing.assert_allclose(t.out[layer], concat @ W_O.T + b_O, atol=1e-5)
+    maps = model.attention_maps(torch.tensor([IDS]))[0].detach().numpy()
+    assert np.array_equal(t.weights, maps)  # the very weights of attention.npz
+    assert all(not b.attn.probe._forward_hooks and not b._forward_pre_hooks for b in model.blocks)  # hooks removed
+
+
+def test_explain_npz_round_trips(tmp_path):
+    trace = trace_ids(biased_model(), IDS)
+    back = load_trace(save_trace(trace, tmp_path / "explain.npz"))
+    with np.load(tmp_path / "explain.npz", allow_pickle=False) as f:
+        assert sorted(f.files) == ["ids", "k", "out", "q", "resid", "scores", "v", "weights", "x", "y"]
+        assert f["q"].shape == (2, H, len(IDS), D) and f["scores"].shape == (2, H, len(IDS), len(IDS))
+        assert f["out"].shape == (2, len(IDS), C) and f["q"].dtype == np.float32
+    for name in ("q", "scores", "weights", "out"):
+        assert np.array_equal(getattr(back, name), getattr(trace, name))
+    assert back.ids.tolist() == IDS
+
+
+def test_resolve_query_counts_negative_indices_from_the_end():
+    assert resolve_query(-1, 9) == 8 and resolve_query(0, 9) == 0 and resolve_query(-9, 9) == 0
+    for bad in (9, -10):
+        with pytest.raises(UserError, match=r"--query .* outside the 9 tokens of the text; give 0..8 or -1..-9"):
+            resolve_query(bad, 9)
+
+
+def numbers(text):
+    return [float(x) for x in re.findall(r"-?\d+\.\d+", text)]
+
+
+def section(text, start, end):
+    return text[text.index(start) : text.index(end, text.index(start))]
+
+
+def score_rows(text):
+    """The rows of the steps 3-6 table: after its header, up to the first line that is not a row."""
+    lines = text.splitlines()
+    n = next(n for n, line in enumerate(lines) if line.split()[:3] == ["j", "token", "q·k_j"]) + 1
+    rows = []
+    while lines[n].split() and (lines[n].split()[0].isdigit() or lines[n].split() == ["…"]):
+        rows.append(lines[n])
+        n += 1
+    return rows
+
+
+def test_walkthrough_prints_the_models_numbers_in_the_textbook_order():
+    model = biased_model()
+    t = trace_ids(model, IDS)
+    labels = ["<|endoftext|>", "대한", "민국", "␣은", "<0xEC>", "민국", "↵", "a", "b"]
+    layer, head, i = 1, 0, 5
+    w_o = model.blocks[layer].attn.c_proj.weight.detach().T.numpy()
+    text = explain_head(t, labels, layer, head, i, w_o)
+    marks = ["1. The query", "2. Into head", "3. Scores", "4. Divided by √d_k", "5. Masked", "6. Softmax", "7. y =",
+             "8. Where y goes"]
+    steps = [text.index(m) for m in marks]
+    assert steps == sorted(steps)  # the textbook's order
+    assert text.startswith(f"Layer 1, head 0, query token 5 '민국' of 9 tokens (n_embd 32, 2 heads of d_k = 16")
+    assert "√16 = 4.0000" in text and "d_k = 16" in text
+    x_rows = section(text, "|x_j|", "\n2. ").strip().splitlines()[1:]
+    assert [r.split()[0] for r in x_rows] == [str(j) for j in range(i + 1)]  # the keys 0..5
+    for j, row in enumerate(x_rows):
+        assert "…]" in row  # shortened, with the marker
+        values = numbers(row)
+        np.testing.assert_allclose(values[:4], t.x[layer, j, :4], atol=1e-4)
+        assert values[4] == pytest.approx(np.linalg.norm(t.x[layer, j]), abs=1e-4)
+    q_line = next(line for line in text.splitlines() if line.strip().startswith("q = ["))
+    np.testing.assert_allclose(numbers(q_line)[:4], t.q[layer, head, i, :4], atol=1e-4)
+    rows = score_rows(text)
+    assert [int(r.split()[0]) for r in rows] == list(range(len(IDS)))
+    for j, row in enumerate(rows):
+        cells = row.split()
+        assert cells[1] == labels[j]
+        qk, scaled = float(cells[2]), float(cells[3])
+        assert qk == pytest.approx(t.scores[layer, head, i, j] * 4, abs=1e-4)
+        assert scaled == pytest.approx(t.scores[layer, head, i, j], abs=1e-4)
+        assert cells[4] == ("-∞" if j > i else cells[3])
+        assert float(cells[5]) == pytest.approx(t.weights[layer, head, i, j], abs=1e-4)
+    assert "Σ w_j = 1.000000" in text
+    y_line = next(line for line in text.splitlines() if line.startswith("7. y = Σ_j w_j v_j"))
+    np.testing.assert_allclose(numbers(y_line)[:4], t.y[layer, head, i, :4], atol=1e-4)
+    top = section(text, "(by norm w_j |v_j|)", "\n8. ").strip().splitlines()[2:]
+    w, v = t.weights[layer, head, i], t.v[layer, head]
+    expected = sorted(range(i + 1), key=lambda j: -w[j] * np.linalg.norm(v[j]))[:3]
+    assert [int(r.split()[0]) for r in top] == expected
+    out_line = next(line for line in text.splitlines() if line.strip().startswith("out_5 = ["))
+    np.testing.assert_allclose(numbers(out_line)[:4], t.out[layer, i, :4], atol=1e-4)
+    share = t.y[layer, head, i] @ w_o[:D]  # this head's rows of W_O
+    share_line = next(line for line in text.splitlines() if "this head's share" in line)
+    np.testing.assert_allclose(numbers(share_line)[:4], share[:4], atol=1e-4)
+
+
+def test_walkthrough_of_a_long_text_lists_a_selection_and_says_so():
+    model = biased_model(block_size=64)
+    ids = list(range(1, 41))
+    t = trace_ids(model, ids)
+    text = explain_head(t, [f"t{j}" for j in ids], 0, 1, 30)
+    assert re.search(r"\n   \d+ of the 31 keys are listed: the first, the most attended, the last few", text)
+    rows = score_rows(text)
+    listed = [int(r.split()[0]) for r in rows if r.split()[0] != "…"]
+    strongest = np.argsort(-t.weights[0, 1, 30, :31], kind="stable")[:8]
+    assert {0, *strongest.tolist(), 27, 28, 29, 30, 31, 32, 33} <= set(listed) and 34 not in listed
+    assert "…" in [r.split()[0] for r in rows]
+    assert "and 6 more later keys, all masked" in text

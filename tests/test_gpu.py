@@ -1,0 +1,190 @@
+"""The CUDA paths, run for real: bf16 and fp16 training, fused AdamW, flash attention, cached decoding, resume.
+
+    python -m pytest -q -m gpu          # on a machine with a CUDA GPU (bench/gpu_check.sh runs this)
+
+Every test is marked `gpu`, and the module skips without CUDA. Tiny shapes: seconds on any GPU.
+"""
+
+import contextlib
+import io
+import json
+import math
+
+import pytest
+import torch
+
+import train
+from model import GPT, GPTConfig
+from model.attention import CausalSelfAttention
+from model.sampling import stream_with_logits
+
+pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")]
+
+TINY = "configs/tiny.toml"
+SMALL = {"vocab_size": 256, "block_size": 16, "n_layer": 2, "n_head": 2, "n_embd": 32}
+
+
+def rel(a, b) -> float:
+    """‖a − b‖ / ‖b‖ in float64 (NaN if anything is NaN, so it never passes a `<` check)."""
+    a, b = a.double(), b.double()
+    return ((a - b).norm() / b.norm()).item()
+
+
+@pytest.fixture(autouse=True)
+def tf32_flags():
+    """train.py turns TF32 on for the whole process; put the flags back so fp32 checks stay fp32."""
+    saved = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
+    yield
+    torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = saved
+
+
+@pytest.fixture
+def exact_fp32():
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
+
+
+@pytest.fixture(scope="session")
+def data_cache(tmp_path_factory):
+    return tmp_path_factory.getbasetemp() / "train-data-cache"
+
+
+def run_train(run, data_cache, *extra) -> tuple[int, str]:
+    """train.main on configs/tiny.toml on the GPU; (exit code, what it printed)."""
+    argv = ["--config", TINY, f"--data.cache_dir={data_cache}", "--train.device=cuda", "--out", str(run), *extra]
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        code = train.main(argv)
+    return code, printed.getvalue()
+
+
+def logged_losses(run):
+    records = map(json.loads, (run / "metrics.jsonl").read_text().splitlines())
+    return [(r["step"], r["loss"]) for r in records if "loss" in r]
+
+
+def saved_state(run):
+    return torch.load(run / "last" / "train_state.pt", weights_only=True)
+
+
+@pytest.fixture(scope="module")
+def bf16_run(tmp_path_factory, data_cache):
+    run = tmp_path_factory.mktemp("bf16") / "run"
+    code, printed = run_train(run, data_cache)
+    assert code == 0, printed[-2000:]
+    return run, printed
+
+
+def test_a_bf16_training_step_lowers_the_loss():
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(**SMALL, dropout=0.1)).cuda().train()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2, fused=True)
+    x, y = torch.randint(0, 256, (2, 4, 16), device="cuda")
+    losses = []
+    for _ in range(10):
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            logits, loss = model(x, y)
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        losses.append(loss.item())
+    assert logits.dtype == torch.bfloat16 and model.lm_head.weight.dtype == torch.float32  # fp32 master weights
+    assert losses[0] == pytest.approx(math.log(256), abs=0.3)
+    assert losses[-1] < losses[0] - 1.0, losses
+
+
+def test_train_py_on_cuda_defaults_to_bf16_and_learns(bf16_run):
+    run, printed = bf16_run
+    assert "on cuda:0, bf16, compile off" in printed  # tiny.toml turns compile off; dtype "auto" means bf16 here
+    losses = [loss for _, loss in logged_losses(run)]
+    assert len(losses) == 20 and all(math.isfinite(v) for v in losses)
+    assert losses[-1] < losses[0] - 0.3
+    assert losses[0] == pytest.approx(math.log(1024), abs=0.3)
+
+
+def test_train_py_uses_fused_adamw_on_cuda(bf16_run):
+    # torch's AdamW defaults to fused=None, which picks the foreach kernels: train.py must ask for fused
+    groups = saved_state(bf16_run[0])["optimizer"]["param_groups"]
+    assert len(groups) == 2 and all(g["fused"] is True for g in groups)
+
+
+def test_fp16_with_the_grad_scaler_trains_without_inf(tmp_path, data_cache):
+    code, printed = run_train(tmp_path / "run", data_cache, "--train.dtype=fp16")
+    assert code == 0, printed[-2000:]
+    assert "bf16" not in printed and ", fp16, " in printed
+    losses = [loss for _, loss in logged_losses(tmp_path / "run")]
+    assert len(losses) == 20 and all(math.isfinite(v) for v in losses)
+    assert losses[-1] < losses[0] - 0.3
+    scaler = saved_state(tmp_path / "run")["scaler"]
+    assert scaler and math.isfinite(scaler["scale"]) and scaler["scale"] > 0  # enabled, and still a usable scale
+
+
+@pytest.mark.parametrize("causal_len", [16, 64])
+def test_flash_attention_matches_the_explicit_path_in_bf16(exact_fp32, causal_len):
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    torch.manual_seed(0)
+    layer = CausalSelfAttention(GPTConfig(**SMALL)).cuda().eval()  # nn.Linear's own init: peaked attention
+    x = (2 * torch.randn(4, causal_len, 32, device="cuda")).requires_grad_()
+    grad_y = torch.randn(4, causal_len, 32, device="cuda")
+
+    def forward_backward(bf16: bool, need_attn: bool):
+        x.grad = None
+        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=bf16):
+            # forcing the flash kernel makes the call fail, rather than fall back, if flash cannot run it
+            with sdpa_kernel(SDPBackend.FLASH_ATTENTION) if bf16 and not need_attn else contextlib.nullcontext():
+                y = layer(x, need_attn=need_attn)[0]
+        (y.float() * grad_y).sum().backward()
+        return y.float().detach(), x.grad.clone()
+
+    y_ref, dx_ref = forward_backward(bf16=False, need_attn=True)  # fp32, TF32 off: the reference
+    y_flash, dx_flash = forward_backward(bf16=True, need_attn=False)
+    y_explicit, dx_explicit = forward_backward(bf16=True, need_attn=True)
+    assert rel(y_flash, y_ref) < 1e-2 and rel(y_explicit, y_ref) < 1e-2
+    assert rel(y_flash, y_explicit) < 1e-2
+    assert rel(dx_flash, dx_ref) < 2e-2 and rel(dx_explicit, dx_ref) < 2e-2
+
+
+def test_the_model_trains_through_the_flash_kernel_with_dropout():
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(**SMALL, dropout=0.1)).cuda().train()
+    x, y = torch.randint(0, 256, (2, 4, 16), device="cuda")
+    with torch.autocast("cuda", dtype=torch.bfloat16), sdpa_kernel(SDPBackend.FLASH_ATTENTION):
+        loss = model(x, y)[1]
+    loss.backward()
+    grads = torch.cat([p.grad.flatten() for p in model.parameters()])
+    assert torch.isfinite(grads).all() and grads.abs().max() > 0
+    model.eval()
+    with torch.no_grad(), torch.autocast("cuda", dtype=torch.bfloat16):
+        with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
+            fast = model(x, all_logits=True)[0]
+        explicit = model.forward_with_attention(x)[0]
+    assert rel(fast.float(), explicit.float()) < 1e-2
+
+
+@pytest.mark.parametrize("batch", [1, 3])
+def test_cached_greedy_decoding_equals_uncached_past_block_size(exact_fp32, batch):
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(**SMALL)).cuda().eval()
+    idx = torch.randint(0, 256, (batch, 5), device="cuda")
+    cached_tokens, cached_logits = zip(*stream_with_logits(model, idx, 40, temperature=0))
+    plain_tokens, plain_logits = zip(*stream_with_logits(model, idx, 40, temperature=0, use_cache=False))
+    assert torch.equal(torch.stack(cached_tokens), torch.stack(plain_tokens))
+    torch.testing.assert_close(torch.stack(cached_logits), torch.stack(plain_logits), atol=1e-4, rtol=0)
+
+
+def test_resume_after_sigint_logs_the_same_loss_at_every_step(tmp_path, data_cache, monkeypatch):
+    # dropout, gradient accumulation and an uneven log interval: the CUDA RNG and every other state must survive
+    extra = ["--train.log_interval=3", "--train.grad_accum=2", "--model.dropout=0.1", "--train.sample_tokens=0"]
+    straight, interrupted = tmp_path / "straight", tmp_path / "interrupted"
+    assert run_train(straight, data_cache, *extra)[0] == 0
+    monkeypatch.setenv("KOGPT_TEST_SIGNAL", "7:INT")  # the run sends itself SIGINT after step 7, as Ctrl-C would
+    assert run_train(interrupted, data_cache, *extra)[0] == 130
+    assert saved_state(interrupted)["step"] == 7
+    monkeypatch.delenv("KOGPT_TEST_SIGNAL")
+    assert run_train(interrupted, data_cache, *extra, "--resume")[0] == 0
+    assert logged_losses(interrupted) == logged_losses(straight)
+    assert [s for s, _ in logged_losses(straight)] == [3, 6, 9, 12, 15, 18, 20]
+    model_bytes = [(run / "last" / "model.safetensors").read_bytes() for run in (straight, interrupted)]
+    assert model_bytes[0] == model_bytes[1]

@@ -1,0 +1,135 @@
+"""Head roles (inspection/heads.py) against known answers: hand-set heads, a hand-built copying model, init.
+
+    python -m pytest tests/test_heads.py -q
+"""
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from inspection.heads import (ROLES, format_roles_table, measure_heads, repeated_sequences, save_roles,
+                              text_role_sums)
+from model import GPT, GPTConfig
+
+V, P = 8, 16  # vocabulary (token 0 is the end of text) and block size of the hand-built model
+TOK, PREV, POS = 0, 8, 16  # residual dims: the token (one-hot), the previous token, the position
+
+
+def copying_model(scale=3.0):
+    """Two layers that copy by construction (every other weight zero, LayerNorm gains 1, no MLP):
+
+    layer 0 head 0 matches query position i with key position i-1 (q reads POS, k reads POS shifted by
+    one) and writes the key's token into the PREV dims: a previous-token head. Layer 1 head 0 matches
+    the query's token with each key's PREV dims, so it attends to the token after an earlier occurrence
+    of the query's token and writes that token into the TOK dims, which the tied head reads out: an
+    induction head. Heads 0.1 and 1.1 have zero weights, so they spread evenly.
+    """
+    model = GPT(GPTConfig(vocab_size=V, block_size=P, n_layer=2, n_head=2, n_embd=32))
+    spike = 3.87  # a one-hot pair through LayerNorm: (1 - 2/32) / std
+    with torch.no_grad():
+        for p in model.parameters():
+            p.zero_()
+        for m in model.modules():
+            if isinstance(m, torch.nn.LayerNorm):
+                m.weight.fill_(1.0)
+        model.tok_emb.weight[:, TOK : TOK + V] = scale * torch.eye(V)
+        model.pos_emb.weight[:, POS : POS + P] = scale * torch.eye(P)
+        w0, w1 = model.blocks[0].attn.c_attn.weight, model.blocks[1].attn.c_attn.weight  # rows: q 0..31, k, v
+        for i in range(P):
+            w0[i, POS + i] = 2.0  # q_i: position i
+        for j in range(P - 1):
+            w0[32 + j + 1, POS + j] = 2.0  # k_j: position j + 1
+        for t in range(V):
+            w0[64 + t, TOK + t] = 1.0  # v: the token
+            model.blocks[0].attn.c_proj.weight[PREV + t, t] = scale / spike  # -> PREV dims
+            w1[t, TOK + t] = 3.0  # q: the query's token
+            w1[32 + t, PREV + t] = 3.0  # k: the key's previous token
+            w1[64 + t, TOK + t] = 1.0  # v: the key's token
+            model.blocks[1].attn.c_proj.weight[TOK + t, t] = 3.0 * scale / spike  # -> TOK dims, outvoting the query's own
+    return model.eval()
+
+
+def random_text(n=64, seed=1):
+    return torch.randint(1, V, (n,), generator=torch.Generator().manual_seed(seed)).numpy()
+
+
+@pytest.fixture(scope="module")
+def copying_roles():
+    return measure_heads(copying_model(), random_text(), list(range(1, V)), eot_id=0)
+
+
+def test_a_hand_set_previous_token_head_scores_1_on_that_role_and_0_on_the_others(copying_roles):
+    s = copying_roles.scores
+    assert s["previous-token"][0, 0] > 0.99
+    for role in ("first-token", "self", "duplicate-token", "induction"):
+        assert s[role][0, 0] < 0.01, role
+    assert copying_roles.strongest(0, 0)[0] == "previous-token"
+
+
+def test_a_hand_built_copying_model_has_an_induction_head_and_learns_in_context(copying_roles):
+    assert copying_roles.scores["induction"][1, 0] > 0.95
+    assert copying_roles.strongest(1, 0)[0] == "induction"
+    assert copying_roles.loss_second < 0.05 and copying_roles.loss_drop > 1.0
+    # it copies: the second copy of each sequence is predicted exactly
+    seqs = repeated_sequences(range(1, V), 7, 4, seed=3, eot_id=0)  # (4, 15)
+    logits, _ = copying_model()(seqs, all_logits=True)
+    assert torch.equal(logits[:, 8:14].argmax(-1), seqs[:, 9:15])
+    for layer in (0, 1):  # the zeroed heads spread evenly: chance everywhere, no role
+        for role in ROLES:
+            assert copying_roles.scores[role][layer, 1] == pytest.approx(copying_roles.chance[role], abs=1e-6)
+        assert copying_roles.strongest(layer, 1)[0] == "mixed"
+
+
+def test_a_model_at_initialisation_scores_near_chance():
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(vocab_size=V, block_size=P, n_layer=2, n_head=2, n_embd=32)).eval()
+    roles = measure_heads(model, random_text(), list(range(1, V)), eot_id=0)
+    for role in ROLES:
+        np.testing.assert_allclose(roles.scores[role], roles.chance[role], rtol=0.1)
+    assert abs(roles.loss_drop) < 0.05
+    assert {roles.strongest(l, h)[0] for l in range(2) for h in range(2)} == {"mixed"}
+
+
+def test_text_scores_follow_their_definitions_by_loops():
+    rng = np.random.default_rng(0)
+    B, T = 2, 7
+    ids = torch.tensor([[0, 3, 4, 3, 3, 5, 4], [0, 1, 2, 1, 0, 2, 2]])
+    w = rng.random((B, 1, 1, T, T)) * np.tril(np.ones((T, T)))
+    w /= w.sum(-1, keepdims=True)
+    sums = text_role_sums(torch.from_numpy(w), ids)
+    queries = [(b, q) for b in range(B) for q in range(2, T)]
+    expected = {
+        "previous-token": [w[b, 0, 0, q, q - 1] for b, q in queries],
+        "first-token": [w[b, 0, 0, q, 0] for b, q in queries],
+        "self": [w[b, 0, 0, q, q] for b, q in queries],
+    }
+    dups = [(b, q, [k for k in range(1, q - 1) if ids[b, k] == ids[b, q]]) for b, q in queries]
+    expected["duplicate-token"] = [sum(w[b, 0, 0, q, k] for k in ks) for b, q, ks in dups if ks]
+    for role, values in expected.items():
+        total, n = sums[role]
+        assert n == len(values) and float(total[0, 0]) == pytest.approx(sum(values), abs=1e-12), role
+    # by hand: row 0 queries 3, 4, 6 and row 1 queries 3, 5, 6 (row 1's query 4 only repeats key 0, the first token)
+    assert sums["duplicate-token"][1] == 6
+
+
+def test_repeated_sequences_are_two_copies_of_distinct_tokens():
+    seqs = repeated_sequences(range(1, V), 5, 3, seed=0, eot_id=0)
+    assert seqs.shape == (3, 11) and torch.all(seqs[:, 0] == 0)
+    assert torch.equal(seqs[:, 1:6], seqs[:, 6:])
+    assert all(len(set(row[1:6].tolist())) == 5 for row in seqs) and int(seqs[:, 1:].min()) >= 1
+
+
+def test_table_ranks_heads_by_their_strongest_role_and_json_holds_every_score(copying_roles, tmp_path):
+    lines = format_roles_table(copying_roles).splitlines()
+    ranked = [tuple(int(x) for x in line.split()[1:3]) for line in lines[1:5]]
+    assert set(ranked[:2]) == {(0, 0), (1, 0)} and set(ranked[2:]) == {(0, 1), (1, 1)}
+    assert "loss" in lines[-1] and f"drop {copying_roles.loss_drop:.3f}" in lines[-1]
+    saved = json.loads(save_roles(copying_roles, tmp_path / "heads.json").read_text(encoding="utf-8"))
+    assert len(saved["heads"]) == 4 and saved["loss_drop"] == pytest.approx(copying_roles.loss_drop, abs=1e-6)
+    first = next(h for h in saved["heads"] if (h["layer"], h["head"]) == (0, 0))
+    assert first["role"] == "previous-token"
+    assert first["previous-token"] == pytest.approx(copying_roles.scores["previous-token"][0, 0], abs=1e-6)
+    assert set(saved["chance"]) == set(ROLES)
+    assert copying_roles.labels()[1][0].startswith("induction ")
