@@ -1,6 +1,7 @@
-"""Every command swept with malformed arguments: wrong types, out of range, non-UTF-8, paths that are files,
-directories, dangling symbolic links or read-only. Each case must exit with code 2 and one line on stderr,
-with no traceback, and change nothing in the run directory.
+"""Every command (train.py, generate.py, data.prepare, model.export_hf, model.import_hf) swept with malformed
+arguments: wrong types, out of range, non-UTF-8, paths that are files, directories, dangling symbolic links
+or read-only. Each case must exit with code 2 and one line on stderr, with no traceback, and change nothing
+in the run directory.
 
     python -m pytest tests/test_bad_input.py -q
 
@@ -22,7 +23,7 @@ import pytest
 import generate
 import train
 from data import prepare
-from model import export_hf
+from model import export_hf, import_hf
 
 ROOT = Path(__file__).resolve().parent.parent
 TINY = ROOT / "configs" / "tiny.toml"
@@ -58,6 +59,7 @@ def env(tmp_path_factory):
     config = json.loads((root / "lying" / "config.json").read_text())
     config["model"]["vocab_size"] = 16_000_000
     (root / "lying" / "config.json").write_text(json.dumps(config))
+    export_hf.export(run, root / "hf")  # a Hugging Face GPT-2 directory to import
     ro = read_only_dir(root / "ro")
     yield SimpleNamespace(root=root, run=run, cache=cache, ro=ro, base=base)
     if ro is not None and os.geteuid() == 0:
@@ -68,7 +70,7 @@ def snapshot(directory: Path) -> dict:
     return {p.relative_to(directory): p.read_bytes() if p.is_file() else None for p in sorted(directory.rglob("*"))}
 
 
-T, G, P, E = "train.py", "generate.py", "data.prepare", "model.export_hf"
+T, G, P, E, I = "train.py", "generate.py", "data.prepare", "model.export_hf", "model.import_hf"
 CASES = [
     # train.py: the run directory
     (T, ["--out", "{root}/file.txt"], "is a file; pass --out a directory"),
@@ -158,6 +160,18 @@ CASES = [
     (E, ["{root}/nowhere", "{root}/out"], "does not exist"),
     (E, ["{root}/lying", "{root}/out"], "implies (16000000, 32)"),
     (E, [], "the following arguments are required"),
+    # python -m model.import_hf
+    (I, ["{root}/hf", "{root}/file.txt"], "is a file; give a directory path"),
+    (I, ["{root}/hf", "{root}/dangling"], "is a symbolic link to"),
+    (I, ["{root}/hf", "{root}/file.txt/out"], "cannot write"),
+    (I, ["{root}/hf", "{ro}/out"], "cannot write"),
+    (I, ["{root}/hf", "{root}/hf", "--force"], "contains the checkpoint"),
+    (I, ["{root}/hf", "{root}/full"], "exists and is not empty"),
+    (I, ["{root}/nowhere", "{root}/out"], "does not exist"),
+    (I, ["{root}/file.txt", "{root}/out"], "is a file"),
+    (I, ["{run}", "{root}/out"], "only GPT-2 (model_type 'gpt2') can be imported"),
+    (I, [NOT_UTF8, "{root}/out"], "does not exist"),
+    (I, ["{root}/hf"], "the following arguments are required"),
 ]
 
 
@@ -173,6 +187,8 @@ def call(command: str, argv: list[str], env, monkeypatch) -> int:
         return generate.main(argv if "--ckpt" in argv or "--runs-dir" in argv else ["--ckpt", str(env.run), *argv])
     if command == P:
         return prepare.main(argv if argv[:1] == ["--config"] else ["--config", str(TINY), f"--data.cache_dir={env.cache}", *argv])
+    if command == I:
+        return import_hf.main(argv)
     try:
         export_hf.main(argv)
     except SystemExit as e:
