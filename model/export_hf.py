@@ -12,7 +12,9 @@ model/hf_gpt2.py, which model/import_hf.py reads the other way). GPT-2 always ha
 trained with `bias = false` gets zero biases, which compute the same thing. The tokenizer.json is copied
 unchanged and wrapped as a `PreTrainedTokenizerFast`, with the checkpoint's end-of-text token (meta.json's
 "eot_id": `<|endoftext|>` for a run's own tokenizer, the model's own for an imported one) as its bos, eos
-and pad token.
+and pad token. transformers reads that token written in text as the special token (its convention:
+`tok.bos_token + text`), where kogpt-mini's own commands read it as text (model.io.load_tokenizer).
+An OUT_DIR that is a symbolic link to a directory keeps the link; the directory it points to is replaced.
 
 Only json and safetensors are needed: transformers is an optional extra (`pip install -e .[hf]`) and is
 never imported here. OUT_DIR is written as a hidden temporary directory and renamed into place, so a
