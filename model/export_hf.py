@@ -155,10 +155,7 @@ def export(path, out_dir, force: bool = False) -> Path:
         write_json(tmp / "tokenizer_config.json", tokenizer_config(tok, eot, model.config.block_size))
         write_json(tmp / "special_tokens_map.json", {"bos_token": eot, "eos_token": eot, "pad_token": eot})
 
-    try:
-        write_directory(out, fill)
-    except OSError as e:  # a read-only or full disk, a parent that is a file: the user's to fix
-        raise ExportError(f"cannot write {out} ({e.strerror or e}); check the path and free space") from e
+    write_directory(out, fill, ExportError)
     return out
 
 

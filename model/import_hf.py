@@ -279,10 +279,7 @@ def import_hf(src, out, force: bool = False) -> Path:
         shutil.copyfile(model.tokenizer_file, tmp / "tokenizer.json")
         write_json(tmp / "meta.json", meta)
 
-    try:
-        write_directory(out, fill)
-    except OSError as e:  # a read-only or full disk, a parent that is a file: the user's to fix
-        raise HFImportError(f"cannot write {out} ({e.strerror or e}); check the path and free space") from e
+    write_directory(out, fill, HFImportError)
     return out
 
 

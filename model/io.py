@@ -2,7 +2,7 @@
 
     model.save(dir, extra_config)  ->  save_checkpoint(model, dir, extra_config)
     GPT.load(path)                 ->  find_checkpoint, read_model_config, stored_shapes, load_weights
-    write_directory(out, fill)     ->  a whole directory (an export, an import) renamed into place
+    write_directory(out, fill, error) ->  a whole directory (an export, an import) renamed into place
 
 The LM head shares its matrix with the token embedding, so only `tok_emb.weight` is stored and
 loading the embedding restores the head. Files are written to a temporary name, synced and then
@@ -104,12 +104,20 @@ def check_out_dir(out: Path, source: Path, force: bool, error=UserError) -> Path
     return out
 
 
-def write_directory(out: Path, fill) -> None:
+def write_directory(out: Path, fill, error: type[UserError]) -> None:
     """Call fill(tmp) on a hidden temporary sibling of out, sync its files, then rename it to out.
 
     An old non-empty out is renamed aside first and deleted after; if anything fails, the temporary
-    directory is removed and out is as it was.
+    directory is removed and out is as it was. An OSError (a read-only or full disk, a parent that is a
+    file: the user's to fix) becomes `error` with one line.
     """
+    try:
+        write_directory_or_raise(out, fill)
+    except OSError as e:
+        raise error(f"cannot write {out} ({e.strerror or e}); check the path and free space") from e
+
+
+def write_directory_or_raise(out: Path, fill) -> None:
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.parent / f".{out.name}.{secrets.token_hex(4)}.tmp"  # same filesystem, so the rename is atomic
     tmp.mkdir()
