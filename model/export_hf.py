@@ -33,9 +33,9 @@ from tokenizers import Tokenizer
 
 from model import hf_gpt2
 from model.config import ACTIVATIONS
-from model.errors import ArgumentParser, UserError, print_error
+from model.errors import UserError
 from model.gpt import GPT
-from model.io import (CheckpointError, check_out_dir, end_of_text_id, find_checkpoint, load_tokenizer, write_directory,
+from model.io import (CheckpointError, check_out_dir, directory_command, end_of_text_id, find_checkpoint, load_tokenizer, write_directory,
                       write_json)  # fmt: skip
 # GPTConfig fields that GPT-2 can express; any other field is an option the export must refuse
 EXPRESSIBLE = (*hf_gpt2.CONFIG, "dropout", "bias")
@@ -159,23 +159,18 @@ def export(path, out_dir, force: bool = False) -> Path:
     return out
 
 
-def main(argv=None) -> None:
-    parser = ArgumentParser(
-        prog="python -m model.export_hf",
-        description="Export a run or checkpoint to the Hugging Face GPT-2 format (GPT2LMHeadModel + tokenizer).",
-    )
-    parser.add_argument("run_dir", help="a run dir (runs/<name>: best/, else last/) or a checkpoint dir")
-    parser.add_argument("out_dir", help="the directory to write; must not exist or be empty unless --force")
-    parser.add_argument("--force", action="store_true", help="replace OUT_DIR if it already holds files")
-    try:
-        args = parser.parse_args(argv)
-        out = export(args.run_dir, args.out_dir, force=args.force)
-    except UserError as e:
-        print_error(e)
-        sys.exit(2)
-    print(f"exported {find_checkpoint(args.run_dir)} to {out}; "
-          f"load it with transformers.GPT2LMHeadModel.from_pretrained({str(out)!r})")
+def main(argv=None) -> int:
+    def run(run_dir, out_dir, force):
+        out = export(run_dir, out_dir, force=force)
+        return (f"exported {find_checkpoint(run_dir)} to {out}; "
+                f"load it with transformers.GPT2LMHeadModel.from_pretrained({str(out)!r})")
+
+    return directory_command(
+        argv, "python -m model.export_hf",
+        "Export a run or checkpoint to the Hugging Face GPT-2 format (GPT2LMHeadModel + tokenizer).",
+        ("run_dir", "a run dir (runs/<name>: best/, else last/) or a checkpoint dir"), "out_dir", run,
+    )  # fmt: skip
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -38,9 +38,9 @@ from tokenizers import Tokenizer
 
 from model import hf_gpt2
 from model.config import ACTIVATIONS, GPTConfig, ModelConfigError
-from model.errors import ArgumentParser, UserError, print_error
+from model.errors import UserError
 from model.gpt import GPT
-from model.io import CONFIG, WEIGHTS, check_out_dir, tokenizer_hash, write_directory, write_json
+from model.io import CONFIG, WEIGHTS, check_out_dir, directory_command, tokenizer_hash, write_directory, write_json
 from model.pretrained import Pretrained
 
 SIZES = ("vocab_size", "n_positions", "n_embd", "n_layer", "n_head")  # no default we would trust
@@ -284,18 +284,14 @@ def import_hf(src, out, force: bool = False) -> Path:
 
 
 def main(argv=None) -> int:
-    parser = ArgumentParser(prog="python -m model.import_hf", description=__doc__.split("\n")[0])
-    parser.add_argument("src", help="a Hugging Face GPT-2 directory, or a hub id already in the local cache")
-    parser.add_argument("out", help="the checkpoint directory to write; must not exist or be empty unless --force")
-    parser.add_argument("--force", action="store_true", help="replace OUT if it already holds files")
-    try:
-        args = parser.parse_args(argv)
-        out = import_hf(args.src, args.out, force=args.force)
-    except UserError as e:
-        print_error(e)
-        return 2
-    print(f"imported {args.src} to {out}; generate with python generate.py --ckpt {out} --prompt ...")
-    return 0
+    def run(src, out, force):
+        written = import_hf(src, out, force=force)
+        return f"imported {src} to {written}; generate with python generate.py --ckpt {written} --prompt ..."
+
+    return directory_command(
+        argv, "python -m model.import_hf", __doc__.split("\n")[0],
+        ("src", "a Hugging Face GPT-2 directory, or a hub id already in the local cache"), "out", run,
+    )  # fmt: skip
 
 
 if __name__ == "__main__":

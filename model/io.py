@@ -25,7 +25,7 @@ from pathlib import Path
 import safetensors
 import safetensors.torch
 
-from model.errors import UserError
+from model.errors import ArgumentParser, UserError, print_error
 
 WEIGHTS, CONFIG = "model.safetensors", "config.json"
 TIED = "lm_head.weight"  # stored once, as tok_emb.weight
@@ -139,6 +139,26 @@ def write_directory_or_raise(out: Path, fill) -> None:
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+
+
+def directory_command(argv, prog: str, description: str, src: tuple[str, str], out: str, run) -> int:
+    """The command line of `model.export_hf` and `model.import_hf`: SRC OUT [--force].
+
+    `src` is the first argument's (name, help), `out` the second's name; `run(src, out, force)` does the work
+    and returns the line to print. Bad input is one `error:` line and exit code 2.
+    """
+    parser = ArgumentParser(prog=prog, description=description)
+    parser.add_argument(src[0], help=src[1])
+    parser.add_argument(out, help="the directory to write; must not exist or be empty unless --force")
+    parser.add_argument("--force", action="store_true", help=f"replace {out.upper()} if it already holds files")
+    try:
+        args = vars(parser.parse_args(argv))
+        message = run(args[src[0]], args[out], args["force"])
+    except UserError as e:
+        print_error(e)
+        return 2
+    print(message)
+    return 0
 
 
 def save_checkpoint(model, directory, extra_config: dict | None = None) -> None:

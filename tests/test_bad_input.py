@@ -189,11 +189,7 @@ def call(command: str, argv: list[str], env, monkeypatch) -> int:
         return prepare.main(argv if argv[:1] == ["--config"] else ["--config", str(TINY), f"--data.cache_dir={env.cache}", *argv])
     if command == I:
         return import_hf.main(argv)
-    try:
-        export_hf.main(argv)
-    except SystemExit as e:
-        return e.code
-    return 0
+    return export_hf.main(argv)
 
 
 @pytest.mark.parametrize("command, argv, message", CASES, ids=[f"{c} {' '.join(a)}"[:80] for c, a, _ in CASES])

@@ -251,9 +251,8 @@ def run(tok, tmp_path_factory) -> Path:
 
 
 def run_main(argv, capsys) -> tuple[int, str]:
-    with pytest.raises(SystemExit) as exit_info:
-        main([str(a) for a in argv])
-    return exit_info.value.code, capsys.readouterr().err
+    code = main([str(a) for a in argv])
+    return code, capsys.readouterr().err
 
 
 def test_cli_refuses_a_missing_run_dir(tmp_path, capsys):
