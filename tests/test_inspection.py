@@ -456,6 +456,19 @@ def test_clicking_a_query_token_of_a_head_opens_its_walkthrough_with_the_npz_num
 
 
 @needs_chromium
+def test_a_link_opens_a_walkthrough(tmp_path, browser):
+    from inspection.trace import load_trace, save_trace, trace_ids
+    from tests.test_explain import biased_model
+
+    ids = [0, 5, 17, 3, 42, 17, 9, 63, 1, 2, 30, 11]
+    trace = trace_ids(biased_model(), ids)
+    t = load_trace(save_trace(trace, tmp_path / "explain.npz"))
+    page = browser(save_html(trace.weights, LABELS, tmp_path / "attention.html", trace=trace), "#layer=1&head=0&focus=7&explain=1")
+    check_walkthrough(page, t, 1, 0, 7)
+    assert page.problems() == ([], "")
+
+
+@needs_chromium
 def test_page_steps_through_the_decoding_one_cached_row_at_a_time(tmp_path, browser):
     T, prefill = len(LABELS), 8
     weights = random_maps(1, 2, T, seed=3)
