@@ -7,24 +7,13 @@ the lock goes with the run however it ends, and the lock file of a killed traine
 import os
 import signal
 import socket
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
 import train
 from model.errors import UserError
+from tests.conftest import TINY, train_paused_in_a_save
 from training.lock import RunLock
-
-ROOT = Path(__file__).resolve().parent.parent
-TINY = ROOT / "configs" / "tiny.toml"
-
-
-@pytest.fixture(scope="session")
-def data_cache(tmp_path_factory):
-    return tmp_path_factory.getbasetemp() / "train-data-cache"
-
 
 def cli_args(data_cache, run, *extra):
     return ["--config", str(TINY), f"--data.cache_dir={data_cache}", "--train.threads=1", "--train.sample_tokens=0",
@@ -34,15 +23,8 @@ def cli_args(data_cache, run, *extra):
 def test_a_second_trainer_is_refused_and_a_killed_ones_lock_is_taken_over(tmp_path, data_cache, capsys):
     run = tmp_path / "run"
     args = cli_args(data_cache, run)
-    env = {**os.environ, "KOGPT_TEST_SAVE_PAUSE": "10", "OMP_NUM_THREADS": "1"}  # holds the run mid-save
-    first = subprocess.Popen([sys.executable, "train.py", *args], cwd=ROOT, env=env, stdout=subprocess.PIPE,
-                             stderr=subprocess.DEVNULL, text=True)  # fmt: skip
+    first = train_paused_in_a_save(args, "10")  # holds the run mid-save
     try:
-        for line in first.stdout:
-            if line.startswith("SAVE_PAUSED 10"):
-                break
-        else:
-            pytest.fail("the first trainer ended before its save at step 10")
         for extra in ([], ["--resume"], ["--overwrite"]):
             assert train.main([*args, *extra]) == 2
             err = capsys.readouterr().err

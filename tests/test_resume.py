@@ -20,7 +20,7 @@ import train
 from model.errors import UserError
 from training.checkpoints import recover
 from model import GPT
-from tests.conftest import ROOT, TINY
+from tests.conftest import ROOT, TINY, train_paused_in_a_save
 
 
 def cli_args(data_cache, run, *extra):
@@ -69,18 +69,9 @@ def test_interrupted_and_resumed_run_equals_the_uninterrupted_one(tmp_path, data
 def test_kill_9_during_a_save_leaves_the_previous_checkpoint(tmp_path, data_cache):
     run = tmp_path / "run"
     args = cli_args(data_cache, run, "--train.sample_tokens=0")
-    env = {**os.environ, "KOGPT_TEST_SAVE_PAUSE": "20"}  # the save at step 10 completes, the one at 20 hangs
-    proc = subprocess.Popen([sys.executable, "train.py", *args], cwd=ROOT, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.DEVNULL, text=True)  # fmt: skip
-    try:
-        for line in proc.stdout:
-            if line.startswith("SAVE_PAUSED 20"):
-                break
-        else:
-            pytest.fail("the run ended without reaching the save at step 20")
-        proc.send_signal(signal.SIGKILL)
-    finally:
-        proc.wait(timeout=60)
+    proc = train_paused_in_a_save(args, "20")  # the save at step 10 completes, the one at 20 hangs
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=60)
     assert (run / ".tmp-last" / "model.safetensors").exists()  # the half-written new checkpoint
     assert torch.load(run / "last" / "train_state.pt", weights_only=True)["step"] == 10
     assert GPT.load(run / "last").config.n_embd == 32  # the previous one still loads
@@ -93,18 +84,9 @@ def test_kill_9_during_a_save_leaves_the_previous_checkpoint(tmp_path, data_cach
 def test_kill_9_between_the_last_and_best_saves_is_made_consistent(tmp_path, data_cache, capsys):
     run = tmp_path / "run"
     args = cli_args(data_cache, run, "--train.sample_tokens=0")
-    env = {**os.environ, "KOGPT_TEST_SAVE_PAUSE": "20:best"}  # last/ of step 20 is saved, best/ not yet
-    proc = subprocess.Popen([sys.executable, "train.py", *args], cwd=ROOT, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.DEVNULL, text=True)  # fmt: skip
-    try:
-        for line in proc.stdout:
-            if line.startswith("SAVE_PAUSED 20 best"):
-                break
-        else:
-            pytest.fail("the run ended without reaching the save of best/ at step 20")
-        proc.send_signal(signal.SIGKILL)
-    finally:
-        proc.wait(timeout=60)
+    proc = train_paused_in_a_save(args, "20:best")  # last/ of step 20 is saved, best/ not yet
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=60)
     last = torch.load(run / "last" / "train_state.pt", weights_only=True)
     assert (last["step"], last["best_step"]) == (20, 20)
     assert torch.load(run / "best" / "train_state.pt", weights_only=True)["step"] == 10  # the pair disagrees
