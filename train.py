@@ -1,6 +1,7 @@
 """Train a GPT on Korean text: config -> prepared data -> one training loop -> checkpoints.
 
     python train.py                                              # configs/small.toml -> runs/small
+    python train.py --data.source=texts/ --train.time_budget=30m  # "auto" settings fit the corpus and the time
     python train.py --config configs/tiny.toml --train.max_steps=20 --out runs/t1
     python train.py --config configs/tiny.toml --out runs/t1 --resume     # continue exactly
     python train.py --config configs/tiny.toml --out runs/t1 --overwrite  # replace that run
@@ -52,6 +53,7 @@ from model.io import write_text_atomic
 from model.pretrained import Pretrained, open_pretrained
 from training.config import RunConfig, TrainConfig, load_config
 from training.lock import RunLock
+from training.recipe import apply_settings, parse_duration, plan_settings, time_forward_backward
 from training.metrics import RunLog
 
 PRECISIONS = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
@@ -127,7 +129,7 @@ def signal_for_tests(step: int) -> None:
 def train(cfg: RunConfig, out_dir, resume: bool = False, command: str | None = None, overwrite: bool = False) -> dict:
     """Run (or resume, or with `overwrite` replace) the run in out_dir. Returns the final record, or
     {"exit_code": 130/143, ...} when a signal stopped it (after saving last/)."""
-    out_dir, tc = Path(out_dir), cfg.train
+    out_dir, tc, started = Path(out_dir), cfg.train, time.perf_counter()
     world, rank = int(os.environ.get("WORLD_SIZE", 1)), int(os.environ.get("RANK", 0))
     device = resolve_device(tc.device, int(os.environ.get("LOCAL_RANK", 0)))
     if tc.threads:
@@ -140,6 +142,7 @@ def train(cfg: RunConfig, out_dir, resume: bool = False, command: str | None = N
     lock = RunLock(out_dir)  # one trainer per run dir, taken by rank 0 for the whole run
     try:
         run, state = set_up(cfg, out_dir, resume, overwrite, device, rank, world, lock)
+        state.t_start = started  # a time budget counts the data preparation and set-up too
         return run_training(run, state, caught, command)
     finally:
         lock.release()
@@ -151,9 +154,9 @@ def train(cfg: RunConfig, out_dir, resume: bool = False, command: str | None = N
 
 @dataclass
 class Run:
-    """What the loop works with and never replaces, built once by `set_up`."""
+    """What the loop works with, built once by `set_up`."""
 
-    cfg: RunConfig  # cfg.model.vocab_size is the tokenizer's
+    cfg: RunConfig  # cfg.model.vocab_size is the tokenizer's; a time budget's second plan sets cfg.train.max_steps
     out_dir: Path
     device: torch.device
     rank: int
@@ -179,7 +182,7 @@ class Run:
 
 @dataclass
 class State:
-    """What changes as the run goes on; `save` puts the first six fields in train_state.pt."""
+    """What changes as the run goes on; `save` puts the first six fields and budget_used in train_state.pt."""
 
     step: int = 0
     best_val: float = math.inf
@@ -192,6 +195,10 @@ class State:
     trained_tokens: int = 0
     t_log: float = field(default_factory=time.perf_counter)
     t_start: float = field(default_factory=time.perf_counter)
+    budget_used: float = 0.0  # seconds of the time budget spent by the processes before this one (resumes)
+    t_plan: float = 0.0  # when this process's loop started, then when a time budget last planned max_steps
+    plan_step: int = 0  # the step of that moment
+    seconds_per_scored_token: float = 0.0  # forward time per token in the last evaluation
 
 
 def set_up(cfg: RunConfig, out_dir: Path, resume: bool, overwrite: bool, device, rank: int, world: int,
@@ -211,6 +218,9 @@ def set_up(cfg: RunConfig, out_dir: Path, resume: bool, overwrite: bool, device,
     use_compile = default_compile(device) if tc.compile == "auto" else tc.compile in (True, "on")
     if device.type == "cuda":
         torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
+    autocast = torch.autocast(device.type, dtype=PRECISIONS[precision], enabled=precision != "fp32")
+    cfg = resolve_auto(cfg, prepared.meta, saved, device, autocast, world, master)
+    tc = cfg.train
 
     random.seed(tc.seed)
     np.random.seed(tc.seed)
@@ -236,7 +246,7 @@ def set_up(cfg: RunConfig, out_dir: Path, resume: bool, overwrite: bool, device,
         cfg, out_dir, device, rank, world, prepared.dir, prepared.meta, raw, model, optimizer,
         scaler=torch.amp.GradScaler(device.type, enabled=precision == "fp16"),
         loader=BatchLoader(prepared.dir / "train.bin", cfg.model.block_size, tc.batch_size, tc.seed, device, rank),
-        autocast=torch.autocast(device.type, dtype=PRECISIONS[precision], enabled=precision != "fp32"),
+        autocast=autocast,
         tokenizer=load_tokenizer(prepared.tokenizer_path),
         log=None,
         tokens_per_step=tc.batch_size * cfg.model.block_size * tc.grad_accum * world,
@@ -252,6 +262,25 @@ def set_up(cfg: RunConfig, out_dir: Path, resume: bool, overwrite: bool, device,
         write_config(run, precision, use_compile, resumed=bool(saved), step=state.step)
         run.log = RunLog(out_dir, cfg.to_dict(), state.step if saved else None, cfg.log)
     return run, state
+
+
+def resolve_auto(cfg: RunConfig, meta: dict, saved: dict | None, device, autocast, world: int, master: bool) -> RunConfig:
+    """Fill in the "auto" settings (training.recipe): a resumed run keeps the values its start chose; a new
+    one plans them on rank 0 (timing a throwaway model when the steps must fit a time budget), prints how,
+    and every rank takes rank 0's values."""
+    if not cfg.auto:
+        return cfg
+    if saved and "resolved" in saved:
+        return apply_settings(cfg, saved["resolved"])
+    train_tokens = meta["splits"]["train"]["tokens"]
+    timing = lambda: time_forward_backward(GPT(cfg.model).to(device), cfg.train.batch_size, autocast)  # noqa: E731
+    box = [plan_settings(cfg, train_tokens, world, timing) if master else None]
+    if world > 1:
+        dist.broadcast_object_list(box, src=0)
+    values, why = box[0]
+    if master:
+        print(why)
+    return apply_settings(cfg, values)
 
 
 def check_splits(meta: dict, block_size: int) -> None:
@@ -284,6 +313,7 @@ def restore(run: Run, state: State, saved: dict) -> None:
     """Put a resumed run back where its last/ checkpoint left it: counters, optimizer, RNGs, loader."""
     state.step, state.best_val, state.best_step = saved["step"], saved["best_val_loss"], saved["best_step"]
     state.evals_since_best, state.n_summed = saved["evals_since_best"], saved["n_summed"]
+    state.budget_used = saved.get("budget_used_s", 0.0)
     state.loss_sum = saved["loss_sum"].to(run.device)
     run.optimizer.load_state_dict(saved["optimizer"])
     if saved["scaler"]:
@@ -300,7 +330,8 @@ def write_config(run: Run, precision: str, use_compile: bool, resumed: bool, ste
     config = run.cfg.to_dict()
     write_text_atomic(run.out_dir / "config.json", json.dumps(config, indent=2, ensure_ascii=False) + "\n")
     for section, values in config.items():
-        print(f"[{section}] " + " ".join(f"{k}={v!r}" for k, v in values.items()))
+        if isinstance(values, dict):
+            print(f"[{section}] " + " ".join(f"{k}={v!r}" for k, v in values.items()))
     print(f"{run.raw.num_params() / 1e6:.2f}M parameters on {run.device}, {precision}, compile {'on' if use_compile else 'off'}, "
           f"{run.world} process(es), {run.tokens_per_step} tokens/step" + (f"; resuming at step {step}" if resumed else ""))  # fmt: skip
 
@@ -356,6 +387,8 @@ def evaluate_and_save(run: Run, state: State, bar) -> bool:
     """Estimate both losses, save last/ (and best/ on a new best), log a sample. True: stop early."""
     tc, t_eval = run.cfg.train, time.perf_counter()
     losses = evaluate(run.raw, run.data_dir, tc, run.device, run.autocast, run.rank, run.world)
+    scored = 2 * tc.eval_iters * tc.batch_size * run.cfg.model.block_size
+    state.seconds_per_scored_token = (time.perf_counter() - t_eval) / scored
     check_finite("the validation loss", losses["val"], state.step, run.out_dir)
     improved = losses["val"] < state.best_val
     if improved:
@@ -391,17 +424,49 @@ def save(run: Run, state: State, names: list[str]) -> None:
         "evals_since_best": state.evals_since_best, "loss_sum": state.loss_sum.cpu(), "n_summed": state.n_summed,
         "optimizer": run.optimizer.state_dict(), "scaler": run.scaler.state_dict() if run.scaler.is_enabled() else {},
         "ranks": ranks, "world_size": run.world,
+        "resolved": {k: run.cfg.to_dict()[k.split(".")[0]][k.split(".")[1]] for k in run.cfg.auto},
+        "budget_used_s": budget_used(state),
     }  # fmt: skip
     config = {**run.cfg.to_dict(), "step": state.step}
     for name in names if run.master else []:
         save_checkpoint(run.out_dir, name, run.raw, config, run.data_dir, train_state)
 
 
+def budget_used(state: State) -> float:
+    """Seconds of the run's time budget spent so far, over all its processes: each from its start (data,
+    set-up) through its steps, evaluations and saves."""
+    return state.budget_used + time.perf_counter() - state.t_start
+
+
+def replan(run: Run, state: State, bar) -> None:
+    """Plan a time budget's max_steps again: the steps that fit in what is left, at the time per step
+    measured since the last plan (evaluations and saves included), so a machine that slows down or speeds
+    up moves the end of the schedule with it. Rank 0 decides, so every DDP rank stops at the same step."""
+    tc, now = run.cfg.train, time.perf_counter()
+    per_step = (now - state.t_plan) / max(1, state.step - state.plan_step)
+    state.t_plan, state.plan_step = now, state.step
+    # kept for the final scoring of best/ and last/: windows every T/2 read each validation token twice
+    final_scoring = 4 * run.meta["splits"]["val"]["tokens"] * state.seconds_per_scored_token
+    left = parse_duration(tc.time_budget) - budget_used(state) - final_scoring
+    box = [state.step + max(0, int(left / per_step))]
+    if run.world > 1:
+        dist.broadcast_object_list(box, src=0)
+    run.cfg = replace(run.cfg, train=replace(tc, max_steps=max(state.step, box[0])))
+    bar.total = run.cfg.train.max_steps
+    if run.master:
+        write_text_atomic(run.out_dir / "config.json", json.dumps(run.cfg.to_dict(), indent=2, ensure_ascii=False) + "\n")
+        if abs(run.cfg.train.max_steps - tc.max_steps) > 0.02 * tc.max_steps:  # say so when it moves much
+            bar.write(f"plan: {run.cfg.train.max_steps:,} steps fit in train.time_budget = {tc.time_budget} "
+                      f"({per_step:.3g} s a step lately, evaluations included)")
+
+
 def run_training(run: Run, state: State, caught: dict, command: str | None) -> dict:
     """The loop: step, log, evaluate and save, until max_steps, early stop or a signal."""
-    tc, stop = run.cfg.train, None
-    with tqdm(total=tc.max_steps, initial=state.step, disable=not run.master, dynamic_ncols=True) as bar:
-        while state.step < tc.max_steps and not stop:
+    stop, state.t_plan, state.plan_step = None, time.perf_counter(), state.step
+    replans = "train.max_steps" in run.cfg.auto
+    with tqdm(total=run.cfg.train.max_steps, initial=state.step, disable=not run.master, dynamic_ncols=True) as bar:
+        while state.step < run.cfg.train.max_steps and not stop:
+            tc = run.cfg.train  # a time budget plans max_steps again at each evaluation
             lr = get_lr(state.step, tc)
             optimisation_step(run, state, lr)
             bar.update()
@@ -413,6 +478,8 @@ def run_training(run: Run, state: State, caught: dict, command: str | None) -> d
             if state.step % tc.eval_interval == 0 or last:
                 if evaluate_and_save(run, state, bar):
                     break
+                if replans and not last:
+                    replan(run, state, bar)
             elif stop:
                 save(run, state, ["last"])
     if stop:
@@ -442,6 +509,7 @@ def final_report(run: Run, state: State) -> dict:
         "kind": "final", "step": state.step, "val_loss": nll / count, "val_bpc": bits_per_char(nll, chars),
         "best_step": best_step, "best_val_loss": best_nll / count, "best_val_bpc": bits_per_char(best_nll, chars),
         "val_tokens_predicted": count, "val_chars": chars, "wall_s": round(time.perf_counter() - state.t_start, 1),
+        "budget_used_s": round(budget_used(state), 1),  # what train.time_budget counts: data, steps, scoring
         "tokens_per_s": round(state.trained_tokens / state.train_time, 1) if state.train_time else None,
     }  # fmt: skip
     if run.peak and final["tokens_per_s"]:

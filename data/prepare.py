@@ -19,14 +19,14 @@ import re
 import shutil
 import sys
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import numpy as np
 from tqdm import tqdm
 
 from data.cache import build_dir, cache_problem, file_records, remove_orphans
-from data.config import DataConfig, DataError
+from data.config import DataConfig, DataError, auto_vocab_size
 from data.sources import Source, open_source
 from data.split import plan_split, split_chunks
 from data.tokenizer import EOT, WORDS, continuation_tokenizer, tokenizer_hash, train_tokenizer
@@ -59,6 +59,8 @@ def prepare(cfg: DataConfig, verbose: bool = True) -> Prepared:
 def prepare_sources(cfg: DataConfig, train: Source, val: Source | None = None, verbose: bool = True) -> Prepared:
     """`prepare` for already opened sources (tests pass in-memory ones)."""
     started = time.perf_counter()
+    if cfg.vocab_size == "auto":  # with a given tokenizer the number is moot; 2048 keeps meta.json numeric
+        cfg = replace(cfg, vocab_size=2048 if cfg.tokenizer else auto_vocab_size(training_chars(cfg, train, val)))
     settings = {k: v for k, v in asdict(cfg).items() if k not in ("source", "val_source", "cache_dir", "tokenizer")}
     if val:
         settings.pop("val_fraction")
@@ -91,6 +93,12 @@ def prepare_sources(cfg: DataConfig, train: Source, val: Source | None = None, v
     if verbose:
         report(out, meta, train.name, reused, time.perf_counter() - started)
     return Prepared(out, meta, out / "tokenizer.json", reused)
+
+
+def training_chars(cfg: DataConfig, train: Source, val: Source | None) -> int:
+    """Characters of the training split (one counting pass over the source)."""
+    plan = plan_split(train.chunks(), cfg.val_fraction, train.name)
+    return plan.chars if val else plan.chars - plan.val_chars
 
 
 def publish(tmp: Path, out: Path):
@@ -199,7 +207,7 @@ def report(out: Path, meta: dict, name: str, reused: bool, seconds: float):
     for part, s in meta["splits"].items():
         print(f"  {part + ':':6} {s['documents']:,} documents, {s['chars']:,} characters, {s['tokens']:,} tokens, "
               f"{s['chars'] / max(s['tokens'], 1):.2f} characters/token -> {out / (part + '.bin')}")
-    asked = meta["data"]["vocab_size"]
+    asked = meta["data"]["vocab_size"]  # a number, unless a given tokenizer made it moot
     note = f" (of {asked:,} asked: the corpus has no more merges)" if meta["vocab_size"] < asked else ""
     if "tokenizer_from" in meta:
         note = f" (from {meta['tokenizer_from']}, documents separated by {meta['eot_token']})"

@@ -16,7 +16,7 @@ def test_shipped_configs_load():
     for name in ("tiny", "small", "gpu"):
         cfg = load_config(f"configs/{name}.toml")
         assert isinstance(cfg, RunConfig)
-        assert cfg.model.vocab_size == cfg.data.vocab_size
+        assert cfg.model.vocab_size == (2048 if cfg.data.vocab_size == "auto" else cfg.data.vocab_size)
 
 
 def test_tables_map_onto_dataclasses_and_defaults_fill_the_rest(tmp_path):
@@ -29,7 +29,7 @@ def test_tables_map_onto_dataclasses_and_defaults_fill_the_rest(tmp_path):
     assert cfg.log.wandb is False
     saved = cfg.to_dict()
     assert saved["model"]["vocab_size"] == 512 and saved["model"]["n_layer"] == 3
-    assert set(saved) == {"data", "model", "train", "log"}
+    assert set(saved) == {"data", "model", "train", "log", "auto"} and saved["auto"] == []
 
 
 def test_overrides_are_toml_values(tmp_path):
@@ -53,7 +53,7 @@ def test_parse_override():
 
 
 def test_unknown_key_lists_valid_keys(tmp_path):
-    with pytest.raises(ConfigError, match=r"unknown key train\.lrr.*valid keys in \[train\]: max_steps, batch_size"):
+    with pytest.raises(ConfigError, match=r"unknown key train\.lrr.*valid keys in \[train\]: max_steps, time_budget, batch_size"):
         load_config(write(tmp_path, "[train]\nlrr = 1e-3\n"))
     with pytest.raises(ConfigError, match=r"unknown key model\.n_layers.*n_layer"):
         load_config(write(tmp_path, ""), ["--model.n_layers=2"])

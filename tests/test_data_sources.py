@@ -168,7 +168,7 @@ def test_config_validation_and_overrides(tmp_path):
     assert DataConfig.from_toml(config, ["--data.val_fraction=0.2"]) == DataConfig(vocab_size=1024, val_fraction=0.2)
     with pytest.raises(DataError, match=r"unknown key 'vocab_sise' in \[data\]; valid keys: source, "):
         DataConfig.from_toml(config, ["--data.vocab_sise=5"])
-    with pytest.raises(DataError, match=r"data\.vocab_size must be an integer, got 'big'"):
+    with pytest.raises(DataError, match=r"data\.vocab_size must be an integer or \"auto\", got 'big'"):
         DataConfig(vocab_size="big")
     with pytest.raises(DataError, match=r"val_fraction must be between 0 and 1"):
         DataConfig(val_fraction=1.5)

@@ -26,6 +26,7 @@ from data.config import DataConfig, read_toml
 from model.errors import UserError
 from model.config import GPTConfig
 from model.pretrained import open_pretrained
+from training.recipe import AUTO, parse_duration
 
 
 MAX_SEED = 2**32 - 1  # what numpy.random.seed accepts (torch and random take more)
@@ -37,7 +38,8 @@ class ConfigError(UserError):
 
 @dataclass
 class TrainConfig:
-    max_steps: int = 2000
+    max_steps: int = 2000  # "auto" (with time_budget): as many as fit in the budget
+    time_budget: str = ""  # e.g. "10m", "90s", "1h30m": with max_steps = "auto" the run plans its steps to fit
     batch_size: int = 16  # sequences per micro-step (per process under DDP)
     grad_accum: int = 1  # micro-steps per optimizer step
     lr: float = 1e-3  # peak learning rate, reached after warmup
@@ -67,6 +69,11 @@ class TrainConfig:
         for name in ("warmup_steps", "patience", "sample_tokens", "seed", "threads"):
             if getattr(self, name) < 0:
                 raise ConfigError(f"train.{name} = {getattr(self, name)} must be 0 or more")
+        if self.time_budget:
+            try:
+                parse_duration(self.time_budget)
+            except ValueError as e:
+                raise ConfigError(f'train.time_budget = "{self.time_budget}": {e}; write it like "10m", "90s" or "1h30m"') from None
         if self.seed > MAX_SEED:  # numpy's seeds are 32-bit
             raise ConfigError(f"train.seed = {self.seed} must be between 0 and {MAX_SEED}")
         for name in ("lr", "min_lr", "weight_decay", "grad_clip", "peak_flops"):
@@ -99,10 +106,11 @@ class RunConfig:
     model: GPTConfig = field(default_factory=GPTConfig)  # vocab_size: data.vocab_size until the tokenizer says
     train: TrainConfig = field(default_factory=TrainConfig)
     log: LogConfig = field(default_factory=LogConfig)
+    auto: tuple[str, ...] = ()  # the "auto" settings ("train.lr", ...): placeholders until training.recipe resolves them
 
     def to_dict(self) -> dict:
-        """The resolved config as saved in config.json."""
-        return asdict(self)
+        """The resolved config as saved in config.json ("auto" lists which values the run chose)."""
+        return {**asdict(self), "auto": list(self.auto)}
 
 
 SECTIONS = {"data": DataConfig, "model": GPTConfig, "train": TrainConfig, "log": LogConfig}
@@ -139,20 +147,27 @@ def build_config(raw: dict, source: str = "config") -> RunConfig:
     unknown = sorted(set(raw) - set(SECTIONS))
     if unknown:
         raise ConfigError(f"unknown section [{unknown[0]}] in {source}; valid sections: {', '.join(SECTIONS)}")
-    values = {}
+    values, auto = {}, []
     for section, cls in SECTIONS.items():
         table = raw.get(section, {})
         if not isinstance(table, dict):
             raise ConfigError(f"{section} in {source} must be a table [{section}]")
-        values[section] = check_table(section, cls, table)
+        chosen = [k for k in AUTO.get(section, ()) if table.get(k) == "auto"]
+        auto += [f"{section}.{k}" for k in chosen]
+        values[section] = check_table(section, cls, {k: v for k, v in table.items() if k not in chosen})
+    if "train.min_lr" in auto:  # a placeholder that cannot trip the min_lr <= lr check; resolved later
+        values["train"]["min_lr"] = 0.0
+    if "train.max_steps" in auto and not values["train"].get("time_budget"):
+        raise ConfigError('train.max_steps = "auto" needs train.time_budget (e.g. "10m"); or give a number of steps')
     data, train = DataConfig(**values["data"]), TrainConfig(**values["train"])
     if train.init_from:  # its small files are read now, so a bad path or setting fails before any data work
         start = open_pretrained(train.init_from)
         model = start.model_config(values["model"])
         data = replace(data, tokenizer=data.tokenizer or train.init_from)
     else:
-        model = GPTConfig(vocab_size=data.vocab_size, **values["model"])  # checked now, before any data work
-    return RunConfig(data=data, model=model, train=train, log=LogConfig(**values["log"]))
+        vocab = 2048 if data.vocab_size == "auto" else data.vocab_size  # a placeholder until the tokenizer says
+        model = GPTConfig(vocab_size=vocab, **values["model"])  # checked now, before any data work
+    return RunConfig(data=data, model=model, train=train, log=LogConfig(**values["log"]), auto=tuple(auto))
 
 
 def check_table(section: str, cls, table: dict) -> dict:

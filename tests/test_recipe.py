@@ -1,0 +1,143 @@
+"""training/recipe.py and the "auto" settings: the rule's numbers, the time budget, resume, the config."""
+
+import json
+import math
+import os
+import subprocess
+import sys
+
+import pytest
+
+import train
+from data.config import DataConfig, auto_vocab_size
+from data.prepare import prepare
+from training.config import ConfigError, load_config
+from training.recipe import parse_duration, plan_settings, regularisation, steps_in
+from tests.conftest import ROOT, TINY
+
+AUTO_ALL = ["--train.lr=auto", "--train.min_lr=auto", "--train.weight_decay=auto", "--model.dropout=auto"]
+
+
+def tiny(data_cache, *overrides):
+    return load_config(TINY, [f"--data.cache_dir={data_cache}", "--train.threads=1", *overrides])
+
+
+@pytest.mark.parametrize("text, seconds", [("10m", 600), ("90s", 90), ("1h30m", 5400), ("2.5m", 150), ("45", 45),
+                                           (" 1h ", 3600), ("1m30s", 90)])  # fmt: skip
+def test_parse_duration(text, seconds):
+    assert parse_duration(text) == seconds
+
+
+@pytest.mark.parametrize("text", ["", "10x", "m", "0s", "-5", "5 m", "1s1h"])
+def test_parse_duration_refuses(text):
+    with pytest.raises(ValueError):
+        parse_duration(text)
+
+
+def test_regularisation_at_the_ends_and_between():
+    few = {"lr": 1e-3, "min_lr": 1e-4, "dropout": 0.0, "weight_decay": 0.1}
+    many = {"lr": 3e-4, "min_lr": 3e-5, "dropout": 0.2, "weight_decay": 0.5}
+    assert regularisation(0.3) == regularisation(16.0) == few  # up to 16 passes: nothing to hold back
+    assert regularisation(64.0) == regularisation(500.0) == many  # the built-in corpus for ten minutes
+    middle = regularisation(32.0)  # halfway on the log scale between 16 and 64 passes
+    assert middle == {"lr": 0.000548, "min_lr": 5.48e-05, "dropout": 0.1, "weight_decay": 0.3}  # sqrt(1e-3 * 3e-4)
+
+
+def test_steps_in_counts_the_evaluations():
+    assert steps_in(600, 0.5, eval_every=50, seconds_per_eval=5.0) == 1000  # 0.5 s + 5 s / 50 a step
+    assert steps_in(1, 10.0, eval_every=50, seconds_per_eval=0.0) == 1  # at least one
+
+
+def test_auto_vocab_size_grows_with_the_training_text():
+    assert auto_vocab_size(57_006) == 2048  # the built-in corpus
+    assert auto_vocab_size(299_999) == 2048 and auto_vocab_size(300_000) == 4096
+    assert auto_vocab_size(50_000_000) == 4096  # larger was not measured
+
+
+def test_plan_settings_keys_on_the_passes_over_the_text():
+    cfg = load_config(TINY, ["--train.max_steps=1000", "--train.batch_size=8", *AUTO_ALL])  # 8 x 16 = 128 tokens a step
+    values, why = plan_settings(cfg, train_tokens=2000, world=1, seconds_per_micro_step=lambda: pytest.fail("no timing"))
+    assert values == {"train.lr": 3e-4, "train.min_lr": 3e-5, "train.weight_decay": 0.5, "model.dropout": 0.2}  # 64 passes
+    assert "64 passes over 2,000 training tokens" in why
+    values, _ = plan_settings(cfg, train_tokens=16_000, world=2, seconds_per_micro_step=None)  # 16 passes on 2 ranks
+    assert values == {"train.lr": 1e-3, "train.min_lr": 1e-4, "train.weight_decay": 0.1, "model.dropout": 0.0}
+    given_lr = load_config(TINY, ["--train.max_steps=10", "--train.lr=2e-3", "--train.min_lr=auto"])
+    assert plan_settings(given_lr, 3200, 1, None)[0] == {"train.min_lr": 2e-4}  # the floor follows a given lr
+
+
+def test_plan_settings_fits_the_steps_to_the_budget():
+    cfg = load_config(TINY, ["--train.max_steps=auto", "--train.time_budget=1m", "--train.eval_interval=10",
+                             "--train.eval_iters=3"])  # fmt: skip
+    values, why = plan_settings(cfg, train_tokens=10_000, world=1, seconds_per_micro_step=lambda: 0.09)
+    # a step 0.09 s; an evaluation 2 x 3 x 0.09 / 3 + 1 = 1.18 s, every 10 steps: 0.208 s a step, 288 in 60 s
+    assert values == {"train.max_steps": 288} and "288 steps fit in 1m" in why
+
+
+def test_config_takes_auto_only_where_the_recipe_resolves_it(tmp_path):
+    cfg = load_config(TINY, ["--train.max_steps=auto", "--train.time_budget=10m", *AUTO_ALL])
+    assert set(cfg.auto) == {"train.max_steps", "train.lr", "train.min_lr", "train.weight_decay", "model.dropout"}
+    assert load_config(TINY).auto == ()
+    with pytest.raises(ConfigError, match=r'train.max_steps = "auto" needs train.time_budget'):
+        load_config(TINY, ["--train.max_steps=auto"])
+    with pytest.raises(ConfigError, match=r"train.batch_size = 'auto' must be an integer"):
+        load_config(TINY, ["--train.batch_size=auto"])
+    with pytest.raises(ConfigError, match=r'train.time_budget = "ten minutes".*like "10m"'):
+        load_config(TINY, ["--train.time_budget=ten minutes"])
+
+
+def test_auto_vocabulary_is_resolved_before_the_cache_is_named(data_cache):
+    auto = prepare(DataConfig(vocab_size="auto", cache_dir=str(data_cache)), verbose=False)
+    given = prepare(DataConfig(vocab_size=2048, cache_dir=str(data_cache)), verbose=False)
+    assert auto.dir == given.dir and auto.meta["vocab_size"] == 2048  # 57,006 training characters
+    assert auto.meta["data"]["vocab_size"] == 2048
+
+
+def test_auto_settings_are_resolved_printed_and_saved(tmp_path, data_cache, capsys):
+    final = train.train(tiny(data_cache, *AUTO_ALL), tmp_path / "run")
+    out = capsys.readouterr().out
+    # 20 steps x 64 tokens over the 37,696 training tokens: far under 16 passes, so the few-passes end
+    assert "auto: train.lr=0.001 train.min_lr=0.0001 train.weight_decay=0.1 model.dropout=0.0" in out
+    config = json.loads((tmp_path / "run" / "config.json").read_text())
+    assert (config["train"]["lr"], config["train"]["min_lr"], config["train"]["weight_decay"]) == (1e-3, 1e-4, 0.1)
+    assert config["model"]["dropout"] == 0.0 and set(config["auto"]) == {"train.lr", "train.min_lr",
+                                                                          "train.weight_decay", "model.dropout"}
+    assert final["step"] == 20
+
+
+def test_max_steps_wins_over_the_time_budget(tmp_path, data_cache):
+    final = train.train(tiny(data_cache, "--train.max_steps=7", "--train.time_budget=1s"), tmp_path / "run")
+    assert final["step"] == 7
+
+
+def test_a_time_budget_plans_the_steps_and_ends_the_schedule_with_it(tmp_path, data_cache, capsys):
+    budget = 6.0
+    cfg = tiny(data_cache, "--train.max_steps=auto", f"--train.time_budget={budget}s", "--train.sample_tokens=0")
+    final = train.train(cfg, tmp_path / "run")
+    out = capsys.readouterr()
+    planned = json.loads((tmp_path / "run" / "config.json").read_text())["train"]["max_steps"]
+    assert "plan: " in out.err + out.out
+    assert final["step"] == planned > 20  # the run ends where the second plan put the end of the schedule
+    records = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    last_logged = [r for r in records if "lr" in r][-1]
+    peak, floor = cfg.train.lr, cfg.train.min_lr
+    assert last_logged["step"] == final["step"] and (last_logged["lr"] - floor) / (peak - floor) < 0.05  # decayed
+    assert 0.5 * budget < final["budget_used_s"] < 2 * budget  # the plan is a measurement, so only roughly
+
+
+def test_a_resumed_auto_run_keeps_the_values_its_start_chose(tmp_path, data_cache):
+    args = ["--config", str(TINY), f"--data.cache_dir={data_cache}", "--train.threads=1", "--train.max_steps=auto",
+            "--train.time_budget=10s", "--train.sample_tokens=0", *AUTO_ALL, "--out", str(tmp_path / "run")]
+    env = {**os.environ, "KOGPT_TEST_SIGNAL": "25:TERM", "OMP_NUM_THREADS": "1"}
+    first = subprocess.run([sys.executable, "train.py", *args], cwd=ROOT, env=env, capture_output=True, text=True)
+    assert first.returncode == 143, first.stderr[-2000:]
+    chosen = json.loads((tmp_path / "run" / "last" / "config.json").read_text())
+    assert chosen["step"] == 25
+    second = subprocess.run([sys.executable, "train.py", *args, "--resume"], cwd=ROOT, capture_output=True, text=True)
+    assert second.returncode == 0, second.stderr[-2000:]
+    assert "auto:" not in second.stdout  # nothing planned again
+    final = json.loads((tmp_path / "run" / "config.json").read_text())
+    for section, key in [("train", "lr"), ("train", "min_lr"), ("train", "weight_decay"), ("model", "dropout")]:
+        assert final[section][key] == chosen[section][key], key
+    last = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()][-1]
+    assert last["step"] == final["train"]["max_steps"] > 25  # it went on to the end its plans set
+    assert 5 < last["budget_used_s"] < 20  # both processes together, about the 10 s budget

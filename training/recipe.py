@@ -1,0 +1,144 @@
+"""The "auto" settings: a learning rate, regularisation and step count that fit the corpus and the time.
+
+    seconds = parse_duration("10m")                          # 600.0
+    settings = regularisation(epochs=40.0)                   # {"lr": ..., "min_lr": ..., "dropout": ..., ...}
+    steps = steps_in(seconds, seconds_per_step=0.5, eval_every=50, seconds_per_eval=3.0)
+
+The rule keys on one number: the planned passes over the training tokens (epochs = steps x tokens per
+step / training tokens). A run that sees its text once or twice overfits nothing and wants a high
+learning rate and no regularisation; a run that sees it a hundred times (the built-in corpus in ten
+minutes) memorises it unless it is regularised hard. Between the two ends every setting moves on a
+log scale of the epochs. The ends are measured (README, "Defaults that follow the corpus"): at 4 and at 16
+passes the unregularised end beat a halfway mix and the regularised end by 0.2-0.6 bits per character; at
+about 70 passes (the built-in corpus) the regularised end won.
+
+With `train.time_budget` and `max_steps = "auto"` the step count is planned before the first step from a
+few timed forward and backward passes (that estimate also sets the epochs above), then again at every
+evaluation from the run's own time per step since the last plan (evaluations and saves included), so
+the cosine schedule ends when the budget does even if the machine slows down. A plan during warmup
+changes nothing used yet (the learning rate only starts to fall after it); a later one moves the end
+of the decay a little.
+"""
+
+import math
+import re
+import time
+from dataclasses import replace
+
+import torch
+
+# The two ends of the rule: (epochs, settings). Below the first every setting is the first's, above the
+# second the second's; in between each moves linearly in log(epochs), the learning rates geometrically.
+FEW_EPOCHS = (16.0, {"lr": 1e-3, "dropout": 0.0, "weight_decay": 0.1})
+MANY_EPOCHS = (64.0, {"lr": 3e-4, "dropout": 0.2, "weight_decay": 0.5})
+MIN_LR_RATIO = 0.1  # the cosine floor, as a share of the peak learning rate
+AUTO = {"train": ("max_steps", "lr", "min_lr", "weight_decay"), "model": ("dropout",)}  # which keys take "auto"
+DURATION = re.compile(r"(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m)?(?:(\d+(?:\.\d+)?)s)?")
+CALIBRATION_STEPS = 3  # timed forward and backward passes before the first step (after one untimed)
+
+
+def parse_duration(text: str) -> float:
+    """"10m", "90s", "1h30m", "2.5m" or a bare number of seconds -> seconds; ValueError otherwise."""
+    text = text.strip().lower()
+    match = DURATION.fullmatch(text)
+    if re.fullmatch(r"\d+(\.\d+)?", text):
+        seconds = float(text)
+    elif text and match:
+        hours, minutes, secs = (float(g or 0) for g in match.groups())
+        seconds = 3600 * hours + 60 * minutes + secs
+    else:
+        raise ValueError(f"cannot read the duration {text!r}")
+    if seconds <= 0:
+        raise ValueError(f"the duration {text!r} is not positive")
+    return seconds
+
+
+def mix(epochs: float) -> float:
+    """Where `epochs` lies between the two ends of the rule: 0 at FEW_EPOCHS or below, 1 at MANY_EPOCHS or above."""
+    low, high = math.log(FEW_EPOCHS[0]), math.log(MANY_EPOCHS[0])
+    return min(1.0, max(0.0, (math.log(max(epochs, 1e-9)) - low) / (high - low)))
+
+
+def regularisation(epochs: float) -> dict:
+    """The learning rate, its floor, dropout and weight decay for a run of `epochs` passes over its text."""
+    t, few, many = mix(epochs), FEW_EPOCHS[1], MANY_EPOCHS[1]
+    lr = math.exp((1 - t) * math.log(few["lr"]) + t * math.log(many["lr"]))
+    return {
+        "lr": float(f"{lr:.3g}"),
+        "min_lr": float(f"{lr * MIN_LR_RATIO:.3g}"),
+        "dropout": round((1 - t) * few["dropout"] + t * many["dropout"], 3),
+        "weight_decay": round((1 - t) * few["weight_decay"] + t * many["weight_decay"], 3),
+    }
+
+
+def steps_in(seconds: float, seconds_per_step: float, eval_every: int, seconds_per_eval: float) -> int:
+    """How many steps, with an evaluation every `eval_every` of them, fit in `seconds` (at least 1)."""
+    per_step = seconds_per_step + seconds_per_eval / eval_every
+    return max(1, int(seconds / per_step))
+
+
+def time_forward_backward(model, batch_size: int, autocast, steps: int = CALIBRATION_STEPS) -> float:
+    """Seconds per training micro-step of `model` (a throwaway copy), timed on random tokens: one pass to
+    warm up, then the median of `steps`. Draws from its own generator, so the run's RNGs are untouched."""
+    device, T = model.tok_emb.weight.device, model.config.block_size
+    generator = torch.Generator().manual_seed(0)
+    model.train()
+    times = []
+    for i in range(steps + 1):
+        idx = torch.randint(model.config.vocab_size, (batch_size, T + 1), generator=generator).to(device)
+        started = time.perf_counter()
+        with autocast:
+            loss = model(idx[:, :-1], idx[:, 1:])[1]
+        loss.backward()
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        if i:
+            times.append(time.perf_counter() - started)
+        model.zero_grad(set_to_none=True)
+    return sorted(times)[len(times) // 2]
+
+
+def evaluation_seconds(seconds_per_micro_step: float, eval_iters: int) -> float:
+    """A first guess at one evaluation: 2 x eval_iters forward passes, each about a third of a training
+    micro-step, and a second for the sample and the save. The second plan measures it instead."""
+    return 2 * eval_iters * seconds_per_micro_step / 3 + 1.0
+
+
+def plan_settings(cfg, train_tokens: int, world: int, seconds_per_micro_step) -> tuple[dict, str]:
+    """The values of cfg's "auto" settings ({"train.lr": ...}) and a line that says how they were chosen.
+
+    `seconds_per_micro_step()` is called only when the step count has to be planned from the time budget.
+    """
+    tc, auto = cfg.train, set(cfg.auto)
+    tokens_per_step = tc.batch_size * cfg.model.block_size * tc.grad_accum * world
+    values, why = {}, []
+    if "train.max_steps" in auto:
+        per_micro = seconds_per_micro_step()
+        budget = parse_duration(tc.time_budget)
+        values["train.max_steps"] = steps_in(budget, per_micro * tc.grad_accum, tc.eval_interval,
+                                             evaluation_seconds(per_micro, tc.eval_iters))
+        why.append(f"{values['train.max_steps']:,} steps fit in {tc.time_budget} at {per_micro * tc.grad_accum:.3g} s "
+                   f"a step (timed; planned again at each evaluation)")
+    steps = values.get("train.max_steps", tc.max_steps)
+    epochs = steps * tokens_per_step / max(1, train_tokens)
+    chosen = regularisation(epochs)
+    if "train.lr" not in auto:  # a floor that follows the learning rate the user gave
+        chosen["min_lr"] = float(f"{tc.lr * MIN_LR_RATIO:.3g}")
+    for key in ("lr", "min_lr", "weight_decay"):
+        if f"train.{key}" in auto:
+            values[f"train.{key}"] = chosen[key]
+    if "model.dropout" in auto:
+        values["model.dropout"] = chosen["dropout"]
+    why.append(f"{steps:,} steps x {tokens_per_step:,} tokens = {epochs:.3g} passes over {train_tokens:,} "
+               f"training tokens")
+    settings = " ".join(f"{k}={v}" for k, v in values.items())
+    return values, f"auto: {settings} ({'; '.join(why)})"
+
+
+def apply_settings(cfg, values: dict):
+    """cfg with `values` ({"train.lr": 3e-4, "model.dropout": 0.1, ...}) put in their sections."""
+    sections = {}
+    for name, value in values.items():
+        section, key = name.split(".")
+        sections.setdefault(section, {})[key] = value
+    return replace(cfg, **{s: replace(getattr(cfg, s), **kv) for s, kv in sections.items()})
