@@ -17,6 +17,10 @@ One trainer at a time per run directory (RUN/.lock), and a run directory that ho
 directory must be on a shared disk.
 """
 
+import time
+
+STARTED = time.perf_counter()  # before the imports below (torch takes seconds): a time budget counts them
+
 import contextlib
 import json
 import math
@@ -25,7 +29,6 @@ import random
 import shlex
 import signal
 import sys
-import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
@@ -126,10 +129,12 @@ def signal_for_tests(step: int) -> None:
         os.kill(os.getpid(), getattr(signal, f"SIG{name or 'INT'}"))
 
 
-def train(cfg: RunConfig, out_dir, resume: bool = False, command: str | None = None, overwrite: bool = False) -> dict:
+def train(cfg: RunConfig, out_dir, resume: bool = False, command: str | None = None, overwrite: bool = False,
+          started: float | None = None) -> dict:
     """Run (or resume, or with `overwrite` replace) the run in out_dir. Returns the final record, or
-    {"exit_code": 130/143, ...} when a signal stopped it (after saving last/)."""
-    out_dir, tc, started = Path(out_dir), cfg.train, time.perf_counter()
+    {"exit_code": 130/143, ...} when a signal stopped it (after saving last/). `started`: when the
+    process began (the command line passes it), so a time budget counts its start-up too."""
+    out_dir, tc, started = Path(out_dir), cfg.train, started or time.perf_counter()
     world, rank = int(os.environ.get("WORLD_SIZE", 1)), int(os.environ.get("RANK", 0))
     device = resolve_device(tc.device, int(os.environ.get("LOCAL_RANK", 0)))
     if tc.threads:
@@ -533,6 +538,7 @@ def resume_command(argv: list[str]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    started = STARTED if argv is None else None  # the process's start, unless called in-process (tests)
     argv = sys.argv[1:] if argv is None else argv
     parser = ArgumentParser(
         prog="python train.py", description=__doc__.split("\n")[0], epilog="Overrides: --section.key=value, e.g. --train.lr=3e-4", allow_abbrev=False
@@ -545,7 +551,7 @@ def main(argv: list[str] | None = None) -> int:
         args, overrides = parser.parse_known_args(argv)
         cfg = load_config(args.config, overrides)
         out_dir = Path(args.out) if args.out else Path("runs") / Path(args.config).stem
-        result = train(cfg, out_dir, args.resume, command=resume_command(argv), overwrite=args.overwrite)
+        result = train(cfg, out_dir, args.resume, command=resume_command(argv), overwrite=args.overwrite, started=started)
     except UserError as e:
         print_error(e)
         return 2
