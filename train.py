@@ -429,12 +429,18 @@ def save(run: Run, state: State, names: list[str]) -> None:
         "evals_since_best": state.evals_since_best, "loss_sum": state.loss_sum.cpu(), "n_summed": state.n_summed,
         "optimizer": run.optimizer.state_dict(), "scaler": run.scaler.state_dict() if run.scaler.is_enabled() else {},
         "ranks": ranks, "world_size": run.world,
-        "resolved": {k: run.cfg.to_dict()[k.split(".")[0]][k.split(".")[1]] for k in run.cfg.auto},
+        "resolved": resolved_values(run.cfg),
         "budget_used_s": budget_used(state),
     }  # fmt: skip
     config = {**run.cfg.to_dict(), "step": state.step}
     for name in names if run.master else []:
         save_checkpoint(run.out_dir, name, run.raw, config, run.data_dir, train_state)
+
+
+def resolved_values(cfg: RunConfig) -> dict:
+    """What the "auto" settings came to ({"train.lr": 0.001, ...}), as a resume must take them back."""
+    sections = asdict(cfg)
+    return {name: sections[name.split(".")[0]][name.split(".")[1]] for name in cfg.auto}
 
 
 def budget_used(state: State) -> float:
