@@ -99,7 +99,7 @@ CASES = [
     (T, ["--train.max_steps=auto"], 'train.max_steps = "auto" needs train.time_budget'),
     (T, ["--train.time_budget=ten"], 'train.time_budget = "ten": cannot read the duration'),
     (T, ["--train.time_budget=0s"], "is not positive"),
-    (T, ["--train.batch_size=auto"], "train.batch_size = 'auto' must be an integer"),
+    (T, ["--train.warmup_steps=auto"], "train.warmup_steps = 'auto' must be an integer"),
     (T, ["--model.n_layer=auto"], "model.n_layer = 'auto' must be an integer"),
     (T, ["--data.vocab_size=many"], 'data.vocab_size must be an integer or "auto"'),
     (T, ["--model.n_layer=-1"], "model.n_layer = -1 must be a positive integer"),

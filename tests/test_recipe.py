@@ -15,7 +15,7 @@ from training.config import ConfigError, load_config
 from training.recipe import parse_duration, plan_settings, regularisation, steps_in
 from tests.conftest import ROOT, TINY
 
-AUTO_ALL = ["--train.lr=auto", "--train.min_lr=auto", "--train.weight_decay=auto", "--model.dropout=auto"]
+AUTO_ALL = ["--train.batch_size=auto", "--train.lr=auto", "--train.min_lr=auto", "--train.weight_decay=auto", "--model.dropout=auto"]
 
 
 def tiny(data_cache, *overrides):
@@ -35,12 +35,13 @@ def test_parse_duration_refuses(text):
 
 
 def test_regularisation_at_the_ends_and_between():
-    few = {"lr": 1e-3, "min_lr": 1e-4, "dropout": 0.0, "weight_decay": 0.1}
-    many = {"lr": 3e-4, "min_lr": 3e-5, "dropout": 0.2, "weight_decay": 0.5}
+    few = {"batch_size": 8, "lr": 1e-3, "min_lr": 1e-4, "dropout": 0.0, "weight_decay": 0.1}
+    many = {"batch_size": 16, "lr": 3e-4, "min_lr": 3e-5, "dropout": 0.2, "weight_decay": 0.5}
     assert regularisation(0.3) == regularisation(16.0) == few  # up to 16 passes: nothing to hold back
     assert regularisation(64.0) == regularisation(500.0) == many  # the built-in corpus for ten minutes
     middle = regularisation(32.0)  # halfway on the log scale between 16 and 64 passes
-    assert middle == {"lr": 0.000548, "min_lr": 5.48e-05, "dropout": 0.1, "weight_decay": 0.3}  # sqrt(1e-3 * 3e-4)
+    # sqrt(1e-3 * 3e-4) and sqrt(8 * 16) = 11.3
+    assert middle == {"batch_size": 11, "lr": 0.000548, "min_lr": 5.48e-05, "dropout": 0.1, "weight_decay": 0.3}
 
 
 def test_steps_in_counts_the_evaluations():
@@ -55,7 +56,7 @@ def test_auto_vocab_size_grows_with_the_training_text():
 
 
 def test_plan_settings_keys_on_the_passes_over_the_text():
-    cfg = load_config(TINY, ["--train.max_steps=1000", "--train.batch_size=8", *AUTO_ALL])  # 8 x 16 = 128 tokens a step
+    cfg = load_config(TINY, ["--train.max_steps=1000", "--train.batch_size=8", *AUTO_ALL[1:]])  # 8 x 16 = 128 tokens a step
     values, why = plan_settings(cfg, train_tokens=2000, world=1, seconds_per_micro_step=lambda: pytest.fail("no timing"))
     assert values == {"train.lr": 3e-4, "train.min_lr": 3e-5, "train.weight_decay": 0.5, "model.dropout": 0.2}  # 64 passes
     assert "64 passes over 2,000 training tokens" in why
@@ -73,14 +74,35 @@ def test_plan_settings_fits_the_steps_to_the_budget():
     assert values == {"train.max_steps": 288} and "288 steps fit in 1m" in why
 
 
+def test_an_auto_batch_size_cuts_the_same_tokens_finer_at_few_passes():
+    budget = ["--train.max_steps=auto", "--train.time_budget=1m", "--train.eval_interval=10", "--train.eval_iters=3"]
+    cfg = load_config(TINY, [*budget, "--train.batch_size=auto"])
+    assert cfg.train.batch_size == 16  # the placeholder the timing runs at
+    values, why = plan_settings(cfg, train_tokens=10_000, world=1, seconds_per_micro_step=lambda: 0.08)
+    # at 16: 0.08 s + (2 x 3 x 0.08 / 3 + 1) / 10 = 0.196 s a step, 306 steps x 256 tokens = 7.8 passes: batch 8,
+    # whose steps take 0.04 s + (2 x 3 x 0.04 / 3 + 1) / 10 = 0.148 s: 405 steps
+    assert values == {"train.max_steps": 405, "train.batch_size": 8} and "405 steps x 128 tokens" in why
+    values, _ = plan_settings(cfg, train_tokens=1_000, world=1, seconds_per_micro_step=lambda: 0.08)
+    assert values == {"train.max_steps": 306, "train.batch_size": 16}  # 78 passes: the batch stays
+    # with the steps given, the passes grow with the batch: 1,000 steps x 16 tokens x b over 200,000 tokens
+    # is 0.08 b passes, under 16 for every b from 8 to 16, so 8; over 2,000 tokens 8 b: 16 (128 passes)
+    fixed = load_config(TINY, ["--train.max_steps=1000", "--train.batch_size=auto"])
+    assert plan_settings(fixed, 200_000, 1, None)[0] == {"train.batch_size": 8}
+    assert plan_settings(fixed, 2_000, 1, None)[0] == {"train.batch_size": 16}
+    # over 12,800 tokens: 16 gives 20 passes, whose rule says 9; 9 gives 11.25 passes, whose rule says 8;
+    # the largest batch its own passes agree with is 8
+    assert plan_settings(fixed, 12_800, 1, None)[0] == {"train.batch_size": 8}
+
+
 def test_config_takes_auto_only_where_the_recipe_resolves_it(tmp_path):
     cfg = load_config(TINY, ["--train.max_steps=auto", "--train.time_budget=10m", *AUTO_ALL])
-    assert set(cfg.auto) == {"train.max_steps", "train.lr", "train.min_lr", "train.weight_decay", "model.dropout"}
+    assert set(cfg.auto) == {"train.max_steps", "train.batch_size", "train.lr", "train.min_lr", "train.weight_decay",
+                             "model.dropout"}
     assert load_config(TINY).auto == ()
     with pytest.raises(ConfigError, match=r'train.max_steps = "auto" needs train.time_budget'):
         load_config(TINY, ["--train.max_steps=auto"])
-    with pytest.raises(ConfigError, match=r"train.batch_size = 'auto' must be an integer"):
-        load_config(TINY, ["--train.batch_size=auto"])
+    with pytest.raises(ConfigError, match=r"train.warmup_steps = 'auto' must be an integer"):
+        load_config(TINY, ["--train.warmup_steps=auto"])
     with pytest.raises(ConfigError, match=r'train.time_budget = "ten minutes".*like "10m"'):
         load_config(TINY, ["--train.time_budget=ten minutes"])
 
@@ -95,12 +117,13 @@ def test_auto_vocabulary_is_resolved_before_the_cache_is_named(data_cache):
 def test_auto_settings_are_resolved_printed_and_saved(tmp_path, data_cache, capsys):
     final = train.train(tiny(data_cache, *AUTO_ALL), tmp_path / "run")
     out = capsys.readouterr().out
-    # 20 steps x 64 tokens over the 37,696 training tokens: far under 16 passes, so the few-passes end
-    assert "auto: train.lr=0.001 train.min_lr=0.0001 train.weight_decay=0.1 model.dropout=0.0" in out
+    # 20 steps x 16 x 16 tokens over the 37,696 training tokens: far under 16 passes, so the few-passes end
+    assert ("auto: train.batch_size=8 train.lr=0.001 train.min_lr=0.0001 train.weight_decay=0.1 model.dropout=0.0 "
+            "(20 steps x 128 tokens") in out
     config = json.loads((tmp_path / "run" / "config.json").read_text())
     assert (config["train"]["lr"], config["train"]["min_lr"], config["train"]["weight_decay"]) == (1e-3, 1e-4, 0.1)
-    assert config["model"]["dropout"] == 0.0 and set(config["auto"]) == {"train.lr", "train.min_lr",
-                                                                          "train.weight_decay", "model.dropout"}
+    assert config["model"]["dropout"] == 0.0 and config["train"]["batch_size"] == 8
+    assert set(config["auto"]) == {"train.batch_size", "train.lr", "train.min_lr", "train.weight_decay", "model.dropout"}
     assert final["step"] == 20
 
 
@@ -136,7 +159,7 @@ def test_a_resumed_auto_run_keeps_the_values_its_start_chose(tmp_path, data_cach
     assert second.returncode == 0, second.stderr[-2000:]
     assert "auto:" not in second.stdout  # nothing planned again
     final = json.loads((tmp_path / "run" / "config.json").read_text())
-    for section, key in [("train", "lr"), ("train", "min_lr"), ("train", "weight_decay"), ("model", "dropout")]:
+    for section, key in [("train", "batch_size"), ("train", "lr"), ("train", "min_lr"), ("train", "weight_decay"), ("model", "dropout")]:
         assert final[section][key] == chosen[section][key], key
     last = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()][-1]
     assert last["step"] == final["train"]["max_steps"] > 25  # it went on to the end its plans set

@@ -1,4 +1,4 @@
-"""The "auto" settings: a learning rate, regularisation and step count that fit the corpus and the time.
+"""The "auto" settings: a learning rate, regularisation, batch size and step count that fit the corpus and the time.
 
     seconds = parse_duration("10m")                          # 600.0
     settings = regularisation(epochs=40.0)                   # {"lr": ..., "min_lr": ..., "dropout": ..., ...}
@@ -10,7 +10,8 @@ learning rate and no regularisation; a run that sees it a hundred times (the bui
 minutes) memorises it unless it is regularised hard. Between the two ends every setting moves on a
 log scale of the epochs. The ends are measured (README, "Defaults that follow the corpus"): at 4 and at 16
 passes the unregularised end beat a halfway mix and the regularised end by 0.2-0.6 bits per character; at
-about 70 passes (the built-in corpus) the regularised end won.
+about 70 passes (the built-in corpus) the regularised end won. The batch size moves the same way: at a few
+passes a batch of 8 beat 16 in the same time (more steps over the same tokens), at 136 passes 16 beat 8.
 
 With `train.time_budget` and `max_steps = "auto"` the step count is planned before the first step from a
 few timed forward and backward passes (that estimate also sets the epochs above), then again at every
@@ -29,10 +30,12 @@ import torch
 
 # The two ends of the rule: (epochs, settings). Below the first every setting is the first's, above the
 # second the second's; in between each moves linearly in log(epochs), the learning rates geometrically.
-FEW_EPOCHS = (16.0, {"lr": 1e-3, "dropout": 0.0, "weight_decay": 0.1})
-MANY_EPOCHS = (64.0, {"lr": 3e-4, "dropout": 0.2, "weight_decay": 0.5})
+# The batch size moves with them: at a few passes more, smaller steps learn more from the same tokens (the
+# same tokens a second, so the same passes); at many the larger batch overfits less (README).
+FEW_EPOCHS = (16.0, {"lr": 1e-3, "dropout": 0.0, "weight_decay": 0.1, "batch_size": 8})
+MANY_EPOCHS = (64.0, {"lr": 3e-4, "dropout": 0.2, "weight_decay": 0.5, "batch_size": 16})
 MIN_LR_RATIO = 0.1  # the cosine floor, as a share of the peak learning rate
-AUTO = {"train": ("max_steps", "lr", "min_lr", "weight_decay"), "model": ("dropout",)}  # which keys take "auto"
+AUTO = {"train": ("max_steps", "batch_size", "lr", "min_lr", "weight_decay"), "model": ("dropout",)}  # which keys take "auto"
 DURATION = re.compile(r"(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m)?(?:(\d+(?:\.\d+)?)s)?")
 CALIBRATION_STEPS = 3  # timed forward and backward passes before the first step (after one untimed)
 
@@ -60,10 +63,12 @@ def mix(epochs: float) -> float:
 
 
 def regularisation(epochs: float) -> dict:
-    """The learning rate, its floor, dropout and weight decay for a run of `epochs` passes over its text."""
+    """The learning rate, its floor, dropout, weight decay and batch size for `epochs` passes over the text."""
     t, few, many = mix(epochs), FEW_EPOCHS[1], MANY_EPOCHS[1]
     lr = math.exp((1 - t) * math.log(few["lr"]) + t * math.log(many["lr"]))
+    batch = math.exp((1 - t) * math.log(few["batch_size"]) + t * math.log(many["batch_size"]))
     return {
+        "batch_size": round(batch),
         "lr": float(f"{lr:.3g}"),
         "min_lr": float(f"{lr * MIN_LR_RATIO:.3g}"),
         "dropout": round((1 - t) * few["dropout"] + t * many["dropout"], 3),
@@ -107,19 +112,32 @@ def evaluation_seconds(seconds_per_micro_step: float, eval_iters: int) -> float:
 def plan_settings(cfg, train_tokens: int, world: int, seconds_per_micro_step) -> tuple[dict, str]:
     """The values of cfg's "auto" settings ({"train.lr": ...}) and a line that says how they were chosen.
 
-    `seconds_per_micro_step()` is called only when the step count has to be planned from the time budget.
+    `seconds_per_micro_step()` (at cfg's batch size, the placeholder when batch_size is "auto") is called
+    only when the step count has to be planned from the time budget.
     """
     tc, auto = cfg.train, set(cfg.auto)
-    tokens_per_step = tc.batch_size * cfg.model.block_size * tc.grad_accum * world
-    values, why = {}, []
+    tokens_per_sequence = cfg.model.block_size * tc.grad_accum * world
+    values, why, batch = {}, [], tc.batch_size
     if "train.max_steps" in auto:
-        per_micro = seconds_per_micro_step()
-        budget = parse_duration(tc.time_budget)
-        values["train.max_steps"] = steps_in(budget, per_micro * tc.grad_accum, tc.eval_interval,
-                                             evaluation_seconds(per_micro, tc.eval_iters))
-        why.append(f"{values['train.max_steps']:,} steps fit in {tc.time_budget} at {per_micro * tc.grad_accum:.3g} s "
+        per_micro, budget = seconds_per_micro_step(), parse_duration(tc.time_budget)
+        plan = lambda b: steps_in(budget, per_micro * b / tc.batch_size * tc.grad_accum, tc.eval_interval,  # noqa: E731
+                                  evaluation_seconds(per_micro * b / tc.batch_size, tc.eval_iters))
+        # the tokens a budget buys hardly depend on the batch (time per step grows with it), so the passes
+        # are counted at the placeholder and the batch the rule picks for them just cuts them finer
+        epochs = plan(batch) * batch * tokens_per_sequence / max(1, train_tokens)
+        if "train.batch_size" in auto:
+            batch = regularisation(epochs)["batch_size"]
+        values["train.max_steps"] = steps = plan(batch)
+        why.append(f"{steps:,} steps fit in {tc.time_budget} at {per_micro * batch / tc.batch_size * tc.grad_accum:.3g} s "
                    f"a step (timed; planned again at each evaluation)")
-    steps = values.get("train.max_steps", tc.max_steps)
+    else:
+        steps = tc.max_steps
+        if "train.batch_size" in auto:  # here the passes grow with the batch: the largest the rule agrees with
+            batch = next(b for b in range(MANY_EPOCHS[1]["batch_size"], FEW_EPOCHS[1]["batch_size"] - 1, -1)
+                         if regularisation(steps * b * tokens_per_sequence / max(1, train_tokens))["batch_size"] >= b)
+    if "train.batch_size" in auto:
+        values["train.batch_size"] = batch
+    tokens_per_step = batch * tokens_per_sequence
     epochs = steps * tokens_per_step / max(1, train_tokens)
     chosen = regularisation(epochs)
     if "train.lr" not in auto:  # a floor that follows the learning rate the user gave
