@@ -120,8 +120,11 @@ def plan_settings(cfg, train_tokens: int, world: int, seconds_per_micro_step) ->
     values, why, batch = {}, [], tc.batch_size
     if "train.max_steps" in auto:
         per_micro, budget = seconds_per_micro_step(), parse_duration(tc.time_budget)
-        plan = lambda b: steps_in(budget, per_micro * b / tc.batch_size * tc.grad_accum, tc.eval_interval,  # noqa: E731
-                                  evaluation_seconds(per_micro * b / tc.batch_size, tc.eval_iters))
+
+        def plan(b: int) -> int:  # the steps that fit at batch b, a step's time taken as growing with it
+            per_b = per_micro * b / tc.batch_size
+            return steps_in(budget, per_b * tc.grad_accum, tc.eval_interval, evaluation_seconds(per_b, tc.eval_iters))
+
         # the tokens a budget buys hardly depend on the batch (time per step grows with it), so the passes
         # are counted at the placeholder and the batch the rule picks for them just cuts them finer
         epochs = plan(batch) * batch * tokens_per_sequence / max(1, train_tokens)
