@@ -37,11 +37,14 @@ def test_parse_duration_refuses(text):
 def test_regularisation_at_the_ends_and_between():
     few = {"batch_size": 8, "lr": 1e-3, "min_lr": 1e-4, "dropout": 0.0, "weight_decay": 0.1}
     many = {"batch_size": 16, "lr": 3e-4, "min_lr": 3e-5, "dropout": 0.2, "weight_decay": 0.5}
-    assert regularisation(0.3) == regularisation(16.0) == few  # up to 16 passes: nothing to hold back
+    assert regularisation(0.3) == regularisation(8.0) == few  # up to 8 passes: small steps, nothing held back
     assert regularisation(64.0) == regularisation(500.0) == many  # the built-in corpus for ten minutes
-    middle = regularisation(32.0)  # halfway on the log scale between 16 and 64 passes
-    # sqrt(1e-3 * 3e-4) and sqrt(8 * 16) = 11.3
-    assert middle == {"batch_size": 11, "lr": 0.000548, "min_lr": 5.48e-05, "dropout": 0.1, "weight_decay": 0.3}
+    # the batch moves first, between 8 and 14 passes: halfway on their log scale, sqrt(8 x 14) = 10.58 passes,
+    # it is sqrt(8 x 16) = 11.3; the rest has not moved yet, and at 14 and 16 passes only the batch has
+    assert regularisation(10.583) == {**few, "batch_size": 11}
+    assert regularisation(14.0) == regularisation(16.0) == {**few, "batch_size": 16}
+    middle = regularisation(32.0)  # halfway on the log scale between 16 and 64 passes: sqrt(1e-3 * 3e-4)
+    assert middle == {"batch_size": 16, "lr": 0.000548, "min_lr": 5.48e-05, "dropout": 0.1, "weight_decay": 0.3}
 
 
 def test_steps_in_counts_the_evaluations():
@@ -85,13 +88,14 @@ def test_an_auto_batch_size_cuts_the_same_tokens_finer_at_few_passes():
     values, _ = plan_settings(cfg, train_tokens=1_000, world=1, seconds_per_micro_step=lambda: 0.08)
     assert values == {"train.max_steps": 306, "train.batch_size": 16}  # 78 passes: the batch stays
     # with the steps given, the passes grow with the batch: 1,000 steps x 16 tokens x b over 200,000 tokens
-    # is 0.08 b passes, under 16 for every b from 8 to 16, so 8; over 2,000 tokens 8 b: 16 (128 passes)
+    # is 0.08 b passes, under 8 for every b from 8 to 16, so 8; over 2,000 tokens 8 b: 16 (128 passes)
     fixed = load_config(TINY, ["--train.max_steps=1000", "--train.batch_size=auto"])
     assert plan_settings(fixed, 200_000, 1, None)[0] == {"train.batch_size": 8}
     assert plan_settings(fixed, 2_000, 1, None)[0] == {"train.batch_size": 16}
-    # over 12,800 tokens: 16 gives 20 passes, whose rule says 9; 9 gives 11.25 passes, whose rule says 8;
-    # the largest batch its own passes agree with is 8
-    assert plan_settings(fixed, 12_800, 1, None)[0] == {"train.batch_size": 8}
+    assert plan_settings(fixed, 12_800, 1, None)[0] == {"train.batch_size": 16}  # 20 passes at 16
+    # over 20,000 tokens: 16 gives 12.8 passes, whose rule says 8 x 2^(log(1.6) / log(1.75)) = 14.3; 14 gives
+    # 11.2 passes, whose rule says 12.2; each batch down to 9 asks for less than itself; 8 is the largest that agrees
+    assert plan_settings(fixed, 20_000, 1, None)[0] == {"train.batch_size": 8}
 
 
 def test_config_takes_auto_only_where_the_recipe_resolves_it(tmp_path):

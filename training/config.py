@@ -26,7 +26,7 @@ from data.config import DataConfig, read_toml
 from model.errors import UserError
 from model.config import GPTConfig
 from model.pretrained import open_pretrained
-from training.recipe import AUTO, MANY_EPOCHS, parse_duration
+from training.recipe import AUTO, MANY_EPOCHS_BATCH, parse_duration
 
 
 MAX_SEED = 2**32 - 1  # what numpy.random.seed accepts (torch and random take more)
@@ -158,7 +158,7 @@ def build_config(raw: dict, source: str = "config") -> RunConfig:
     if "train.min_lr" in auto:  # a placeholder that cannot trip the min_lr <= lr check; resolved later
         values["train"]["min_lr"] = 0.0
     if "train.batch_size" in auto:  # the placeholder the first steps are timed at; resolved later
-        values["train"]["batch_size"] = MANY_EPOCHS[1]["batch_size"]
+        values["train"]["batch_size"] = MANY_EPOCHS_BATCH[1]
     if "train.max_steps" in auto and not values["train"].get("time_budget"):
         raise ConfigError('train.max_steps = "auto" needs train.time_budget (e.g. "10m"); or give a number of steps')
     data, train = DataConfig(**values["data"]), TrainConfig(**values["train"])
