@@ -12,7 +12,7 @@ log scale of the epochs. The ends are measured (README, "Defaults that follow th
 passes the unregularised end beat a halfway mix and the regularised end by 0.2-0.6 bits per character; at
 about 70 passes (the built-in corpus) the regularised end won. The batch size moves sooner, between its own
 ends: in the same ten minutes a batch of 8 (twice the steps over the same tokens) beat 16 by 0.09 bits per
-character at 4 passes and tied at 10, and 16 beat 8 by 0.06 at 16 passes and by 0.02 at 136.
+character at 5 passes and tied at 10, and 16 beat 8 by 0.06 at 16 passes and by 0.02 at 136.
 
 With `train.time_budget` and `max_steps = "auto"` the step count is planned before the first step from a
 few timed forward and backward passes (that estimate also sets the epochs above), then again at every
