@@ -65,12 +65,16 @@ def mix(epochs: float, few: float = FEW_EPOCHS[0], many: float = MANY_EPOCHS[0])
     return min(1.0, max(0.0, (math.log(max(epochs, 1e-9)) - low) / (high - low)))
 
 
+def geometric(low: float, high: float, t: float) -> float:
+    """The point a share `t` of the way from `low` to `high` on a log scale."""
+    return math.exp((1 - t) * math.log(low) + t * math.log(high))
+
+
 def regularisation(epochs: float) -> dict:
     """The learning rate, its floor, dropout, weight decay and batch size for `epochs` passes over the text."""
     t, few, many = mix(epochs), FEW_EPOCHS[1], MANY_EPOCHS[1]
-    lr = math.exp((1 - t) * math.log(few["lr"]) + t * math.log(many["lr"]))
-    u, small, large = mix(epochs, FEW_EPOCHS_BATCH[0], MANY_EPOCHS_BATCH[0]), FEW_EPOCHS_BATCH[1], MANY_EPOCHS_BATCH[1]
-    batch = math.exp((1 - u) * math.log(small) + u * math.log(large))
+    lr = geometric(few["lr"], many["lr"], t)
+    batch = geometric(FEW_EPOCHS_BATCH[1], MANY_EPOCHS_BATCH[1], mix(epochs, FEW_EPOCHS_BATCH[0], MANY_EPOCHS_BATCH[0]))
     return {
         "batch_size": round(batch),
         "lr": float(f"{lr:.3g}"),
