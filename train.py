@@ -60,6 +60,7 @@ from training.recipe import apply_settings, parse_duration, plan_settings, time_
 from training.metrics import RunLog
 
 PRECISIONS = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+AFTER_SCORING_S = 3.0  # a time budget keeps this for loss.png and the exit (2-3 s on a 2-core CPU)
 
 
 class TrainingDiverged(Exception):
@@ -204,6 +205,7 @@ class State:
     t_plan: float = 0.0  # when this process's loop started, then when a time budget last planned max_steps
     plan_step: int = 0  # the step of that moment
     seconds_per_scored_token: float = 0.0  # forward time per token in the last evaluation
+    seconds_per_eval: float = 0.0  # the whole of the last evaluation: both estimates, the save, the sample
 
 
 def set_up(cfg: RunConfig, out_dir: Path, resume: bool, overwrite: bool, device, rank: int, world: int,
@@ -408,7 +410,8 @@ def evaluate_and_save(run: Run, state: State, bar) -> bool:
         run.log.write(record)
         bar.write(f"step {state.step}: train loss {losses['train']:.4f}, val loss {losses['val']:.4f}"
                   + (" (best)" if improved else "") + (f" | {record['sample'][:100]}" if tc.sample_tokens else ""))  # fmt: skip
-    state.t_log += time.perf_counter() - t_eval  # evaluation time is not training time
+    state.seconds_per_eval = time.perf_counter() - t_eval
+    state.t_log += state.seconds_per_eval  # evaluation time is not training time
     early_stop = bool(tc.patience) and state.evals_since_best >= tc.patience
     if early_stop and run.master:
         bar.write(f"early stop: no better val loss in {tc.patience} evaluations")
@@ -456,9 +459,12 @@ def replan(run: Run, state: State, bar) -> None:
     tc, now = run.cfg.train, time.perf_counter()
     per_step = (now - state.t_plan) / max(1, state.step - state.plan_step)
     state.t_plan, state.plan_step = now, state.step
-    # kept for the final scoring of best/ and last/: windows every T/2 read each validation token twice
+    # kept for the end: the evaluation and save at the last step (per_step spreads evaluations over
+    # eval_interval steps, but the last one comes whole however few steps are left), the final scoring
+    # of best/ and last/ (windows every T/2 read each validation token twice), the plot and the exit
     final_scoring = 4 * run.meta["splits"]["val"]["tokens"] * state.seconds_per_scored_token
-    left = parse_duration(tc.time_budget) - budget_used(state) - final_scoring
+    end = state.seconds_per_eval + final_scoring + AFTER_SCORING_S
+    left = parse_duration(tc.time_budget) - budget_used(state) - end
     box = [state.step + max(0, int(left / per_step))]
     if run.world > 1:
         dist.broadcast_object_list(box, src=0)

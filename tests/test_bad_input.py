@@ -99,6 +99,8 @@ CASES = [
     (T, ["--train.max_steps=auto"], 'train.max_steps = "auto" needs train.time_budget'),
     (T, ["--train.time_budget=ten"], 'train.time_budget = "ten": cannot read the duration'),
     (T, ["--train.time_budget=0s"], "is not positive"),
+    (T, ["--train.max_steps=auto", "--train.time_budget=0"], "train.time_budget = 0 must be a positive number of seconds"),
+    (T, ["--train.time_budget=-inf"], "train.time_budget = -inf must be a positive number of seconds"),
     (T, ["--train.warmup_steps=auto"], "train.warmup_steps = 'auto' must be an integer"),
     (T, ["--model.n_layer=auto"], "model.n_layer = 'auto' must be an integer"),
     (T, ["--data.vocab_size=many"], 'data.vocab_size must be an integer or "auto"'),

@@ -5,6 +5,8 @@ import math
 import os
 import subprocess
 import sys
+import time
+from types import SimpleNamespace
 
 import pytest
 
@@ -28,6 +30,12 @@ def test_parse_duration(text, seconds):
     assert parse_duration(text) == seconds
 
 
+@pytest.mark.parametrize("given, kept, seconds", [("90", "90s", 90), ("2.5", "2.5s", 2.5), ("10m", "10m", 600)])
+def test_a_time_budget_can_be_a_bare_number_of_seconds(given, kept, seconds):
+    cfg = load_config(TINY, ["--train.max_steps=auto", f"--train.time_budget={given}"])
+    assert cfg.train.time_budget == kept and parse_duration(cfg.train.time_budget) == seconds
+
+
 @pytest.mark.parametrize("text", ["", "10x", "m", "0s", "-5", "5 m", "1s1h"])
 def test_parse_duration_refuses(text):
     with pytest.raises(ValueError):
@@ -35,16 +43,16 @@ def test_parse_duration_refuses(text):
 
 
 def test_regularisation_at_the_ends_and_between():
-    few = {"batch_size": 8, "lr": 1e-3, "min_lr": 1e-4, "dropout": 0.0, "weight_decay": 0.1}
+    few = {"batch_size": 8, "lr": 1e-3, "min_lr": 1e-4, "dropout": 0.0, "weight_decay": 0.3}
     many = {"batch_size": 16, "lr": 3e-4, "min_lr": 3e-5, "dropout": 0.2, "weight_decay": 0.5}
-    assert regularisation(0.3) == regularisation(8.0) == few  # up to 8 passes: small steps, nothing held back
+    assert regularisation(0.3) == regularisation(8.0) == few  # up to 8 passes: small steps, no dropout
     assert regularisation(64.0) == regularisation(500.0) == many  # the built-in corpus for ten minutes
     # the batch moves first, between 8 and 14 passes: halfway on their log scale, sqrt(8 x 14) = 10.58 passes,
     # it is sqrt(8 x 16) = 11.3; the rest has not moved yet, and at 14 and 16 passes only the batch has
     assert regularisation(10.583) == {**few, "batch_size": 11}
     assert regularisation(14.0) == regularisation(16.0) == {**few, "batch_size": 16}
     middle = regularisation(32.0)  # halfway on the log scale between 16 and 64 passes: sqrt(1e-3 * 3e-4)
-    assert middle == {"batch_size": 16, "lr": 0.000548, "min_lr": 5.48e-05, "dropout": 0.1, "weight_decay": 0.3}
+    assert middle == {"batch_size": 16, "lr": 0.000548, "min_lr": 5.48e-05, "dropout": 0.1, "weight_decay": 0.4}
 
 
 def test_steps_in_counts_the_evaluations():
@@ -64,7 +72,7 @@ def test_plan_settings_keys_on_the_passes_over_the_text():
     assert values == {"train.lr": 3e-4, "train.min_lr": 3e-5, "train.weight_decay": 0.5, "model.dropout": 0.2}  # 64 passes
     assert "64 passes over 2,000 training tokens" in why
     values, _ = plan_settings(cfg, train_tokens=16_000, world=2, seconds_per_micro_step=None)  # 16 passes on 2 ranks
-    assert values == {"train.lr": 1e-3, "train.min_lr": 1e-4, "train.weight_decay": 0.1, "model.dropout": 0.0}
+    assert values == {"train.lr": 1e-3, "train.min_lr": 1e-4, "train.weight_decay": 0.3, "model.dropout": 0.0}
     given_lr = load_config(TINY, ["--train.max_steps=10", "--train.lr=2e-3", "--train.min_lr=auto"])
     assert plan_settings(given_lr, 3200, 1, None)[0] == {"train.min_lr": 2e-4}  # the floor follows a given lr
 
@@ -122,10 +130,10 @@ def test_auto_settings_are_resolved_printed_and_saved(tmp_path, data_cache, caps
     final = train.train(tiny(data_cache, *AUTO_ALL), tmp_path / "run")
     out = capsys.readouterr().out
     # 20 steps x 16 x 16 tokens over the 37,696 training tokens: far under 16 passes, so the few-passes end
-    assert ("auto: train.batch_size=8 train.lr=0.001 train.min_lr=0.0001 train.weight_decay=0.1 model.dropout=0.0 "
+    assert ("auto: train.batch_size=8 train.lr=0.001 train.min_lr=0.0001 train.weight_decay=0.3 model.dropout=0.0 "
             "(20 steps x 128 tokens") in out
     config = json.loads((tmp_path / "run" / "config.json").read_text())
-    assert (config["train"]["lr"], config["train"]["min_lr"], config["train"]["weight_decay"]) == (1e-3, 1e-4, 0.1)
+    assert (config["train"]["lr"], config["train"]["min_lr"], config["train"]["weight_decay"]) == (1e-3, 1e-4, 0.3)
     assert config["model"]["dropout"] == 0.0 and config["train"]["batch_size"] == 8
     assert set(config["auto"]) == {"train.batch_size", "train.lr", "train.min_lr", "train.weight_decay", "model.dropout"}
     assert final["step"] == 20
@@ -137,7 +145,7 @@ def test_max_steps_wins_over_the_time_budget(tmp_path, data_cache):
 
 
 def test_a_time_budget_plans_the_steps_and_ends_the_schedule_with_it(tmp_path, data_cache, capsys):
-    budget = 6.0
+    budget = 10.0  # 3 s of it are kept for the plot and the exit
     cfg = tiny(data_cache, "--train.max_steps=auto", f"--train.time_budget={budget}s", "--train.sample_tokens=0")
     final = train.train(cfg, tmp_path / "run")
     out = capsys.readouterr()
@@ -149,6 +157,20 @@ def test_a_time_budget_plans_the_steps_and_ends_the_schedule_with_it(tmp_path, d
     peak, floor = cfg.train.lr, cfg.train.min_lr
     assert last_logged["step"] == final["step"] and (last_logged["lr"] - floor) / (peak - floor) < 0.05  # decayed
     assert 0.5 * budget < final["budget_used_s"] < 2 * budget  # the plan is a measurement, so only roughly
+
+
+def test_a_plan_keeps_the_last_evaluation_and_the_final_scoring_out_of_the_steps():
+    # 100.25 s budget, 40 s used; 20 steps in the last 10 s (0.5 s a step, evaluations spread over them);
+    # kept back: the whole last evaluation (3 s), the final scoring, 4 x 1,000 val tokens x 1 ms (4 s), and
+    # 3 s for the plot and the exit. Left: 100.25 - 40 - 3 - 4 - 3 = 50.25 s, 100 more steps after the 120 done.
+    now = time.perf_counter()
+    cfg = load_config(TINY, ["--train.max_steps=auto", "--train.time_budget=100.25s"])
+    run = SimpleNamespace(cfg=cfg, meta={"splits": {"val": {"tokens": 1_000}}}, world=1, master=False)
+    state = train.State(step=120, t_start=now - 40.0, t_plan=now - 10.0, plan_step=100,
+                        seconds_per_eval=3.0, seconds_per_scored_token=0.001)
+    bar = SimpleNamespace(total=0, write=lambda text: None)
+    train.replan(run, state, bar)
+    assert run.cfg.train.max_steps == bar.total == 120 + 100
 
 
 def test_a_resumed_auto_run_keeps_the_values_its_start_chose(tmp_path, data_cache):

@@ -39,7 +39,7 @@ class ConfigError(UserError):
 @dataclass
 class TrainConfig:
     max_steps: int = 2000  # "auto" (with time_budget): as many as fit in the budget
-    time_budget: str = ""  # e.g. "10m", "90s", "1h30m": with max_steps = "auto" the run plans its steps to fit
+    time_budget: str | float = ""  # e.g. "10m", "90s", "1h30m" or 600 (seconds): max_steps = "auto" plans its steps to fit
     batch_size: int = 16  # sequences per micro-step (per process under DDP)
     grad_accum: int = 1  # micro-steps per optimizer step
     lr: float = 1e-3  # peak learning rate, reached after warmup
@@ -69,6 +69,10 @@ class TrainConfig:
         for name in ("warmup_steps", "patience", "sample_tokens", "seed", "threads"):
             if getattr(self, name) < 0:
                 raise ConfigError(f"train.{name} = {getattr(self, name)} must be 0 or more")
+        if isinstance(self.time_budget, float):  # a bare number in the TOML or on the command line: seconds
+            if not (math.isfinite(self.time_budget) and self.time_budget > 0):
+                raise ConfigError(f'train.time_budget = {self.time_budget:g} must be a positive number of seconds or like "10m"')
+            self.time_budget = f"{self.time_budget:g}s"
         if self.time_budget:
             try:
                 parse_duration(self.time_budget)
@@ -159,7 +163,7 @@ def build_config(raw: dict, source: str = "config") -> RunConfig:
         values["train"]["min_lr"] = 0.0
     if "train.batch_size" in auto:  # the placeholder the first steps are timed at; resolved later
         values["train"]["batch_size"] = MANY_EPOCHS_BATCH[1]
-    if "train.max_steps" in auto and not values["train"].get("time_budget"):
+    if "train.max_steps" in auto and values["train"].get("time_budget", "") == "":
         raise ConfigError('train.max_steps = "auto" needs train.time_budget (e.g. "10m"); or give a number of steps')
     data, train = DataConfig(**values["data"]), TrainConfig(**values["train"])
     if train.init_from:  # its small files are read now, so a bad path or setting fails before any data work
