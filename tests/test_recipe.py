@@ -30,7 +30,8 @@ def test_parse_duration(text, seconds):
     assert parse_duration(text) == seconds
 
 
-@pytest.mark.parametrize("given, kept, seconds", [("90", "90s", 90), ("2.5", "2.5s", 2.5), ("10m", "10m", 600)])
+@pytest.mark.parametrize("given, kept, seconds", [("90", "90s", 90), ("2.5", "2.5s", 2.5), ("1000000", "1000000s", 1e6),
+                                                  ("10m", "10m", 600)])  # fmt: skip
 def test_a_time_budget_can_be_a_bare_number_of_seconds(given, kept, seconds):
     cfg = load_config(TINY, ["--train.max_steps=auto", f"--train.time_budget={given}"])
     assert cfg.train.time_budget == kept and parse_duration(cfg.train.time_budget) == seconds

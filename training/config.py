@@ -72,7 +72,7 @@ class TrainConfig:
         if isinstance(self.time_budget, float):  # a bare number in the TOML or on the command line: seconds
             if not (math.isfinite(self.time_budget) and self.time_budget > 0):
                 raise ConfigError(f'train.time_budget = {self.time_budget:g} must be a positive number of seconds or like "10m"')
-            self.time_budget = f"{self.time_budget:g}s"
+            self.time_budget = f"{self.time_budget:.10g}s"
         if self.time_budget:
             try:
                 parse_duration(self.time_budget)
