@@ -8,8 +8,7 @@ The rule keys on one number: the planned passes over the training tokens (epochs
 step / training tokens). A run that sees its text once or twice overfits little and wants a high
 learning rate, no dropout and light weight decay (0.3 gained 0.004-0.011 over 0.1 at 10 and 16 passes);
 a run that sees it a hundred times (the built-in corpus in ten minutes) memorises it unless it is
-regularised hard. Between the two ends every setting moves on a
-log scale of the epochs. The ends are measured (README, "Defaults that follow the corpus"): at 4 and at 16
+regularised hard. Between the two ends every setting moves on a log scale of the epochs. The ends are measured (README, "Defaults that follow the corpus"): at 4 and at 16
 passes the unregularised end beat a halfway mix and the regularised end by 0.2-0.6 bits per character; at
 about 70 passes (the built-in corpus) the regularised end won. The batch size moves sooner, between its own
 ends: in the same ten minutes a batch of 8 (twice the steps over the same tokens) beat 16 by 0.09 bits per
