@@ -56,7 +56,7 @@ from model.io import write_text_atomic
 from model.pretrained import Pretrained, open_pretrained
 from training.config import RunConfig, TrainConfig, load_config
 from training.lock import RunLock
-from training.recipe import apply_settings, parse_duration, plan_settings, time_forward_backward
+from training.recipe import apply_settings, parse_duration, plan_settings, time_training_step
 from training.metrics import RunLog
 
 PRECISIONS = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
@@ -280,7 +280,10 @@ def resolve_auto(cfg: RunConfig, meta: dict, saved: dict | None, device, autocas
     if saved and "resolved" in saved:
         return apply_settings(cfg, saved["resolved"])
     train_tokens = meta["splits"]["train"]["tokens"]
-    timing = lambda: time_forward_backward(GPT(cfg.model).to(device), cfg.train.batch_size, autocast)  # noqa: E731
+    def timing(dropout: float) -> float:  # a throwaway model, so the run's weights and RNGs are untouched
+        model = GPT(replace(cfg.model, dropout=dropout)).to(device)
+        return time_training_step(model, cfg.train.batch_size, autocast, cfg.train.grad_clip)
+
     box = [plan_settings(cfg, train_tokens, world, timing) if master else None]
     if world > 1:
         dist.broadcast_object_list(box, src=0)

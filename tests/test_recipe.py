@@ -69,7 +69,7 @@ def test_auto_vocab_size_grows_with_the_training_text():
 
 def test_plan_settings_keys_on_the_passes_over_the_text():
     cfg = load_config(TINY, ["--train.max_steps=1000", "--train.batch_size=8", *AUTO_ALL[1:]])  # 8 x 16 = 128 tokens a step
-    values, why = plan_settings(cfg, train_tokens=2000, world=1, seconds_per_micro_step=lambda: pytest.fail("no timing"))
+    values, why = plan_settings(cfg, train_tokens=2000, world=1, seconds_per_micro_step=lambda dropout: pytest.fail("no timing"))
     assert values == {"train.lr": 3e-4, "train.min_lr": 3e-5, "train.weight_decay": 0.5, "model.dropout": 0.2}  # 64 passes
     assert "64 passes over 2,000 training tokens" in why
     values, _ = plan_settings(cfg, train_tokens=16_000, world=2, seconds_per_micro_step=None)  # 16 passes on 2 ranks
@@ -81,7 +81,7 @@ def test_plan_settings_keys_on_the_passes_over_the_text():
 def test_plan_settings_fits_the_steps_to_the_budget():
     cfg = load_config(TINY, ["--train.max_steps=auto", "--train.time_budget=1m", "--train.eval_interval=10",
                              "--train.eval_iters=3"])  # fmt: skip
-    values, why = plan_settings(cfg, train_tokens=10_000, world=1, seconds_per_micro_step=lambda: 0.09)
+    values, why = plan_settings(cfg, train_tokens=10_000, world=1, seconds_per_micro_step=lambda dropout: 0.09)
     # a step 0.09 s; an evaluation 2 x 3 x 0.09 / 3 + 1 = 1.18 s, every 10 steps: 0.208 s a step, 288 in 60 s
     assert values == {"train.max_steps": 288} and "288 steps fit in 1m" in why
 
@@ -90,11 +90,11 @@ def test_an_auto_batch_size_cuts_the_same_tokens_finer_at_few_passes():
     budget = ["--train.max_steps=auto", "--train.time_budget=1m", "--train.eval_interval=10", "--train.eval_iters=3"]
     cfg = load_config(TINY, [*budget, "--train.batch_size=auto"])
     assert cfg.train.batch_size == 16  # the placeholder the timing runs at
-    values, why = plan_settings(cfg, train_tokens=10_000, world=1, seconds_per_micro_step=lambda: 0.08)
+    values, why = plan_settings(cfg, train_tokens=10_000, world=1, seconds_per_micro_step=lambda dropout: 0.08)
     # at 16: 0.08 s + (2 x 3 x 0.08 / 3 + 1) / 10 = 0.196 s a step, 306 steps x 256 tokens = 7.8 passes: batch 8,
     # whose steps take 0.04 s + (2 x 3 x 0.04 / 3 + 1) / 10 = 0.148 s: 405 steps
     assert values == {"train.max_steps": 405, "train.batch_size": 8} and "405 steps x 128 tokens" in why
-    values, _ = plan_settings(cfg, train_tokens=1_000, world=1, seconds_per_micro_step=lambda: 0.08)
+    values, _ = plan_settings(cfg, train_tokens=1_000, world=1, seconds_per_micro_step=lambda dropout: 0.08)
     assert values == {"train.max_steps": 306, "train.batch_size": 16}  # 78 passes: the batch stays
     # with the steps given, the passes grow with the batch: 1,000 steps x 16 tokens x b over 200,000 tokens
     # is 0.08 b passes, under 8 for every b from 8 to 16, so 8; over 2,000 tokens 8 b: 16 (128 passes)
@@ -105,6 +105,27 @@ def test_an_auto_batch_size_cuts_the_same_tokens_finer_at_few_passes():
     # over 20,000 tokens: 16 gives 12.8 passes, whose rule says 8 x 2^(log(1.6) / log(1.75)) = 14.3; 14 gives
     # 11.2 passes, whose rule says 12.2; each batch down to 9 asks for less than itself; 8 is the largest that agrees
     assert plan_settings(fixed, 20_000, 1, None)[0] == {"train.batch_size": 8}
+
+
+def test_a_dropout_the_plan_turns_on_is_timed_before_the_steps_are_counted():
+    cfg = load_config(TINY, ["--train.max_steps=auto", "--train.time_budget=1m", "--train.eval_interval=10",
+                             "--train.eval_iters=3", "--train.batch_size=auto", "--model.dropout=auto"])  # fmt: skip
+    timed = []
+
+    def timing(dropout):  # steps with dropout on take twice as long here
+        timed.append(dropout)
+        return 0.09 if dropout == 0 else 0.18
+
+    values, why = plan_settings(cfg, train_tokens=1_000, world=1, seconds_per_micro_step=timing)
+    # at 0.09 s (batch 16, the placeholder): 288 steps x 256 tokens = 73.7 passes, past the many-passes end, so
+    # dropout 0.2 is timed: 0.18 s + (2 x 3 x 0.18 / 3 + 1) / 10 = 0.316 s a step, 189 steps, 48.4 passes: dropout 0.16
+    assert timed == [0.0, 0.2]
+    assert values == {"train.max_steps": 189, "train.batch_size": 16, "model.dropout": 0.16} and "0.18 s a step" in why
+    # over 100,000 tokens the 288 steps are 0.74 passes: no dropout, so no second timing, and batch 8, whose
+    # steps take 0.045 s + (2 x 3 x 0.045 / 3 + 1) / 10 = 0.154 s: 389 of them
+    timed.clear()
+    assert plan_settings(cfg, 100_000, 1, timing)[0] == {"train.max_steps": 389, "train.batch_size": 8, "model.dropout": 0.0}
+    assert timed == [0.0]
 
 
 def test_config_takes_auto_only_where_the_recipe_resolves_it(tmp_path):

@@ -15,11 +15,11 @@ ends: in the same ten minutes a batch of 8 (twice the steps over the same tokens
 character at 5 passes and tied at 10, and 16 beat 8 by 0.06 at 16 passes and by 0.02 at 136.
 
 With `train.time_budget` and `max_steps = "auto"` the step count is planned before the first step from a
-few timed forward and backward passes (that estimate also sets the epochs above), then again at every
-evaluation from the run's own time per step since the last plan (evaluations and saves included), so
-the cosine schedule ends when the budget does even if the machine slows down. A plan during warmup
-changes nothing used yet (the learning rate only starts to fall after it); a later one moves the end
-of the decay a little.
+few timed optimisation steps (that estimate also sets the epochs above; a dropout above 0 is timed with it
+on), then again at every evaluation from the run's own time per step since the last plan (evaluations and
+saves included), so the cosine schedule ends when the budget does even if the machine slows down. A
+plan during warmup changes nothing used yet (the learning rate only starts to fall after it); a later
+one moves the end of the decay a little.
 """
 
 import math
@@ -90,11 +90,14 @@ def steps_in(seconds: float, seconds_per_step: float, eval_every: int, seconds_p
     return max(1, int(seconds / per_step))
 
 
-def time_forward_backward(model, batch_size: int, autocast, steps: int = CALIBRATION_STEPS) -> float:
-    """Seconds per training micro-step of `model` (a throwaway copy), timed on random tokens: one pass to
-    warm up, then the median of `steps`. Draws from its own generator, so the run's RNGs are untouched."""
+def time_training_step(model, batch_size: int, autocast, grad_clip: float, steps: int = CALIBRATION_STEPS) -> float:
+    """Seconds per optimisation step of one micro-batch on `model` (a throwaway copy, built at the dropout
+    the run will train with: on a CPU dropout costs about a sixth of the speed), timed on random tokens:
+    forward, backward, clipping and an AdamW step, as the loop does them. One step to warm up, then the median
+    of `steps`. Draws from its own generator, so the run's RNGs are untouched."""
     device, T = model.tok_emb.weight.device, model.config.block_size
     generator = torch.Generator().manual_seed(0)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=device.type == "cuda")
     model.train()
     times = []
     for i in range(steps + 1):
@@ -103,11 +106,14 @@ def time_forward_backward(model, batch_size: int, autocast, steps: int = CALIBRA
         with autocast:
             loss = model(idx[:, :-1], idx[:, 1:])[1]
         loss.backward()
+        if grad_clip > 0:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
         if device.type == "cuda":
             torch.cuda.synchronize(device)
         if i:
             times.append(time.perf_counter() - started)
-        model.zero_grad(set_to_none=True)
     return sorted(times)[len(times) // 2]
 
 
@@ -120,25 +126,34 @@ def evaluation_seconds(seconds_per_micro_step: float, eval_iters: int) -> float:
 def plan_settings(cfg, train_tokens: int, world: int, seconds_per_micro_step) -> tuple[dict, str]:
     """The values of cfg's "auto" settings ({"train.lr": ...}) and a line that says how they were chosen.
 
-    `seconds_per_micro_step()` (at cfg's batch size, the placeholder when batch_size is "auto") is called
-    only when the step count has to be planned from the time budget.
+    `seconds_per_micro_step(dropout)` times a step at cfg's batch size (the placeholder when batch_size is
+    "auto") and the given dropout. It is called only when the step count has to be planned from the time
+    budget: once at cfg's dropout, and when an "auto" dropout comes out above 0, once more with it on.
     """
     tc, auto = cfg.train, set(cfg.auto)
     tokens_per_sequence = cfg.model.block_size * tc.grad_accum * world
     values, why, batch = {}, [], tc.batch_size
     if "train.max_steps" in auto:
-        per_micro, budget = seconds_per_micro_step(), parse_duration(tc.time_budget)
+        budget = parse_duration(tc.time_budget)
 
-        def plan(b: int) -> int:  # the steps that fit at batch b, a step's time taken as growing with it
-            per_b = per_micro * b / tc.batch_size
-            return steps_in(budget, per_b * tc.grad_accum, tc.eval_interval, evaluation_seconds(per_b, tc.eval_iters))
+        def plan(per_micro: float) -> tuple[int, int]:  # (batch, steps that fit at it)
+            def steps_at(b: int) -> int:  # a step's time taken as growing with the batch
+                per_b = per_micro * b / tc.batch_size
+                return steps_in(budget, per_b * tc.grad_accum, tc.eval_interval, evaluation_seconds(per_b, tc.eval_iters))
 
-        # the tokens a budget buys hardly depend on the batch (time per step grows with it), so the passes
-        # are counted at the placeholder and the batch the rule picks for them just cuts them finer
-        epochs = plan(batch) * batch * tokens_per_sequence / max(1, train_tokens)
-        if "train.batch_size" in auto:
-            batch = regularisation(epochs)["batch_size"]
-        values["train.max_steps"] = steps = plan(batch)
+            # the tokens a budget buys hardly depend on the batch (time per step grows with it), so the passes
+            # are counted at the placeholder and the batch the rule picks for them just cuts them finer
+            epochs = steps_at(tc.batch_size) * tc.batch_size * tokens_per_sequence / max(1, train_tokens)
+            b = regularisation(epochs)["batch_size"] if "train.batch_size" in auto else tc.batch_size
+            return b, steps_at(b)
+
+        per_micro = seconds_per_micro_step(cfg.model.dropout)
+        batch, steps = plan(per_micro)
+        dropout = regularisation(steps * batch * tokens_per_sequence / max(1, train_tokens))["dropout"]
+        if "model.dropout" in auto and dropout > 0:  # slower steps, so fewer of them: planned again from those
+            per_micro = seconds_per_micro_step(dropout)
+            batch, steps = plan(per_micro)
+        values["train.max_steps"] = steps
         why.append(f"{steps:,} steps fit in {tc.time_budget} at {per_micro * batch / tc.batch_size * tc.grad_accum:.3g} s "
                    f"a step (timed; planned again at each evaluation)")
     else:
