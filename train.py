@@ -51,7 +51,7 @@ from training.hardware import default_compile, default_precision, peak_flops
 from model import GPT
 from model.device import resolve_device
 from model.io import tokenizer_hash
-from model.nll import bits_per_char, stream_nll
+from model.nll import bits_per_char, stream_nll, windows_read
 from model.io import write_text_atomic
 from model.pretrained import Pretrained, open_pretrained
 from training.config import RunConfig, TrainConfig, load_config
@@ -397,8 +397,7 @@ def evaluate_and_save(run: Run, state: State, bar) -> bool:
     """Estimate both losses, save last/ (and best/ on a new best), log a sample. True: stop early."""
     tc, t_eval = run.cfg.train, time.perf_counter()
     losses = evaluate(run.raw, run.data_dir, tc, run.device, run.autocast, run.rank, run.world)
-    scored = 2 * tc.eval_iters * tc.batch_size * run.cfg.model.block_size
-    state.seconds_per_scored_token = (time.perf_counter() - t_eval) / scored
+    state.seconds_per_scored_token = (time.perf_counter() - t_eval) / losses["tokens"]
     check_finite("the validation loss", losses["val"], state.step, run.out_dir)
     improved = losses["val"] < state.best_val
     if improved:
@@ -465,7 +464,8 @@ def replan(run: Run, state: State, bar) -> None:
     # kept for the end: the evaluation and save at the last step (per_step spreads evaluations over
     # eval_interval steps, but the last one comes whole however few steps are left), the final scoring
     # of best/ and last/ (windows every T/2 read each validation token twice), the plot and the exit
-    final_scoring = 4 * run.meta["splits"]["val"]["tokens"] * state.seconds_per_scored_token
+    read = windows_read(run.meta["splits"]["val"]["tokens"], run.cfg.model.block_size) // run.world
+    final_scoring = 2 * read * state.seconds_per_scored_token
     end = state.seconds_per_eval + final_scoring + AFTER_SCORING_S
     left = parse_duration(tc.time_budget) - budget_used(state) - end
     box = [state.step + max(0, int(left / per_step))]

@@ -183,11 +183,12 @@ def test_a_time_budget_plans_the_steps_and_ends_the_schedule_with_it(tmp_path, d
 
 def test_a_plan_keeps_the_last_evaluation_and_the_final_scoring_out_of_the_steps():
     # 100.25 s budget, 40 s used; 20 steps in the last 10 s (0.5 s a step, evaluations spread over them);
-    # kept back: the whole last evaluation (3 s), the final scoring, 4 x 1,000 val tokens x 1 ms (4 s), and
-    # 3 s for the plot and the exit. Left: 100.25 - 40 - 3 - 4 - 3 = 50.25 s, 100 more steps after the 120 done.
+    # kept back: the whole last evaluation (3 s), the final scoring of best/ and last/ (1,009 val tokens in
+    # 125 windows of 16 every 8 = 2,000 tokens read, twice, x 1 ms: 4 s), and 3 s for the plot and the exit.
+    # Left: 100.25 - 40 - 3 - 4 - 3 = 50.25 s, 100 more steps after the 120 done.
     now = time.perf_counter()
     cfg = load_config(TINY, ["--train.max_steps=auto", "--train.time_budget=100.25s"])
-    run = SimpleNamespace(cfg=cfg, meta={"splits": {"val": {"tokens": 1_000}}}, world=1, master=False)
+    run = SimpleNamespace(cfg=cfg, meta={"splits": {"val": {"tokens": 1_009}}}, world=1, master=False)
     state = train.State(step=120, t_start=now - 40.0, t_plan=now - 10.0, plan_step=100,
                         seconds_per_eval=3.0, seconds_per_scored_token=0.001)
     bar = SimpleNamespace(total=0, write=lambda text: None)

@@ -200,6 +200,26 @@ def test_score_of_the_validation_text_equals_the_runs_val_bpc(tmp_path, data_cac
     assert generate.main(["--ckpt", str(tmp_path / "run"), "--score", str(val)]) == 0
 
 
+def test_a_small_validation_split_is_scored_exactly_at_each_evaluation(tmp_path, data_cache):
+    """When reading the whole validation split costs no more than the evaluation's batches, the evaluation
+    scores it exactly, so best/ is chosen by the number the final report bills (model/nll.py)."""
+    from konlpy.corpus import kolaw
+
+    from model.nll import windows_read
+
+    val = tmp_path / "held_out.txt"
+    val.write_text(kolaw.open("constitution.txt").read()[:700], encoding="utf-8")
+    for eval_iters, exact in [(50, True), (2, False)]:  # 50 x 4 x 16 = 3,200 tokens of batches; 2 x 4 x 16 = 128
+        cfg = tiny(data_cache, f"--data.val_source={val}", "--train.sample_tokens=0", f"--train.eval_iters={eval_iters}")
+        run = tmp_path / f"run{eval_iters}"
+        final = train.train(cfg, run)
+        meta = json.loads((run / "last" / "meta.json").read_text())
+        assert 128 < windows_read(meta["splits"]["val"]["tokens"], 16) <= 3_200
+        evals = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines() if '"eval"' in line]
+        assert evals[-1]["step"] == final["step"] == final["best_step"]
+        assert (evals[-1]["val_loss"] == pytest.approx(final["val_loss"], abs=1e-6)) is exact
+
+
 @pytest.mark.parametrize("dtype", ["bf16", "fp16"])
 def test_mixed_precision_on_cpu_learns(tmp_path, data_cache, dtype):
     """bf16 autocast, and fp16 autocast with a GradScaler, as on a GPU: the loss falls and stays finite."""

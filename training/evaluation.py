@@ -1,10 +1,13 @@
-"""How the weights are doing during training: fixed-batch loss estimates and a short sample.
+"""How the weights are doing during training: loss estimates and a short sample.
 
-    losses = evaluate(model, data_dir, cfg.train, "cpu")                     # {"train": .., "val": ..}
+    losses = evaluate(model, data_dir, cfg.train, "cpu")    # {"train": .., "val": .., "tokens": ..}
     text = sample_text(model, tokenizer, eot_id, 48, "cpu")
 
-The exact loss of a whole split (the run's final `val_bpc`) is `model.nll.stream_nll`, the same function
-as `generate.py --score`.
+Each split's estimate is the mean loss of the same eval_iters batches every time. A validation split small
+enough that reading it whole costs no more than those batches is scored exactly instead, with
+`model.nll.stream_nll`: the run's final `val_bpc` and `generate.py --score` use the same function. Then
+best/ is chosen by the very number the run is billed by, not an estimate of it. That is the case of the
+built-in corpus (4,904 validation tokens, 9,728 read against 20,480 for the batches).
 
 Evaluation never draws from the training RNGs (its batches and samples use their own seeded
 generators), so evaluating does not change what an exactly resumed run computes.
@@ -17,6 +20,7 @@ import torch
 import torch.distributed as dist
 
 from data.loader import BatchLoader
+from model.nll import stream_nll, windows_read
 from model.sampling import generate
 
 EVAL_SEED = 1234  # fixed: every evaluation sees the same batches, so evaluations compare like with like
@@ -24,11 +28,17 @@ EVAL_SEED = 1234  # fixed: every evaluation sees the same batches, so evaluation
 
 @torch.no_grad()
 def evaluate(model, data_dir: Path, tc, device, autocast=None, rank: int = 0, world: int = 1) -> dict:
-    """Mean loss over tc.eval_iters batches (of tc.batch_size) of each split, the same batches every time."""
-    was_training, out = model.training, {}
+    """Mean loss over tc.eval_iters batches (of tc.batch_size) of each split, the same batches every time,
+    or the exact loss of a small validation split; "tokens": how many tokens this rank ran through the model."""
+    was_training, block_size, out = model.training, model.config.block_size, {"tokens": 0}
+    batches = tc.eval_iters * tc.batch_size * block_size
     model.eval()
     for split in ("train", "val"):
-        loader = BatchLoader(data_dir / f"{split}.bin", model.config.block_size, tc.batch_size, EVAL_SEED, device, rank)
+        loader = BatchLoader(data_dir / f"{split}.bin", block_size, tc.batch_size, EVAL_SEED, device, rank)
+        if split == "val" and windows_read(len(loader.tokens), block_size) <= batches:
+            nll, count = stream_nll(model, loader.tokens, rank=rank, world=world)  # summed over the ranks
+            out[split], out["tokens"] = nll / count, out["tokens"] + windows_read(len(loader.tokens), block_size) // world
+            continue
         losses = torch.zeros(tc.eval_iters, device=device)
         for i in range(tc.eval_iters):
             x, y = loader.next_batch()
@@ -38,7 +48,7 @@ def evaluate(model, data_dir: Path, tc, device, autocast=None, rank: int = 0, wo
         if world > 1:
             dist.all_reduce(mean)
             mean /= world
-        out[split] = mean.item()
+        out[split], out["tokens"] = mean.item(), out["tokens"] + batches
     model.train(was_training)
     return out
 
