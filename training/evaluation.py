@@ -35,9 +35,10 @@ def evaluate(model, data_dir: Path, tc, device, autocast=None, rank: int = 0, wo
     model.eval()
     for split in ("train", "val"):
         loader = BatchLoader(data_dir / f"{split}.bin", block_size, tc.batch_size, EVAL_SEED, device, rank)
-        if split == "val" and windows_read(len(loader.tokens), block_size) <= batches:
+        read = windows_read(len(loader.tokens), block_size) // world  # this rank's share of a whole scoring
+        if split == "val" and read <= batches:
             nll, count = stream_nll(model, loader.tokens, rank=rank, world=world)  # summed over the ranks
-            out[split], out["tokens"] = nll / count, out["tokens"] + windows_read(len(loader.tokens), block_size) // world
+            out[split], out["tokens"] = nll / count, out["tokens"] + read
             continue
         losses = torch.zeros(tc.eval_iters, device=device)
         for i in range(tc.eval_iters):
