@@ -22,12 +22,12 @@ import torch.nn.functional as F
 # 2**22 (8 windows of 128 at a vocabulary of 4096) scored 20-35% faster than 2**26 on 1 and 2 cores, and
 # about as fast as a training evaluation's batches, so the reserve a time budget keeps for the final scoring
 # (timed on those) holds. An accelerator wants large batches; 2**26 fp32 logits are 256 MiB.
-LOGITS_PER_BATCH = {"cpu": 2**22}
-ACCELERATOR_LOGITS_PER_BATCH = 2**26
+CPU_LOGITS_PER_BATCH, ACCELERATOR_LOGITS_PER_BATCH = 2**22, 2**26
 
 
 def windows_per_batch(T: int, vocab_size: int, device: torch.device) -> int:
-    return max(1, LOGITS_PER_BATCH.get(device.type, ACCELERATOR_LOGITS_PER_BATCH) // (T * vocab_size))
+    logits = CPU_LOGITS_PER_BATCH if device.type == "cpu" else ACCELERATOR_LOGITS_PER_BATCH
+    return max(1, logits // (T * vocab_size))
 
 
 def windows(n_tokens: int, block_size: int, stride: int) -> tuple[torch.Tensor, torch.Tensor]:

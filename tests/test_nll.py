@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 
 from model import GPT, GPTConfig
-from model.nll import LOGITS_PER_BATCH, bits_per_char, stream_nll, windows, windows_per_batch
+from model.nll import bits_per_char, stream_nll, windows, windows_per_batch
 
 
 def test_stream_nll_predicts_every_token_but_the_first_exactly_once():
@@ -59,7 +59,7 @@ def test_default_stride_is_half_the_window_and_batching_does_not_change_the_sum(
     tokens = np.random.default_rng(1).integers(0, 50, size=100)
     nll, count = stream_nll(model, tokens)
     assert count == 99 and nll == pytest.approx(stream_nll(model, tokens, stride=8)[0], abs=0)
-    monkeypatch.setitem(LOGITS_PER_BATCH, "cpu", 16 * 50)  # one window per forward pass
+    monkeypatch.setattr("model.nll.CPU_LOGITS_PER_BATCH", 16 * 50)  # one window per forward pass
     assert windows_per_batch(16, 50, torch.device("cpu")) == 1
     assert stream_nll(model, tokens)[0] == pytest.approx(nll, rel=1e-7)
 
