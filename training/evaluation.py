@@ -35,8 +35,8 @@ def evaluate(model, data_dir: Path, tc, device, autocast=None, rank: int = 0, wo
     model.eval()
     for split in ("train", "val"):
         loader = BatchLoader(data_dir / f"{split}.bin", block_size, tc.batch_size, EVAL_SEED, device, rank)
-        read = windows_read(len(loader.tokens), block_size) // world  # this rank's share of a whole scoring
-        if split == "val" and read <= batches:
+        # the validation split read whole: this rank's share of a scoring, counted only for that split
+        if split == "val" and (read := windows_read(len(loader.tokens), block_size) // world) <= batches:
             nll, count = stream_nll(model, loader.tokens, rank=rank, world=world)  # summed over the ranks
             out[split], out["tokens"] = nll / count, out["tokens"] + read
             continue
