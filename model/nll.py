@@ -26,6 +26,7 @@ CPU_LOGITS_PER_BATCH, ACCELERATOR_LOGITS_PER_BATCH = 2**22, 2**26
 
 
 def windows_per_batch(T: int, vocab_size: int, device: torch.device) -> int:
+    """How many windows of T tokens one forward pass scores on `device` (at least 1), bounded by their logits."""
     logits = CPU_LOGITS_PER_BATCH if device.type == "cpu" else ACCELERATOR_LOGITS_PER_BATCH
     return max(1, logits // (T * vocab_size))
 
