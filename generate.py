@@ -15,29 +15,24 @@ own numbers (inspection/explain.py); --heads scores every head's role (inspectio
 done by the `inference` and `inspection` packages, whose functions are the same in a notebook.
 """
 
-import argparse
-import os
 import sys
 
+from cli.command import ArgumentParser, run_command
+from inference.runs import check_text, load_run
+from inference.scoring import read_text, score_text
+from inference.textgen import TEMPERATURE, check_sampling, stream_text
 from inspection.explain import explain_head, resolve_query
 from inspection.heads import format_roles_table, measure_heads, save_roles
 from inspection.heldout import held_out_ids, usable_ids
 from inspection.maps import attention_for_ids, attention_from_decoding, check_head, make_out_dir, write_attention
-from inspection.trace import trace_ids
-from inference.runs import check_text, load_run
-from inference.scoring import read_text, score_text
 from inspection.stats import format_stats_table, format_top_attended, head_stats
-from inference.textgen import TEMPERATURE, check_sampling, stream_text
-from model.errors import UserError, print_error
-
-
-class Parser(argparse.ArgumentParser):
-    def error(self, message):  # one line and exit 2, like every other bad input
-        raise UserError(f"{message}; see python generate.py --help")
+from inspection.trace import trace_ids
+from model.errors import UserError
 
 
 def parse_args(argv):
-    p = Parser(description="Generate text, score a file, or draw attention maps with a trained run.")
+    p = ArgumentParser(prog="python generate.py",
+                       description="Generate text, score a file, or draw attention maps with a trained run.")
     p.add_argument("--prompt", help="text to continue (default: read prompts from stdin, one per line)")
     p.add_argument("--ckpt", help="run dir (runs/NAME) or checkpoint dir; default: the most recent run")
     p.add_argument("--runs-dir", default="runs", help="where to look for the most recent run")
@@ -185,42 +180,35 @@ def check_inspection_options(args) -> None:
 
 
 def main(argv=None) -> int:
-    try:
-        args = parse_args(argv)
-        inspecting = args.attention is not None or args.head is not None or args.explain is not None or args.heads
-        if args.max_new_tokens is None:
-            args.max_new_tokens = 0 if inspecting else 200
-        check_sampling(args.temperature, args.top_k, args.top_p, args.repetition_penalty,
-                       args.max_new_tokens, args.num_samples, seed=args.seed)
-        if args.prompt == "":
-            raise UserError('the prompt is empty; give some text, e.g. --prompt "대한민국은"')
-        check_inspection_options(args)
-        if args.score is not None and (args.prompt is not None or inspecting):
-            raise UserError("--score scores a file; use it without --prompt, --attention, --head, --explain and --heads")
-        head = parse_head(args.head) if args.head is not None else None
-        explained = parse_head(args.explain, "--explain") if args.explain is not None else None
-        text = read_text(args.score) if args.score is not None else None
-        run = load_run(args.ckpt, args.runs_dir, args.device)
-        for checked in (head, explained):  # before generating anything
-            if checked is not None:
-                check_head(run.model.config.n_layer, run.model.config.n_head, *checked)
-        if args.layers:
-            parse_layers(args.layers, run.model.config.n_layer)
-        roles = print_heads(run, args) if args.heads else None
-        if text is not None:
-            print_score(run, args.score, text)
-        elif args.prompt is not None or not args.heads:  # --heads alone reads no prompts
-            run_prompts(run, [args.prompt] if args.prompt is not None else stdin_prompts(), args, head, roles)
-        return 0
-    except UserError as e:
-        print_error(e)
-        return 2
-    except KeyboardInterrupt:
-        print(file=sys.stderr)
-        return 130
-    except BrokenPipeError:  # the reader went away (| head): stop quietly, as other Unix tools do
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 0
+    return run_command(lambda: generate(parse_args(argv)))
+
+
+def generate(args) -> None:
+    """What the command line asked for: scores, heads, generated text and inspections, in that order."""
+    inspecting = args.attention is not None or args.head is not None or args.explain is not None or args.heads
+    if args.max_new_tokens is None:
+        args.max_new_tokens = 0 if inspecting else 200
+    check_sampling(args.temperature, args.top_k, args.top_p, args.repetition_penalty,
+                   args.max_new_tokens, args.num_samples, seed=args.seed)
+    if args.prompt == "":
+        raise UserError('the prompt is empty; give some text, e.g. --prompt "대한민국은"')
+    check_inspection_options(args)
+    if args.score is not None and (args.prompt is not None or inspecting):
+        raise UserError("--score scores a file; use it without --prompt, --attention, --head, --explain and --heads")
+    head = parse_head(args.head) if args.head is not None else None
+    explained = parse_head(args.explain, "--explain") if args.explain is not None else None
+    text = read_text(args.score) if args.score is not None else None
+    run = load_run(args.ckpt, args.runs_dir, args.device)
+    for checked in (head, explained):  # before generating anything
+        if checked is not None:
+            check_head(run.model.config.n_layer, run.model.config.n_head, *checked)
+    if args.layers:
+        parse_layers(args.layers, run.model.config.n_layer)
+    roles = print_heads(run, args) if args.heads else None
+    if text is not None:
+        print_score(run, args.score, text)
+    elif args.prompt is not None or not args.heads:  # --heads alone reads no prompts
+        run_prompts(run, [args.prompt] if args.prompt is not None else stdin_prompts(), args, head, roles)
 
 
 if __name__ == "__main__":

@@ -19,6 +19,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from data.config import DataConfig  # noqa: E402
+from training.config import load_config  # noqa: E402
 from data.sources import open_source  # noqa: E402
 from data.split import plan_split, split_chunks  # noqa: E402
 from model.errors import UserError  # noqa: E402
@@ -58,7 +59,7 @@ def main(argv=None):
     parser.add_argument("--config", default="configs/small.toml", help="TOML file whose [data] table is used")
     args, overrides = parser.parse_known_args(argv)
     try:
-        cfg = DataConfig.from_toml(args.config, overrides)
+        cfg = load_config(args.config, overrides).data
         train, val = split_texts(cfg)
     except UserError as e:
         print(f"error: {e}", file=sys.stderr)

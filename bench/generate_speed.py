@@ -5,11 +5,15 @@
     python bench/generate_speed.py --shapes small --batch 1 --new 1000 --modes ours,hf --repeat 3
     python bench/generate_speed.py --device cuda --dtype bf16 --shapes gpt2 --vocab 50257 --new 1000 --modes ours,hf
     python bench/generate_speed.py --plot docs/decode_time.png --shapes tiny --new 1000 --repeat 1 --threads 1
+    python bench/generate_speed.py --shapes default --vocab 2048 --batch 1 --new 1000 --modes ours,ours-modules --repeat 5
 
 Random weights, fp32 (or --dtype bf16 for every model), greedy, a 16-token prompt, vocabulary 8192
-(--vocab; 50257 makes `gpt2` GPT-2 small's 124M), block 1024. tok/s counts every generated token of the batch (B x new tokens / wall seconds). Each figure is the best of --repeat
-runs, since the CPU may be shared: CPU seconds well below the wall seconds mean other processes had
-the cores (on a busy 2-core machine, --threads 1 gives steadier figures). GPT2LMHeadModel.generate
+(--vocab; 50257 makes `gpt2` GPT-2 small's 124M), block 1024 (`default` is configs/small.toml's [model]
+table, block 128 included, so 1000 tokens slide its window). tok/s counts every generated token of the
+batch (B x new tokens / wall seconds). Each figure is the median of --repeat runs, the modes taking turns
+(the best is printed too): CPU seconds well below the wall seconds mean other processes had the cores (on
+a busy 2-core machine, --threads 1 gives steadier figures). `ours-modules` is the cached decoding without
+model/decode_step.py's module-free step: `--modes ours,ours-modules` is the benchmark that keeps that step. GPT2LMHeadModel.generate
 (its own cache, do_sample=False) is timed when transformers is installed. Issue 3's targets: cached
 >= 20x uncached at 1000 tokens, and >= 2.5x transformers' cached tok/s. Time transformers in a run of
 its own (--modes ours,hf): after the long uncached runs in the same process its figures drop by half.
@@ -24,8 +28,10 @@ small), without it each step recomputes the whole context (linear per token, so 
 import argparse
 import json
 import os
+import statistics
 import sys
 import time
+import tomllib
 
 import torch
 
@@ -34,7 +40,11 @@ from model import GPT, GPTConfig  # noqa: E402
 from model import sampling  # noqa: E402
 from model.sampling import generate, stream  # noqa: E402
 
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+with open(os.path.join(ROOT, "configs", "small.toml"), "rb") as f:
+    DEFAULT = {k: v for k, v in tomllib.load(f)["model"].items() if k in ("block_size", "n_layer", "n_head", "n_embd")}
 SHAPES = {
+    "default": DEFAULT,  # configs/small.toml: 4 layers, 6 heads, 192 wide, block 128
     "tiny": {"n_layer": 4, "n_head": 4, "n_embd": 128},
     "small": {"n_layer": 6, "n_head": 6, "n_embd": 384},
     "gpt2": {"n_layer": 12, "n_head": 12, "n_embd": 768},  # GPT-2 small: 124M parameters at --vocab 50257
@@ -43,21 +53,28 @@ BLOCK, PROMPT = 1024, 16
 MODES = ("ours", "ours-nocache", "ours-modules", "hf", "hf-nocache")  # modules: cached, without the DecodeStep
 
 
+def sizes(shape) -> tuple[int, dict]:
+    """(block_size, the other sizes) of a shape."""
+    found = dict(SHAPES[shape])
+    return found.pop("block_size", BLOCK), found
+
+
 def make_hf(shape, vocab):
     """transformers' GPT-2 at the same shape, or None when transformers is not installed."""
     try:
         from transformers import GPT2Config, GPT2LMHeadModel
     except ImportError:
         return None
+    block, others = sizes(shape)
     config = GPT2Config(
         vocab_size=vocab,
-        n_positions=BLOCK,
+        n_positions=block,
         resid_pdrop=0.0,
         embd_pdrop=0.0,
         attn_pdrop=0.0,
         bos_token_id=None,
         eos_token_id=None,
-        **SHAPES[shape],
+        **others,
     )
     return GPT2LMHeadModel(config).eval()
 
@@ -96,14 +113,14 @@ def skipped(args, mode, batch, new):
 
 
 def time_modes(models, modes, idx, new, repeat):
-    """Fastest (wall, cpu) seconds per mode; the modes take turns, so a burst of load hits them alike."""
-    best = {}
+    """Every run's (wall, cpu) seconds per mode; the modes take turns, so a burst of load hits them alike."""
+    runs = {mode: [] for mode in modes}
     for _ in range(repeat):
         for mode in modes:
             model = models[mode.split("-")[0]]
             decode(mode, model, idx, 8)  # warm-up
-            best[mode] = min(best.get(mode, (float("inf"), 0.0)), decode(mode, model, idx, new))
-    return best
+            runs[mode].append(decode(mode, model, idx, new))
+    return runs
 
 
 def step_times(model, idx, new, use_cache) -> list[float]:
@@ -124,7 +141,8 @@ def plot_step_times(path, shape, new, repeat, vocab):
     from matplotlib.figure import Figure
 
     torch.manual_seed(0)
-    model = GPT(GPTConfig(vocab_size=vocab, block_size=BLOCK, **SHAPES[shape])).eval()
+    block, others = sizes(shape)
+    model = GPT(GPTConfig(vocab_size=vocab, block_size=block, **others)).eval()
     idx = torch.randint(0, vocab, (1, PROMPT))
     runs = {True: [], False: []}
     for _ in range(repeat):
@@ -173,14 +191,15 @@ def main(argv=None):
     dtype = {"fp32": torch.float32, "bf16": torch.bfloat16}[args.dtype]
     device = torch.device(args.device)
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, {args.device} {args.dtype} greedy, "
-          f"prompt {PROMPT}, block {BLOCK}, vocab {args.vocab}")
+          f"prompt {PROMPT}, block {BLOCK} (default: {DEFAULT['block_size']}), vocab {args.vocab}, medians of {args.repeat}")
     if args.plot:
         return plot_step_times(args.plot, args.shapes.split(",")[0], max(args.new), args.repeat, args.vocab)
 
     rates = {}  # (shape, batch, new, mode) -> generated tokens per second
     for shape in args.shapes.split(","):
         torch.manual_seed(0)
-        models = {"ours": GPT(GPTConfig(vocab_size=args.vocab, block_size=BLOCK, **SHAPES[shape])).eval()}
+        block, others = sizes(shape)
+        models = {"ours": GPT(GPTConfig(vocab_size=args.vocab, block_size=block, **others)).eval()}
         models["hf"] = make_hf(shape, args.vocab)
         models = {name: m if m is None else m.to(device, dtype) for name, m in models.items()}
         for batch in (int(b) for b in args.batch.split(",")):
@@ -188,14 +207,18 @@ def main(argv=None):
             for new in args.new:
                 modes = [m for m in args.modes.split(",") if models[m.split("-")[0]] is not None]
                 modes = [m for m in modes if not skipped(args, m, batch, new)]
-                for mode, (seconds, cpu) in time_modes(models, modes, idx, new, args.repeat).items():
+                for mode, runs in time_modes(models, modes, idx, new, args.repeat).items():
+                    seconds, cpu = statistics.median(w for w, _ in runs), statistics.median(c for _, c in runs)
                     rates[shape, batch, new, mode] = rate = batch * new / seconds
+                    best = batch * new / min(w for w, _ in runs)
                     if args.json:
                         figure = {"shape": shape, "batch": batch, "new": new, "mode": mode, "tok_s": round(rate, 1),
-                                  "seconds": round(seconds, 3), "device": args.device, "dtype": args.dtype}  # fmt: skip
+                                  "best_tok_s": round(best, 1), "runs": len(runs), "seconds": round(seconds, 3),
+                                  "threads": torch.get_num_threads(), "device": args.device, "dtype": args.dtype,
+                                  "vocab": args.vocab, "block": block, **others}  # fmt: skip
                         print(json.dumps(figure), flush=True)
                         continue
-                    line = f"{shape:5s} B={batch} new={new:4d} {mode:13s} {rate:9.1f} tok/s {seconds:8.2f} s"
+                    line = f"{shape:7s} B={batch} new={new:4d} {mode:13s} {rate:9.1f} tok/s (best {best:.1f}) {seconds:8.2f} s"
                     print(f"{line}  (cpu {cpu:.2f} s)", flush=True)
 
     print("\nratios (ours cached / other)")
@@ -203,7 +226,7 @@ def main(argv=None):
         others = [o for o in MODES[1:] if mode == "ours" and (shape, batch, new, o) in rates]
         if others:
             ratios = "  ".join(f"{o}: {rate / rates[shape, batch, new, o]:5.1f}x" for o in others)
-            print(f"{shape:5s} B={batch} new={new:4d}  {ratios}")
+            print(f"{shape:7s} B={batch} new={new:4d}  {ratios}")
 
 
 if __name__ == "__main__":

@@ -360,7 +360,8 @@ def step_torchrun(ctx: Context, timeout: float) -> dict:
             "--train.sample_tokens=0"]  # fmt: skip
     straight_cmd, resumed_cmd = ([*torchrun, *base, "--out", runs[name]] for name in ("straight", "resumed"))
     check_rc("torchrun train.py", *run_command(straight_cmd, left(), ctx))
-    rc, out = run_command(resumed_cmd, left(), ctx, env={"KOGPT_TEST_SIGNAL": "5:TERM"})
+    signalled = [*torchrun, Path(__file__), "train-worker", "--sigterm-after", "5", *base[1:], "--out", runs["resumed"]]
+    rc, out = run_command(signalled, left(), ctx)
     if "stopped at step 5" not in out:
         raise StepFailed(f"the run sent SIGTERM after step 5 did not stop there (exit {rc}): {last_line(out)}")
     check_rc("torchrun train.py --resume", *run_command([*resumed_cmd, "--resume"], left(), ctx))
@@ -427,12 +428,24 @@ def worker_peak(argv: list[str]) -> int:
 
 
 def worker_train(argv: list[str]) -> int:
-    """train.main(argv), then RESULT with the peak GPU memory and the run's FLOPs per token."""
+    """train.main(argv), then RESULT with the peak GPU memory and the run's FLOPs per token. With
+    `--sigterm-after N` first, the run sends itself SIGTERM after step N (train.main's after_step hook)."""
+    import os
+    import signal
+
     import torch
     import train
     from model import GPT, GPTConfig
 
-    rc = train.main(argv)
+    after_step = None
+    if argv[:1] == ["--sigterm-after"]:
+        at, argv = int(argv[1]), argv[2:]
+
+        def after_step(step: int) -> None:
+            if step == at:
+                os.kill(os.getpid(), signal.SIGTERM)
+
+    rc = train.main(argv, after_step=after_step)
     if rc != 0:
         return rc  # train.py's own error line is the last one printed
     config = json.loads((Path(argv[argv.index("--out") + 1]) / "config.json").read_text())

@@ -144,8 +144,9 @@ def main():
         run_child(cli)
         print(f"second run (cache reused): {time.perf_counter() - t0:.1f} s")
         from data.prepare import prepare  # imports torch (through model/): only now, after the children ran
+        from training.config import load_config
 
-        cfg = DataConfig.from_toml(ROOT / "configs" / "small.toml", cli[2:])
+        cfg = load_config(ROOT / "configs" / "small.toml", cli[2:]).data
         t0 = time.perf_counter()
         assert prepare(cfg, verbose=False).reused
         print(f"  of which the reuse itself (fingerprint, checks of meta.json and the shards' sha256): "

@@ -3,7 +3,7 @@ the Hugging Face format, fine-tune on the bills, and compare with the same steps
 
 1. pretrain: train on the Constitution (its own BPE), validating on the held-out bill (the built-in
    corpus's validation document, never trained on);
-2. `model.export_hf` that run, then `model.import_hf` the export (the round trip a real GPT-2 takes);
+2. `hf.export_gpt2` that run, then `hf.import_gpt2` the export (the round trip a real GPT-2 takes);
 3. fine-tune: `train.init_from` the import on the nine other bills for --steps steps;
 4. scratch: the same model shape, tokenizer, data and steps, from random weights.
 Every row reports the held-out bill's bits per character (best and last checkpoint), the figure
@@ -24,8 +24,8 @@ sys.path.insert(0, str(ROOT))
 
 import train  # noqa: E402
 from data.sources import builtin_files  # noqa: E402
-from model.export_hf import export  # noqa: E402
-from model.import_hf import import_hf  # noqa: E402
+from hf.export_gpt2 import export  # noqa: E402
+from hf.import_gpt2 import import_hf  # noqa: E402
 from training.config import load_config  # noqa: E402
 
 

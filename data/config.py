@@ -1,13 +1,12 @@
 """The `[data]` table of a run config: which corpus to read, how to split it, how big a vocabulary.
 
-`DataConfig.from_toml("configs/small.toml", ["--data.vocab_size=512"])` reads the `[data]` table of a
-config file and applies command-line overrides, whose values are parsed as TOML (bare words are strings).
+    DataConfig(source="texts/", vocab_size="auto")      # checked when made; bad values raise DataError
+
+training/config.py reads it from a TOML file with the other tables (`load_config(path, overrides).data`).
 """
 
 import codecs
-import tomllib
 from dataclasses import dataclass, fields
-from pathlib import Path
 
 from model.errors import UserError
 
@@ -17,7 +16,7 @@ class DataError(UserError):
 
 
 # data.vocab_size = "auto": the vocabulary grows with the training text, (characters below, size). 2048 was
-# best at 57,000 characters, 4096 beat 2048 at 393,000 (README, "Defaults that follow the corpus"); more
+# best at 57,000 characters, 4096 beat 2048 at 393,000 (docs/recipe.md); more
 # than 4096 was not measured, so the rule stops there.
 VOCAB_STEPS = ((300_000, 2048),)
 LARGEST_AUTO_VOCAB = 4096
@@ -62,50 +61,3 @@ class DataConfig:
             codecs.lookup(self.encoding)
         except LookupError:
             raise DataError(f"unknown data.encoding {self.encoding!r}; try utf-8, cp949 or euc-kr") from None
-
-    @classmethod
-    def from_dict(cls, table: dict) -> "DataConfig":
-        """Build from a `[data]` table; an unknown key is an error that lists the valid ones."""
-        valid = [f.name for f in fields(cls)]
-        unknown = sorted(set(table) - set(valid))
-        if unknown:
-            raise DataError(f"unknown key {unknown[0]!r} in [data]; valid keys: {', '.join(valid)}")
-        return cls(**table)
-
-    @classmethod
-    def from_toml(cls, path: str | Path, overrides: list[str] = ()) -> "DataConfig":
-        """Read the `[data]` table of a TOML file, then apply `--data.KEY=VALUE` overrides."""
-        table = read_toml(path, DataError).get("data", {})
-        if not isinstance(table, dict):
-            raise DataError(f"data in {path} must be a table [data]; fix the file")
-        for arg in overrides:
-            key, value = parse_override(arg)
-            table[key] = value
-        return cls.from_dict(table)
-
-
-def read_toml(path: str | Path, error: type[UserError]) -> dict:
-    """The parsed TOML file `path` of --config; `error` (one line) when it is missing, unreadable or not TOML."""
-    path = Path(path)
-    try:
-        return tomllib.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise error(f"config file {path} not found; pass --config configs/small.toml or another file") from None
-    except IsADirectoryError:
-        raise error(f"config file {path} is a directory; pass --config a TOML file such as configs/small.toml") from None
-    except OSError as e:
-        raise error(f"cannot read config file {path} ({e.strerror}); pass --config a readable TOML file") from None
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
-        raise error(f"config file {path} is not valid TOML ({e}); fix the file") from None
-
-
-def parse_override(arg: str) -> tuple[str, object]:
-    """`--data.vocab_size=512` -> ("vocab_size", 512); a value that is not TOML is taken as a string."""
-    name, eq, text = arg.removeprefix("--").partition("=")
-    if not arg.startswith("--data.") or not eq:
-        raise DataError(f"bad option {arg!r}; write overrides as --data.KEY=VALUE, e.g. --data.vocab_size=512")
-    try:
-        value = tomllib.loads(f"v = {text}")["v"]
-    except tomllib.TOMLDecodeError:
-        value = text
-    return name.removeprefix("data."), value

@@ -40,7 +40,7 @@ class BatchLoader:
             raise DataError(f"{bin_path} holds {len(self.tokens)} tokens, fewer than block_size + 1 = "
                             f"{block_size + 1}; use a smaller block_size or more text")
         self.block_size, self.batch_size, self.device = block_size, batch_size, torch.device(device)
-        self.generator = torch.Generator().manual_seed(seed + rank)
+        self.generator = torch.Generator().manual_seed((seed + rank) % 2**64)  # a seed up to 2**64 - 1 on any rank
         self.window = np.arange(block_size + 1)
 
     def next_batch(self) -> tuple[torch.Tensor, torch.Tensor]:

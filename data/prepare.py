@@ -25,14 +25,17 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
+from cli.command import ArgumentParser, run_command
 from data.cache import build_dir, cache_problem, file_records, remove_orphans
 from data.config import DataConfig, DataError, auto_vocab_size
 from data.sources import Source, open_source
 from data.split import plan_split, split_chunks
 from data.tokenizer import EOT, WORDS, continuation_tokenizer, tokenizer_hash, train_tokenizer
-from model.errors import ArgumentParser, UserError, print_error
-from model.io import write_failure
-from model.pretrained import Pretrained, open_pretrained
+from hf.pretrained import open_pretrained
+from model.errors import UserError
+from storage.atomic import write_failure
+from storage.checkpoint import Pretrained
+from training.config import load_config
 
 FORMAT = 3  # bump when the output of the same inputs changes (2: big files cut before a space; 3: file hashes)
 BATCH_CHARS = 1 << 18  # characters encoded per batch: enough for both cores, small enough for memory
@@ -93,6 +96,16 @@ def prepare_sources(cfg: DataConfig, train: Source, val: Source | None = None, v
     if verbose:
         report(out, meta, train.name, reused, time.perf_counter() - started)
     return Prepared(out, meta, out / "tokenizer.json", reused)
+
+
+def check_splits(meta: dict, block_size: int) -> None:
+    """Both splits must hold one window of block_size + 1 tokens: found now, not after steps were spent."""
+    for part in ("train", "val"):
+        tokens = meta["splits"][part]["tokens"]
+        if tokens < block_size + 1:
+            raise DataError(f"the {part} split holds {tokens} tokens, fewer than model.block_size + 1 = "
+                            f"{block_size + 1}; lower model.block_size or give it more text (data.val_fraction, "
+                            f"data.val_source)")
 
 
 def training_chars(cfg: DataConfig, train: Source, val: Source | None) -> int:
@@ -217,14 +230,17 @@ def report(out: Path, meta: dict, name: str, reused: bool, seconds: float):
 def main(argv: list[str] | None = None) -> int:
     parser = ArgumentParser(prog="python -m data.prepare", description=__doc__.split("\n")[0],
                             epilog="Overrides: --data.KEY=VALUE, the value parsed as TOML.")
-    parser.add_argument("--config", default="configs/small.toml", help="a TOML file with a [data] table")
-    try:
+    parser.add_argument("--config", default="configs/small.toml", help="a run config (TOML): its [data] table")
+
+    def work():
         args, overrides = parser.parse_known_args(argv)
-        prepare(DataConfig.from_toml(args.config, overrides))
-    except UserError as e:
-        print_error(e)
-        return 2
-    return 0
+        other = next((arg for arg in overrides if not arg.startswith("--data.")), None)
+        if other is not None:
+            raise UserError(f"bad option {other!r}; python -m data.prepare takes --data.KEY=VALUE overrides, "
+                            f"e.g. --data.vocab_size=512")
+        prepare(load_config(args.config, overrides).data)
+
+    return run_command(work)
 
 
 if __name__ == "__main__":

@@ -7,8 +7,13 @@ contains `<|endoftext|>`). Spaces stay literal: no `▁`, no byte-to-letter mapp
 
     tok = train_tokenizer(["대한민국 헌법", ...], vocab_size=2048)
     tok.save("tokenizer.json"); tok = load_tokenizer("tokenizer.json")
+    tokenizer_hash(tok), special_ids(tok)
+
+`load_tokenizer` is the one way in for every tokenizer.json (a run's, a checkpoint's, an imported model's),
+and `tokenizer_hash` the one digest that the data cache, checkpoints and resumes compare.
 """
 
+import hashlib
 import json
 from pathlib import Path
 from typing import Iterable
@@ -16,7 +21,7 @@ from typing import Iterable
 from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
 
 from data.config import DataError
-from model import io
+from model.errors import UserError
 
 EOT = "<|endoftext|>"
 BYTE_TOKENS = [f"<0x{b:02X}>" for b in range(256)]
@@ -83,11 +88,35 @@ def without_prefix(node, children: str) -> tuple[dict | None, bool]:
     return node, False
 
 
-def load_tokenizer(path: str | Path) -> Tokenizer:
-    """Load a prepared `tokenizer.json`; a missing or broken file is a DataError."""
-    return io.load_tokenizer(path, hint="run `python -m data.prepare` to rebuild it", error=DataError)
+def load_tokenizer(path: str | Path, hint: str = "run `python -m data.prepare` to rebuild it",
+                   error: type[UserError] = DataError) -> Tokenizer:
+    """A tokenizer.json; `error(...)` ending with `hint` if it is missing or damaged."""
+    path = Path(path)
+    if not path.is_file():
+        raise error(f"{path} is missing; {hint}")
+    try:
+        tok = Tokenizer.from_file(str(path))
+    except Exception as e:  # tokenizers raises a bare Exception for unreadable JSON
+        raise error(f"{path} is damaged ({str(e).splitlines()[0]}); {hint}") from None
+    # One rule for training and inference: text is text, so a literal "<|endoftext|>" in a corpus or a
+    # prompt is never the separator (only code inserts that). tokenizer.json cannot store this setting.
+    tok.encode_special_tokens = True
+    return tok
 
 
 def tokenizer_hash(tok: Tokenizer) -> str:
     """A digest of the whole tokenizer (vocabulary, merges, normaliser, pre-tokenizer, decoder)."""
-    return io.tokenizer_hash(tok)  # one formula, which imported checkpoints' meta.json use too
+    return hashlib.sha256(tok.to_str().encode()).hexdigest()
+
+
+def check_fits(tok: Tokenizer, rows: int, file: Path, error: type[UserError]) -> None:
+    """`error` unless every id of the tokenizer at `file` has a row in an embedding of `rows` rows."""
+    n = max(tok.get_vocab_size(), max(tok.get_vocab().values(), default=-1) + 1)
+    if n > rows:
+        raise error(f"{file} has {n} tokens but the embedding only {rows} rows; the tokenizer and the weights "
+                    f"come from different models")
+
+
+def special_ids(tok: Tokenizer) -> list[int]:
+    """The ids of the tokenizer's special tokens (`<|endoftext|>`, KoGPT2's `</s>`, ...), in id order."""
+    return sorted(i for i, t in tok.get_added_tokens_decoder().items() if t.special)

@@ -16,11 +16,11 @@ from pathlib import Path
 
 import torch
 
-from inspection.labels import token_bytes
-from model.errors import UserError
-from model import GPT, CheckpointError
+from data.token_bytes import token_bytes
+from model import GPT
 from model.device import resolve_device
-from model.io import end_of_text_id, find_checkpoint, load_tokenizer
+from model.errors import UserError
+from storage.checkpoint import checkpoint_tokenizer, find_checkpoint, load_model
 
 LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 TRAIN_HINT = "train one first: python train.py (or python train.py --config configs/tiny.toml, seconds on a CPU)"
@@ -47,7 +47,7 @@ class Run:
     model: GPT
     tokenizer: object
     ckpt_dir: Path
-    eot_id: int | None = None  # the token that starts every document (model.io.end_of_text_id)
+    eot_id: int | None = None  # the token that starts every document (storage.checkpoint.end_of_text_id)
     _token_bytes: list[bytes] | None = field(default=None, repr=False)
 
     @property
@@ -58,10 +58,9 @@ class Run:
     def block_size(self) -> int:
         return self.model.config.block_size
 
-
     @property
     def token_bytes(self) -> list[bytes]:
-        """The bytes each token id stands for (`inspection.labels.token_bytes`: `<0xNN>` one byte, special
+        """The bytes each token id stands for (`data.token_bytes.token_bytes`: `<0xNN>` one byte, special
         tokens none, `▁` and byte-level letters read back as the tokenizer's decoder reads them)."""
         if self._token_bytes is None:
             self._token_bytes = token_bytes(self.tokenizer, self.model.config.vocab_size)
@@ -69,7 +68,7 @@ class Run:
 
     def encode(self, text: str, what: str = "the text") -> list[int]:
         """Token ids of `text` (NFC-normalised by the tokenizer), no special tokens added; a literal
-        "<|endoftext|>" is text (model.io.load_tokenizer)."""
+        "<|endoftext|>" is text (data.tokenizer.load_tokenizer)."""
         check_text(text, what)
         return self.tokenizer.encode(text, add_special_tokens=False).ids
 
@@ -105,9 +104,6 @@ def crop(ids: list[int], block_size: int, what: str) -> list[int]:
 def load_run(path: str | Path | None = None, runs_dir: str | Path = "runs", device: str = "auto") -> Run:
     """Load a run dir or checkpoint dir (default: the most recent run under `runs_dir`)."""
     ckpt = find_checkpoint(find_latest_run(runs_dir) if path is None else path)
-    model = GPT.load(ckpt, device=resolve_device(device, option="--device"))
-    tokenizer = load_tokenizer(ckpt / "tokenizer.json", hint="a checkpoint needs the tokenizer.json it was trained with (retrain or copy it back)")
-    if tokenizer.get_vocab_size() > model.config.vocab_size:
-        raise CheckpointError(f"{ckpt}/tokenizer.json has {tokenizer.get_vocab_size()} tokens but the model only "
-                              f"{model.config.vocab_size}; they come from different runs")
-    return Run(model, tokenizer, ckpt, end_of_text_id(ckpt, tokenizer))
+    model = load_model(ckpt, device=resolve_device(device, option="--device"))
+    tokenizer, eot_id = checkpoint_tokenizer(ckpt, model.config.vocab_size)
+    return Run(model, tokenizer, ckpt, eot_id)

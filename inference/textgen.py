@@ -16,10 +16,9 @@ import torch
 
 from inference.runs import Run
 from model import ModelInputError
-from model.sampling import check_options, stream
+from model.sampling import MAX_SEED, check_options, stream
 
 TEMPERATURE = 0.8  # the default of generate.py and of these functions
-MAX_SEED = 2**64 - 1  # what torch.Generator.manual_seed accepts
 
 
 class Utf8Stream:

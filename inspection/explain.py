@@ -124,7 +124,7 @@ def explain_head(trace, labels: list[str], layer: int, head: int, query: int, w_
     lines += [f"   Σ w_j = {w[: i + 1].sum(dtype=np.float64):.6f}", ""]
 
     lines.append(f"7. y = Σ_j w_j v_j = {vector(y)}   |y| = {np.linalg.norm(y):.4f}")
-    lines.append(f"   the largest terms w_j v_j (by norm w_j |v_j|):")
+    lines.append("   the largest terms w_j v_j (by norm w_j |v_j|):")
     rows = [["j", "token", "w_j", "|v_j|", "w_j |v_j|", "w_j v_j"]]
     for j in top_contributions(w[: i + 1], v[: i + 1]):
         nv = np.linalg.norm(v[j])

@@ -24,7 +24,6 @@ same queries. A head's strongest role is its highest score when that is at least
 chance, else "mixed".
 """
 
-import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,6 +33,7 @@ import torch
 import torch.nn.functional as F
 
 from model.errors import UserError
+from storage.atomic import write_json
 
 ROLES = ("previous-token", "first-token", "self", "duplicate-token", "induction")
 TEXT_ROLES = ROLES[:4]
@@ -203,9 +203,5 @@ def roles_json(roles: HeadRoles) -> dict:
 
 def save_roles(roles: HeadRoles, path: str | os.PathLike) -> Path:
     """Write heads.json atomically."""
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(roles_json(roles), indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
-    return path
+    return write_json(Path(path), roles_json(roles))
 

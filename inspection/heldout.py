@@ -16,14 +16,17 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from data.tokenizer import special_ids
+from inference.scoring import read_text
 from inspection.heads import WINDOW
+from model.sampling import generate
 
 SAMPLED_WINDOWS = 4  # windows of text the model writes when there is no validation split
 
 
 def usable_ids(run) -> list[int]:
     """Token ids that are not special tokens: what the random induction sequences are drawn from."""
-    special = {i for i, t in run.tokenizer.get_added_tokens_decoder().items() if t.special}
+    special = set(special_ids(run.tokenizer))
     return [i for i in range(min(run.tokenizer.get_vocab_size(), run.model.config.vocab_size)) if i not in special]
 
 
@@ -44,8 +47,6 @@ def validation_split(ckpt: Path) -> Path | None:
 def held_out_ids(run, path=None) -> tuple[np.ndarray, str]:
     """(token ids, where they come from) of the held-out text (see the module docstring)."""
     if path is not None:
-        from inference.scoring import read_text
-
         ids = ([run.eot_id] if run.eot_id is not None else []) + run.encode(read_text(path))
         return np.asarray(ids, dtype=np.int64), f"{path} ({len(ids):,} tokens)"
     val = validation_split(run.ckpt_dir)
@@ -54,8 +55,6 @@ def held_out_ids(run, path=None) -> tuple[np.ndarray, str]:
         ids = np.memmap(val, dtype=meta.get("dtype", "uint16"), mode="r")
         if len(ids) >= 3:
             return ids, f"the run's validation split {val} ({len(ids):,} tokens)"
-    from model.sampling import generate
-
     start = torch.tensor([[run.eot_id if run.eot_id is not None else 0]], device=run.device)  # (1, 1)
     g = torch.Generator(device=run.device).manual_seed(0)
     n = SAMPLED_WINDOWS * min(WINDOW, run.block_size)

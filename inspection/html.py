@@ -24,6 +24,7 @@ import numpy as np
 
 from inspection.plot import korean_font_path
 from inspection.stats import head_stats
+from storage.atomic import write_text_atomic
 
 TEMPLATE = Path(__file__).with_name("page.html")
 
@@ -98,8 +99,4 @@ def attention_page(weights: np.ndarray, labels: list[str], title: str = "Attenti
 def save_html(weights: np.ndarray, labels: list[str], path: str | os.PathLike, title: str = "Attention maps",
               **options) -> Path:
     """Write the page to `path` atomically (options: those of `attention_page`)."""
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(attention_page(weights, labels, title, **options), encoding="utf-8")
-    os.replace(tmp, path)
-    return path
+    return write_text_atomic(Path(path), attention_page(weights, labels, title, **options))

@@ -18,9 +18,13 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from inspection.labels import token_labels, token_pieces
 from inference.runs import Run, crop, warn
+from inspection.html import save_html
+from inspection.labels import token_labels, token_pieces
+from inspection.plot import save_layer_pngs
+from inspection.trace import save_trace
 from model.errors import UserError
+from storage.atomic import write_npz
 
 
 @dataclass
@@ -84,14 +88,10 @@ def attention_for_text(run: Run, text: str) -> AttentionMaps:
 
 def save_npz(maps: AttentionMaps, path: str | os.PathLike) -> Path:
     """Write attention.npz atomically (see the module docstring for its arrays)."""
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp")
-    with open(tmp, "wb") as f:
-        np.savez(f, weights=maps.weights.astype(np.float32), ids=np.asarray(maps.ids, dtype=np.int64),
-                 tokens=np.array(maps.pieces, dtype=str), labels=np.array(maps.labels, dtype=str),
-                 prefill=np.int64(len(maps.ids) if maps.prefill is None else maps.prefill))
-    os.replace(tmp, path)
-    return path
+    arrays = {"weights": maps.weights.astype(np.float32), "ids": np.asarray(maps.ids, dtype=np.int64),
+              "tokens": np.array(maps.pieces, dtype=str), "labels": np.array(maps.labels, dtype=str),
+              "prefill": np.int64(len(maps.ids) if maps.prefill is None else maps.prefill)}  # fmt: skip
+    return write_npz(path, arrays)
 
 
 def load_npz(path: str | os.PathLike) -> AttentionMaps:
@@ -121,10 +121,6 @@ def write_attention(maps: AttentionMaps, out_dir: str | os.PathLike, title: str 
     """layer_<L>.png per layer, attention.html and attention.npz in `out_dir` (created if needed), and
     explain.npz given a `Trace` (inspection/trace.py). `roles`: captions per head for the titles;
     `layers`: the layers of the PNGs and the page (the npz files keep every layer)."""
-    from inspection.html import save_html
-    from inspection.plot import save_layer_pngs
-    from inspection.trace import save_trace
-
     out_dir = make_out_dir(out_dir)
     written = save_layer_pngs(maps.weights, maps.labels, out_dir, roles, layers)
     page = save_html(maps.weights, maps.labels, out_dir / "attention.html", title, trace=trace, roles=roles,

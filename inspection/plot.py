@@ -14,14 +14,15 @@ from pathlib import Path
 
 import numpy as np
 
+from model.errors import UserError
+from storage.atomic import atomic_write
+
 FONT_FAMILIES = ["NanumGothic", "DejaVu Sans"]
 
 
 def korean_font_path() -> Path:
     """The NanumGothic .ttf shipped inside the installed koreanize-matplotlib package."""
     import importlib.util
-
-    from model.errors import UserError
 
     spec = importlib.util.find_spec("koreanize_matplotlib")
     if spec is None or not spec.submodule_search_locations:
@@ -119,12 +120,11 @@ def save_figure(fig, path: str | os.PathLike) -> Path:
     """Write `fig` as PNG atomically (a temporary file, then a rename)."""
     from matplotlib import rc_context
 
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp")
-    with rc_context({"font.family": FONT_FAMILIES}):
-        fig.savefig(tmp, format="png", dpi=110)
-    os.replace(tmp, path)
-    return path
+    def write(tmp):
+        with rc_context({"font.family": FONT_FAMILIES}):
+            fig.savefig(tmp, format="png", dpi=110)
+
+    return atomic_write(Path(path), write)
 
 
 def save_layer_pngs(weights: np.ndarray, labels: list[str], out_dir: str | os.PathLike,

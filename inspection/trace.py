@@ -24,6 +24,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from storage.atomic import write_npz
+
 
 @dataclass
 class Trace:
@@ -41,8 +43,6 @@ class Trace:
     @property
     def d_head(self) -> int:
         return self.q.shape[-1]
-
-
 
 
 @torch.inference_mode()
@@ -76,13 +76,8 @@ def trace_ids(model, ids) -> Trace:
 
 def save_trace(trace: Trace, path: str | os.PathLike) -> Path:
     """Write explain.npz atomically (arrays as in the module docstring)."""
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp")
     arrays = {f.name: getattr(trace, f.name) for f in fields(trace)}
-    with open(tmp, "wb") as f:
-        np.savez(f, **{k: (a if k == "ids" else a.astype(np.float32)) for k, a in arrays.items()})
-    os.replace(tmp, path)
-    return path
+    return write_npz(Path(path), {k: (a if k == "ids" else a.astype(np.float32)) for k, a in arrays.items()})
 
 
 def load_trace(path: str | os.PathLike) -> Trace:

@@ -11,18 +11,49 @@ bound once, with fewer, cheaper calls:
 - at batch 1 the activations are vectors and every linear map is one `addmv` on the (out, in) weight
   (MKL's matrix-vector kernel streams the weights 4-10% faster than a one-row `addmm`); larger batches
   use `addmm` on the transposed weight view;
-- GELU is called directly (in the layer's own form), inside `native_cpu_kernels()` for the whole step
-  rather than per call: on a vector of 4·n_embd values oneDNN's fixed cost is several times the work.
+- GELU is called directly (in the layer's own form), inside `native_cpu_kernels()` for the whole step:
+  PyTorch hands float32 CPU GELU to oneDNN, whose fixed cost per call (~10-30 µs) is several times the
+  work on a vector of 4·n_embd values; its own native kernel takes ~1.5 µs there and is as exact.
 `model(column, kv_cache=cache)` stays the readable reference: tests check that both give the same
 logits. Sampling (`model.sampling.fast_step`) uses this step only where `bench/generate_speed.py --modes
 ours,ours-modules` measures it faster: fp32 weights on a CPU in eval mode (1.1-2.0x at batch 1 and 8,
-one thread). With bf16 weights, on a GPU or with dropout the modules do every step.
+one thread; at configs/small.toml's shape 1.6-1.7x at batch 1, bench/results/decode_step.jsonl). With bf16
+weights, on a GPU or with dropout the modules do every step.
+
+`native_cpu_kernels()` turns oneDNN off for a block. The switch (`torch.backends.mkldnn.enabled`) is
+process-wide, so the blocks of all threads share one count: the first to enter turns oneDNN off, the last
+to leave restores the setting found, however it is left. Other threads meanwhile compute the same values
+with the native kernels.
 """
+
+import threading
 
 import torch
 import torch.nn.functional as F
 
-from model.native_kernels import native_cpu_kernels
+_lock = threading.Lock()
+_inside = 0  # blocks currently open, in any thread
+_saved = True  # the setting to restore when the last one closes
+
+
+class native_cpu_kernels:  # lower case: it reads like a function, `with native_cpu_kernels():`
+    """A plain class rather than @contextlib.contextmanager: it runs once per decoded token, and the
+    generator-based form cost the tiny model's step ~1.5% in A/B runs."""
+
+    def __enter__(self):
+        global _inside, _saved
+        with _lock:
+            if _inside == 0:
+                _saved = torch.backends.mkldnn.enabled
+                torch.backends.mkldnn.enabled = False
+            _inside += 1
+
+    def __exit__(self, *exc):
+        global _inside
+        with _lock:
+            _inside -= 1
+            if _inside == 0:
+                torch.backends.mkldnn.enabled = _saved
 
 
 def linear_args(layer) -> tuple:

@@ -5,10 +5,10 @@
     logits, _ = model(idx)                          # inference: last position only, (B, 1, V)
     logits, maps = model.forward_with_attention(idx)  # maps (B, n_layer, n_head, T, T)
     out = model.generate(idx, max_new_tokens=50, temperature=0)   # see model/sampling.py
-    model.save("runs/x/last"); model = GPT.load("runs/x")
 
-Attention lives in model/attention.py, the KV cache in model/kv_cache.py, decoding in
-model/sampling.py (its single-token steps in model/decode_step.py) and the checkpoint files in model/io.py.
+Attention lives in model/attention.py, the KV cache in model/kv_cache.py and decoding in model/sampling.py
+(its single-token steps in model/decode_step.py). Checkpoint files are storage/checkpoint.py's
+(`save_model`, `load_model`): the network knows nothing of files.
 """
 
 import math
@@ -17,36 +17,17 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from model import io, sampling
+from model import sampling
 from model.attention import CausalSelfAttention
-from model.config import ACTIVATIONS, GPTConfig, ModelConfigError, ModelInputError
+from model.config import ACTIVATIONS, GPTConfig, ModelInputError
 from model.kv_cache import KVCache
-from model.native_kernels import native_cpu_kernels
-
-
-class GELU(nn.GELU):
-    """`nn.GELU(approximate)` (exact erf form, or "tanh") that takes PyTorch's own kernel for small CPU inputs.
-
-    On CPU, PyTorch hands float32 GELU to oneDNN, whose fixed cost per call (~10-30 µs) dwarfs the
-    work of a decoding step (4·n_embd values per row); the native kernel takes ~1.5 µs there and is as
-    exact (both within 1e-6 of float64). Large inputs (training, prefill) keep oneDNN, faster for them.
-    """
-
-    small = 16384  # elements; about where oneDNN starts to win on one core
-
-    def forward(self, x):
-        small_cpu = x.is_cpu and x.numel() <= self.small and not torch.compiler.is_compiling()
-        if not (small_cpu and torch.backends.mkldnn.enabled):
-            return super().forward(x)
-        with native_cpu_kernels():
-            return super().forward(x)
 
 
 class MLP(nn.Module):
     def __init__(self, config):
         super().__init__()
         self.c_fc = nn.Linear(config.n_embd, 4 * config.n_embd, bias=config.bias)
-        self.gelu = GELU(approximate=ACTIVATIONS[config.activation])
+        self.gelu = nn.GELU(approximate=ACTIVATIONS[config.activation])  # exact erf form, or GPT-2's tanh
         self.c_proj = nn.Linear(4 * config.n_embd, config.n_embd, bias=config.bias)
         self.dropout = nn.Dropout(config.dropout)
 
@@ -176,23 +157,3 @@ class GPT(nn.Module):
     def stream(self, idx, max_new_tokens, **options):
         """See `model.sampling.stream`."""
         return sampling.stream(self, idx, max_new_tokens, **options)
-
-    def save(self, directory, extra_config: dict | None = None) -> None:
-        """Write `model.safetensors` + `config.json` ({"model": asdict(config), **extra_config}) atomically."""
-        io.save_checkpoint(self, directory, extra_config)
-
-    @classmethod
-    def load(cls, path, device="cpu") -> "GPT":
-        """A checkpoint dir (has model.safetensors) or a run dir (its best/, else last/) -> GPT in eval mode."""
-        ckpt = io.find_checkpoint(path)
-        raw = io.read_model_config(ckpt)
-        try:
-            config = GPTConfig(**raw)
-        except (TypeError, ModelConfigError) as e:
-            raise io.CheckpointError(f'{ckpt / io.CONFIG} has bad "model" settings ({e}); restore the file') from e
-        with torch.device("meta"):  # the names and shapes the config implies, without allocating them
-            expected = {k: tuple(t.shape) for k, t in cls(config).state_dict().items() if k != io.TIED}
-        io.check_shapes(expected, io.stored_shapes(ckpt), ckpt / io.WEIGHTS)
-        model = cls(config)
-        io.load_weights(model, ckpt)
-        return model.to(device).eval()

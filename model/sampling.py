@@ -30,6 +30,8 @@ import torch
 from model.config import ModelInputError
 from model.decode_step import DecodeStep
 
+MAX_SEED = 2**64 - 1  # the largest seed torch's generators take: generate.py's --seed and train.seed alike
+
 
 def keep_top_k(logits, k: int):
     """Set all but the k largest logits of each row to -inf (ties with the k-th are kept). (B, V) -> (B, V)"""
@@ -127,7 +129,7 @@ def stream_with_logits(
     try:
         out = torch.empty(B, T + max_new_tokens, dtype=torch.long, device=idx.device)  # the whole sequence
         cache = model.new_kv_cache(B) if use_cache else None
-    except (RuntimeError, MemoryError) as e:  # torch reports a failed allocation as a RuntimeError
+    except (RuntimeError, MemoryError):  # torch reports a failed allocation as a RuntimeError
         raise ModelInputError(f"{B} x {T + max_new_tokens} tokens (a {B * (T + max_new_tokens) * 8 / 1e9:,.1f} GB buffer, "
                               f"and the cache) do not fit in memory; ask for fewer new tokens or samples") from None
     out[:, :T] = idx
@@ -196,7 +198,7 @@ def generate(
 
     temperature 0 is greedy (top_k/top_p then do nothing); a seeded `torch.Generator` on the model's
     device makes sampling reproducible. A row that emits eos_token_id keeps emitting it, and decoding
-    stops early once every row has. Call `model.eval()` first (GPT.load does) so dropout is off.
+    stops early once every row has. Call `model.eval()` first (storage.checkpoint.load_model does) so dropout is off.
     """
     columns = list(stream(
         model, idx, max_new_tokens, temperature, top_k, top_p, repetition_penalty, eos_token_id, generator, use_cache

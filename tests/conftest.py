@@ -1,12 +1,23 @@
-"""What several test files share: the repository's paths, the tiny shapes, one prepared-data cache."""
+"""What several test files share: the repository's paths, the tiny shapes, one prepared-data cache, a tiny
+run config, a model with random biases, headless Chromium, and train.py with its test hooks in a process."""
 
+import os
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
+import torch
+
+from model import GPT, GPTConfig
+from training.config import load_config
 
 ROOT = Path(__file__).resolve().parent.parent
 TINY = ROOT / "configs" / "tiny.toml"  # the smoke-run config: fp32, CPU, seconds
 TINY_MODEL = {"vocab_size": 64, "block_size": 16, "n_layer": 2, "n_head": 2, "n_embd": 32}
+HOOKED_TRAIN = ROOT / "tests" / "train_with_hooks.py"  # train.py's command line with its test hooks
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
 
 @pytest.fixture(scope="session")
@@ -15,15 +26,49 @@ def data_cache(tmp_path_factory):
     return tmp_path_factory.getbasetemp() / "train-data-cache"
 
 
-def train_paused_in_a_save(args, pause: str):
-    """Start `python train.py ARGS` with the test hook KOGPT_TEST_SAVE_PAUSE=pause ("20", "20:best") and return
-    the process once it sleeps inside that save, for a test to kill or probe; fail if it ends first."""
-    import os
-    import subprocess
-    import sys
+def tiny(data_cache, *overrides):
+    """configs/tiny.toml on the session's data cache and one thread, with `--section.key=value` overrides."""
+    return load_config(TINY, [f"--data.cache_dir={data_cache}", "--train.threads=1", *overrides])
 
-    env = {**os.environ, "KOGPT_TEST_SAVE_PAUSE": pause, "OMP_NUM_THREADS": "1"}
-    proc = subprocess.Popen([sys.executable, "train.py", *args], cwd=ROOT, env=env, stdout=subprocess.PIPE,
+
+def biased_model(seed=0, block_size=16):
+    """A tiny GPT (2 layers, 2 heads, n_embd 32) whose biases and LayerNorm gains are random too, so every
+    term of the attention formulas counts."""
+    torch.manual_seed(seed)
+    model = GPT(GPTConfig(vocab_size=64, block_size=block_size, n_layer=2, n_head=2, n_embd=32)).eval()
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if name.endswith("bias") or ".ln_" in name:
+                p.add_(0.3 * torch.randn_like(p))
+    return model
+
+
+def render(page_url, tmp_path, *extra):
+    """Run headless Chromium on a file:// URL: (the rendered DOM, Chromium's log)."""
+    result = subprocess.run(
+        [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+         "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-extensions",
+         f"--user-data-dir={tmp_path / 'chromium-profile'}", "--enable-logging=stderr", "--v=0", *extra, page_url],
+        capture_output=True, text=True, timeout=120)  # fmt: skip
+    return result.stdout, result.stderr
+
+
+def console_errors(log: str) -> list[str]:
+    """The lines of Chromium's log that report a script error or a console message."""
+    return [line for line in log.splitlines() if "CONSOLE" in line or "Uncaught" in line]
+
+
+def hooked_train(args, *hooks: str) -> list[str]:
+    """The command line that runs `python train.py ARGS` with test hooks ("--signal-after", "7:TERM", ...)."""
+    return [sys.executable, str(HOOKED_TRAIN), *hooks, "--", *map(str, args)]
+
+
+def train_paused_in_a_save(args, pause: str):
+    """Start `python train.py ARGS` paused halfway through a save (pause "20": the save of last/ at step 20;
+    "20:best": of best/) and return the process once it sleeps there, for a test to kill or probe; fail if
+    it ends first."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    proc = subprocess.Popen(hooked_train(args, "--pause-in-save", pause), cwd=ROOT, env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.DEVNULL, text=True)  # fmt: skip
     marker = "SAVE_PAUSED " + pause.replace(":", " ")
     for line in proc.stdout:

@@ -1,4 +1,4 @@
-"""Every command (train.py, generate.py, data.prepare, model.export_hf, model.import_hf) swept with malformed
+"""Every command (train.py, generate.py, data.prepare, hf.export_gpt2, hf.import_gpt2) swept with malformed
 arguments: wrong types, out of range, non-UTF-8, paths that are files, directories, dangling symbolic links
 or read-only. Each case must exit with code 2 and one line on stderr, with no traceback, and change nothing
 in the run directory.
@@ -23,10 +23,8 @@ import pytest
 import generate
 import train
 from data import prepare
-from model import export_hf, import_hf
-
-ROOT = Path(__file__).resolve().parent.parent
-TINY = ROOT / "configs" / "tiny.toml"
+from hf import export_gpt2, import_gpt2
+from tests.conftest import TINY
 NOT_UTF8 = b"\xb4\xeb\xc7\xd1".decode("utf-8", "surrogateescape")  # "대한" in cp949, as it arrives in sys.argv
 
 
@@ -59,7 +57,7 @@ def env(tmp_path_factory):
     config = json.loads((root / "lying" / "config.json").read_text())
     config["model"]["vocab_size"] = 16_000_000
     (root / "lying" / "config.json").write_text(json.dumps(config))
-    export_hf.export(run, root / "hf")  # a Hugging Face GPT-2 directory to import
+    export_gpt2.export(run, root / "hf")  # a Hugging Face GPT-2 directory to import
     ro = read_only_dir(root / "ro")
     yield SimpleNamespace(root=root, run=run, cache=cache, ro=ro, base=base)
     if ro is not None and os.geteuid() == 0:
@@ -70,7 +68,7 @@ def snapshot(directory: Path) -> dict:
     return {p.relative_to(directory): p.read_bytes() if p.is_file() else None for p in sorted(directory.rglob("*"))}
 
 
-T, G, P, E, I = "train.py", "generate.py", "data.prepare", "model.export_hf", "model.import_hf"
+T, G, P, E, I = "train.py", "generate.py", "data.prepare", "hf.export_gpt2", "hf.import_gpt2"
 CASES = [
     # train.py: the run directory
     (T, ["--out", "{root}/file.txt"], "is a file; pass --out a directory"),
@@ -90,7 +88,7 @@ CASES = [
     (T, ["--config", "{root}/nowhere.toml"], "not found"),
     (T, ["--config", f"{{root}}/{NOT_UTF8}.toml"], "not found"),
     (T, ["--train.seed=-1"], "train.seed = -1 must be"),
-    (T, ["--train.seed=4294967296"], "train.seed = 4294967296 must be between 0 and 4294967295"),
+    (T, [f"--train.seed={2**64}"], f"train.seed = {2**64} must be between 0 and {2**64 - 1}"),
     (T, ["--train.seed=1.5"], "train.seed = 1.5 must be an integer"),
     (T, [f"--train.batch_size={NOT_UTF8}"], "train.batch_size = "),
     (T, ["--train.lr=fast"], "train.lr = 'fast' must be a number"),
@@ -156,9 +154,9 @@ CASES = [
     (P, ["--data.vocab_size=big"], "data.vocab_size must be an integer"),
     (P, ["--data.val_fraction=2"], "data.val_fraction must be between 0 and 1"),
     (P, ["--data.encoding=klingon"], "unknown data.encoding 'klingon'"),
-    (P, ["--data.text_field=5"], "data.text_field must be a string"),
+    (P, ["--data.text_field=5"], "data.text_field = 5 must be a string"),
     (P, ["--bogus"], "bad option '--bogus'"),
-    # python -m model.export_hf
+    # python -m hf.export_gpt2
     (E, ["{run}", "{root}/file.txt"], "is a file; give a directory path"),
     (E, ["{run}", "{root}/dangling"], "is a symbolic link to"),
     (E, ["{run}", "{root}/file.txt/out"], "cannot write"),
@@ -168,7 +166,7 @@ CASES = [
     (E, ["{root}/nowhere", "{root}/out"], "does not exist"),
     (E, ["{root}/lying", "{root}/out"], "implies (16000000, 32)"),
     (E, [], "the following arguments are required"),
-    # python -m model.import_hf
+    # python -m hf.import_gpt2
     (I, ["{root}/hf", "{root}/file.txt"], "is a file; give a directory path"),
     (I, ["{root}/hf", "{root}/dangling"], "is a symbolic link to"),
     (I, ["{root}/hf", "{root}/file.txt/out"], "cannot write"),
@@ -196,8 +194,8 @@ def call(command: str, argv: list[str], env, monkeypatch) -> int:
     if command == P:
         return prepare.main(argv if argv[:1] == ["--config"] else ["--config", str(TINY), f"--data.cache_dir={env.cache}", *argv])
     if command == I:
-        return import_hf.main(argv)
-    return export_hf.main(argv)
+        return import_gpt2.main(argv)
+    return export_gpt2.main(argv)
 
 
 @pytest.mark.parametrize("command, argv, message", CASES, ids=[f"{c} {' '.join(a)}"[:80] for c, a, _ in CASES])

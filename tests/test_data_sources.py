@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from data import sources
-from data.config import DataConfig, DataError, parse_override
+from data.config import DataConfig, DataError
+from training.config import ConfigError, load_config
 from data.sources import builtin_files, open_source, read_documents
 from data.split import plan_split, split_chunks
 
@@ -31,6 +32,7 @@ def test_builtin_is_the_constitution_then_the_bills():
     assert docs[-1] == files[-1].read_bytes().decode("utf-8")
 
 
+@pytest.mark.slow
 def test_builtin_does_not_import_konlpy_or_its_jvm_bridge():
     code = ("import sys; from data.config import DataConfig; from data.sources import open_source; "
             "list(open_source('builtin', DataConfig()).chunks()); "
@@ -161,13 +163,12 @@ def test_bad_sources_are_clear_errors(tmp_path):
 
 
 def test_config_validation_and_overrides(tmp_path):
-    assert parse_override("--data.vocab_size=512") == ("vocab_size", 512)
-    assert parse_override("--data.source=my corpus.txt") == ("source", "my corpus.txt")  # bare word: a string
     config = tmp_path / "c.toml"
     config.write_text('[data]\nsource = "builtin"\nvocab_size = 1024\n[model]\nn_layer = 2\n', encoding="utf-8")
-    assert DataConfig.from_toml(config, ["--data.val_fraction=0.2"]) == DataConfig(vocab_size=1024, val_fraction=0.2)
-    with pytest.raises(DataError, match=r"unknown key 'vocab_sise' in \[data\]; valid keys: source, "):
-        DataConfig.from_toml(config, ["--data.vocab_sise=5"])
+    overridden = load_config(config, ["--data.val_fraction=0.2", "--data.source=my corpus.txt"]).data
+    assert overridden == DataConfig(source="my corpus.txt", vocab_size=1024, val_fraction=0.2)  # a bare word: a string
+    with pytest.raises(ConfigError, match=r"unknown key data\.vocab_sise; valid keys in \[data\]: source, "):
+        load_config(config, ["--data.vocab_sise=5"])
     with pytest.raises(DataError, match=r"data\.vocab_size must be an integer or \"auto\", got 'big'"):
         DataConfig(vocab_size="big")
     with pytest.raises(DataError, match=r"val_fraction must be between 0 and 1"):
@@ -176,5 +177,3 @@ def test_config_validation_and_overrides(tmp_path):
         DataConfig(vocab_size=100)
     with pytest.raises(DataError, match=r"unknown data\.encoding 'klingon'"):
         DataConfig(encoding="klingon")
-    with pytest.raises(DataError, match=r"bad option '--model\.n_layer=2'"):
-        DataConfig.from_toml(config, ["--model.n_layer=2"])

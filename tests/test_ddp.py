@@ -4,18 +4,20 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 import torch
-from tests.conftest import ROOT, TINY
+from tests.conftest import ROOT, TINY, hooked_train
+
+pytestmark = pytest.mark.slow  # two trainers under torchrun, three times
 
 
-def torchrun(run, data_cache, *extra, hook=None):
-    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", "train.py",
-               "--config", str(TINY), f"--data.cache_dir={data_cache}", "--train.threads=1", "--train.max_steps=12",
-               "--train.eval_interval=6", "--train.sample_tokens=0", "--train.grad_accum=2", "--out", str(run), *extra]  # fmt: skip
-    env = {**os.environ, "OMP_NUM_THREADS": "1", **(hook or {})}
+def torchrun(run, data_cache, *extra, signal_after=None):
+    args = ["--config", str(TINY), f"--data.cache_dir={data_cache}", "--train.threads=1", "--train.max_steps=12",
+            "--train.eval_interval=6", "--train.sample_tokens=0", "--train.grad_accum=2", "--out", str(run), *extra]  # fmt: skip
+    script = hooked_train(args, "--signal-after", signal_after)[1:] if signal_after else ["train.py", *args]
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", *script]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
     return subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
 
 
@@ -32,7 +34,7 @@ def test_two_processes_with_gradient_accumulation_train_checkpoint_and_resume_ex
     rank0, rank1 = (r["loader"]["rng_state"] for r in state["ranks"])
     assert not torch.equal(rank0, rank1)  # each rank draws its own batches
 
-    stopped = torchrun(interrupted, data_cache, hook={"KOGPT_TEST_SIGNAL": "4:TERM"})
+    stopped = torchrun(interrupted, data_cache, signal_after="4:TERM")
     assert "stopped at step 4" in stopped.stderr, stopped.stderr[-3000:]
     assert "torchrun --standalone --nproc_per_node=2 train.py" in stopped.stderr
     assert torch.load(interrupted / "last" / "train_state.pt", weights_only=True)["step"] == 4

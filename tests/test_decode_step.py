@@ -72,7 +72,7 @@ def test_overlapping_blocks_in_two_threads_restore_the_setting():
     """Thread A enters, B enters, A leaves, B leaves: a plain save/restore would leave oneDNN off."""
     import threading
 
-    from model.native_kernels import native_cpu_kernels
+    from model.decode_step import native_cpu_kernels
 
     a_inside, b_inside, a_left = threading.Event(), threading.Event(), threading.Event()
     seen = {}

@@ -12,23 +12,10 @@ import torch
 
 from inspection.explain import explain_head, resolve_query
 from inspection.trace import load_trace, save_trace, trace_ids
-from model import GPT, GPTConfig
 from model.errors import UserError
+from tests.conftest import biased_model
 
-C, H, D = 32, 2, 16
-
-
-def biased_model(seed=0, block_size=16):
-    """A tiny GPT whose biases and LayerNorm gains are random too, so every term of the formulas counts."""
-    torch.manual_seed(seed)
-    model = GPT(GPTConfig(vocab_size=64, block_size=block_size, n_layer=2, n_head=H, n_embd=C)).eval()
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            if name.endswith("bias") or ".ln_" in name:
-                p.add_(0.3 * torch.randn_like(p))
-    return model
-
-
+C, H, D = 32, 2, 16  # biased_model's n_embd, heads and head size
 IDS = [0, 5, 17, 3, 42, 17, 9, 63, 1]
 
 

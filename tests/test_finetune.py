@@ -2,17 +2,15 @@
 
 A tiny random GPT2LMHeadModel with a KoGPT2-style (▁, end of text `</s>` = id 1) tokenizer is saved in
 transformers' layout; the tests prepare data with its tokenizer, fine-tune from it (directly and after
-`model.import_hf`), refuse settings that contradict its weights, resume exactly, and score and sample
+`hf.import_gpt2`), refuse settings that contradict its weights, resume exactly, and score and sample
 from the result. Needs the `hf` extra (transformers); skipped without it.
 
     python -m pytest tests/test_finetune.py -q
 """
 
 import json
-import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -29,12 +27,12 @@ import train  # noqa: E402
 from data.config import DataConfig  # noqa: E402
 from data.loader import load_tokens  # noqa: E402
 from inference import load_run, score_file  # noqa: E402
-from model import GPT  # noqa: E402
-from model.import_hf import import_hf, open_hf  # noqa: E402
-from model.io import tokenizer_hash  # noqa: E402
+from hf.import_gpt2 import import_hf, open_hf  # noqa: E402
+from data.tokenizer import tokenizer_hash  # noqa: E402
+from storage.checkpoint import load_model  # noqa: E402
+from tests.conftest import ROOT, hooked_train  # noqa: E402
 from tests.tiny_hf import DOCS, byte_level_tokenizer, metaspace_tokenizer, save_hf_model  # noqa: E402
 
-ROOT = Path(__file__).resolve().parent.parent
 FINETUNE = ROOT / "configs" / "finetune.toml"
 LONG = "\n".join(DOCS * 30)  # ~18,000 characters: the source cuts it into chunks of about 8,192
 
@@ -118,7 +116,7 @@ def test_init_from_starts_at_the_weights_with_the_position_table_cropped(start, 
     args = finetune_args(init_from, corpus, tmp_path / "cache", out, "--train.lr=0.0", "--train.min_lr=0.0")
     assert train.main(args) == 0
     expected = open_hf(hf_dir).load_state()
-    got = GPT.load(out / "last")
+    got = load_model(out / "last")
     c = got.config
     rows = expected["tok_emb.weight"].size(0)  # the tokenizer's 110 tokens and 3 rows more
     assert (c.block_size, c.vocab_size, c.activation, c.dropout) == (16, rows, "gelu_new", 0.1)
@@ -177,13 +175,13 @@ def test_a_tokenizer_other_than_the_model_s_is_refused(hf_dir, corpus, tmp_path,
     assert "is not the tokenizer of train.init_from" in err and err.count("\n") == 1, err
 
 
+@pytest.mark.slow
 def test_an_interrupted_fine_tune_resumes_exactly(hf_dir, corpus, tmp_path):
     straight, interrupted = tmp_path / "straight", tmp_path / "interrupted"
     extra = ("--model.dropout=0.1", "--train.lr=3e-3")
     assert train.main(finetune_args(hf_dir, corpus, tmp_path / "cache", straight, *extra)) == 0
     args = finetune_args(hf_dir, corpus, tmp_path / "cache", interrupted, *extra)
-    env = {**os.environ, "KOGPT_TEST_SIGNAL": "3:TERM", "PYTHONPATH": str(ROOT)}
-    first = subprocess.run([sys.executable, "train.py", *args], cwd=ROOT, env=env, capture_output=True, text=True,
+    first = subprocess.run(hooked_train(args, "--signal-after", "3:TERM"), cwd=ROOT, capture_output=True, text=True,
                            timeout=300)  # fmt: skip
     assert first.returncode == 143, first.stderr
     assert train.main([*args, "--resume"]) == 0

@@ -26,11 +26,12 @@ import torch.nn.functional as F
 import generate
 from inference import find_latest_run, generate_text, load_run, score_text, stream_text
 from inspection import attention_for_text, draw_head, load_npz, token_labels
-from inspection.labels import byte_of_token
+from data.token_bytes import byte_of_token
 from inference.scoring import score_ids
 from inspection.stats import STAT_NAMES
 from inspection.trace import load_trace
-from tests.test_inspection import CHROMIUM, console_errors, render
+from storage.checkpoint import save_model
+from tests.conftest import CHROMIUM, console_errors, render
 
 ROOT = Path(__file__).resolve().parents[1]
 PROMPT = "대한민국은"
@@ -61,7 +62,7 @@ def run_dir(tmp_path_factory):
         loss.backward()
         opt.step()
     run = root / "runs" / "tiny"
-    model.eval().save(run / "last", extra_config={"data": prepared.meta["data"]})
+    save_model(model.eval(), run / "last", extra_config={"data": prepared.meta["data"]})
     shutil.copy(prepared.tokenizer_path, run / "last" / "tokenizer.json")
     shutil.copy(prepared.dir / "meta.json", run / "last" / "meta.json")
     return run
@@ -93,6 +94,7 @@ def decode_bytes(run, ids):
     return b"".join(run.token_bytes[i] for i in ids).decode("utf-8", errors="replace")
 
 
+@pytest.mark.slow
 def test_streamed_text_is_korean_and_reproducible_with_a_seed(run_dir, run, capsys):
     argv = ["--ckpt", run_dir, "--prompt", PROMPT, "--max-new-tokens", 40, "--seed", 7, "--device", "cpu"]
     first = cli_process(argv)
@@ -152,6 +154,7 @@ def test_num_samples_are_decoded_together_and_labelled(run_dir, run, capsys):
     assert len(set(texts)) > 1
 
 
+@pytest.mark.slow
 def test_prompts_from_stdin_until_end_of_input(run_dir, run):
     result = cli_process(["--ckpt", run_dir, "--max-new-tokens", 6, "--temperature", 0], stdin="대한민국은\n\n서울\n")
     assert result.returncode == 0 and result.stderr == ""  # end of input: a clean exit
@@ -337,6 +340,7 @@ def test_png_shows_the_korean_labels_with_a_hangul_font(attention_out):
         assert image.format == "PNG" and min(image.size) > 300
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install chromium); CI installs it")
 def test_html_page_loads_in_headless_chromium(attention_out, tmp_path):
 
@@ -538,6 +542,7 @@ def test_bad_input_is_one_error_line_and_exit_2(argv, message, run_dir, damaged_
     assert out == "" and not (damaged_runs / "out").exists()
 
 
+@pytest.mark.slow
 def test_a_prompt_that_is_not_utf8_in_a_real_process(run_dir):
     """A Korean Windows console's cp949 bytes as the argument: Python keeps them as lone surrogates."""
     result = subprocess.run([sys.executable, str(ROOT / "generate.py"), "--ckpt", str(run_dir), "--prompt",
@@ -547,6 +552,7 @@ def test_a_prompt_that_is_not_utf8_in_a_real_process(run_dir):
                              b"(convert cp949 with iconv -f cp949 -t utf-8)\n")
 
 
+@pytest.mark.slow
 def test_bad_input_in_a_real_process_has_no_traceback(damaged_runs):
     result = cli_process(["--runs-dir", damaged_runs / "empty_runs", "--prompt", "가"])
     assert result.returncode == 2 and result.stdout == ""

@@ -7,6 +7,8 @@ Every test is marked `gpu`, and the module skips without CUDA. Tiny shapes: seco
 
 import contextlib
 import io
+import os
+import signal
 import json
 import math
 
@@ -48,12 +50,12 @@ def data_cache(tmp_path_factory):
     return tmp_path_factory.getbasetemp() / "train-data-cache"
 
 
-def run_train(run, data_cache, *extra) -> tuple[int, str]:
+def run_train(run, data_cache, *extra, after_step=None) -> tuple[int, str]:
     """train.main on configs/tiny.toml on the GPU; (exit code, what it printed)."""
     argv = ["--config", TINY, f"--data.cache_dir={data_cache}", "--train.device=cuda", "--out", str(run), *extra]
     printed = io.StringIO()
     with contextlib.redirect_stdout(printed):
-        code = train.main(argv)
+        code = train.main(argv, after_step=after_step)
     return code, printed.getvalue()
 
 
@@ -174,15 +176,17 @@ def test_cached_greedy_decoding_equals_uncached_past_block_size(exact_fp32, batc
     torch.testing.assert_close(torch.stack(cached_logits), torch.stack(plain_logits), atol=1e-4, rtol=0)
 
 
-def test_resume_after_sigint_logs_the_same_loss_at_every_step(tmp_path, data_cache, monkeypatch):
+def test_resume_after_sigint_logs_the_same_loss_at_every_step(tmp_path, data_cache):
     # dropout, gradient accumulation and an uneven log interval: the CUDA RNG and every other state must survive
     extra = ["--train.log_interval=3", "--train.grad_accum=2", "--model.dropout=0.1", "--train.sample_tokens=0"]
     straight, interrupted = tmp_path / "straight", tmp_path / "interrupted"
     assert run_train(straight, data_cache, *extra)[0] == 0
-    monkeypatch.setenv("KOGPT_TEST_SIGNAL", "7:INT")  # the run sends itself SIGINT after step 7, as Ctrl-C would
-    assert run_train(interrupted, data_cache, *extra)[0] == 130
+    def ctrl_c_after_7(step):  # the run sends itself SIGINT after step 7, as Ctrl-C would
+        if step == 7:
+            os.kill(os.getpid(), signal.SIGINT)
+
+    assert run_train(interrupted, data_cache, *extra, after_step=ctrl_c_after_7)[0] == 130
     assert saved_state(interrupted)["step"] == 7
-    monkeypatch.delenv("KOGPT_TEST_SIGNAL")
     assert run_train(interrupted, data_cache, *extra, "--resume")[0] == 0
     assert logged_losses(interrupted) == logged_losses(straight)
     assert [s for s, _ in logged_losses(straight)] == [3, 6, 9, 12, 15, 18, 20]

@@ -14,6 +14,7 @@ from bench.gpu_check import Context, Step, StepFailed, plan_timeout, run_command
 ROOT = Path(__file__).resolve().parent.parent
 
 
+@pytest.mark.slow
 def test_without_cuda_the_check_refuses_with_one_line_and_exit_2(tmp_path):
     env = {**os.environ, "CUDA_VISIBLE_DEVICES": "", "OUT": str(tmp_path / "out")}  # no GPU, even on a GPU machine
     result = subprocess.run(["bash", "bench/gpu_check.sh"], cwd=ROOT, env=env, capture_output=True, text=True,
@@ -46,6 +47,7 @@ def sleeper(seconds: float):
     return run
 
 
+@pytest.mark.slow
 def test_a_step_past_its_share_is_stopped_and_the_budget_holds(tmp_path):
     ctx = Context(work=tmp_path, log_path=tmp_path / "log", env=dict(os.environ))
     steps = [

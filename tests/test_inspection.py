@@ -9,7 +9,6 @@ import json
 import math
 import os
 import re
-import shutil
 import subprocess
 import time
 import warnings
@@ -18,13 +17,12 @@ import numpy as np
 import pytest
 
 from inspection.html import attention_page, pack_weights, save_html
-from inspection.labels import bytes_label, display_width, pad, piece_reader, token_bytes, token_label, token_labels
+from data.token_bytes import piece_reader, token_bytes
+from inspection.labels import bytes_label, display_width, pad, token_label, token_labels
 from inspection.stats import STAT_NAMES, format_stats_table, format_top_attended, head_stats
 from inference.textgen import Utf8Stream
+from tests.conftest import CHROMIUM, biased_model
 from tests.tiny_hf import PROMPT, byte_level_tokenizer, metaspace_tokenizer
-
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-
 
 def random_maps(L, H, T, seed=0):
     """Causal, row-stochastic (L, H, T, T) maps."""
@@ -221,20 +219,6 @@ def test_a_title_or_token_that_spells_a_placeholder_stays_text():
     assert page.count("<title>__DATA__ __FONT_CSS__</title>") == 1 and page.count("@font-face") == 1
 
 
-def render(page_url, tmp_path, *extra):
-    """Run headless Chromium on a file:// URL: (the rendered DOM, Chromium's log)."""
-    result = subprocess.run(
-        [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-         "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-extensions",
-         f"--user-data-dir={tmp_path / 'chromium-profile'}", "--enable-logging=stderr", "--v=0", *extra, page_url],
-        capture_output=True, text=True, timeout=120)
-    return result.stdout, result.stderr
-
-
-def console_errors(log: str) -> list[str]:
-    return [line for line in log.splitlines() if "CONSOLE" in line or "Uncaught" in line]
-
-
 class Browser:
     """Headless Chromium driven over the DevTools protocol on a pipe (fds 3 and 4): no extra packages.
 
@@ -333,6 +317,7 @@ def browser(tmp_path):
         b.close()
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install chromium); CI installs it")
 def test_page_in_chromium_shows_attention_on_hover_and_click(tmp_path, browser):
     L, H, T = 2, 3, len(LABELS)
@@ -377,6 +362,7 @@ def test_page_in_chromium_shows_attention_on_hover_and_click(tmp_path, browser):
     assert page.problems() == ([], "")
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install chromium); CI installs it")
 def test_page_link_can_choose_layer_head_and_token(tmp_path, browser):
     weights = random_maps(2, 3, len(LABELS), seed=2)
@@ -427,10 +413,10 @@ def check_walkthrough(page, t, layer, head, i):
         [*t.out[layer, i, :4], np.linalg.norm(t.out[layer, i])], abs=1e-4)
 
 
+@pytest.mark.slow
 @needs_chromium
 def test_clicking_a_query_token_of_a_head_opens_its_walkthrough_with_the_npz_numbers(tmp_path, browser):
     from inspection.trace import load_trace, save_trace, trace_ids
-    from tests.test_explain import biased_model
 
     ids = [0, 5, 17, 3, 42, 17, 9, 63, 1, 2, 30, 11]
     assert len(ids) == len(LABELS)
@@ -455,10 +441,10 @@ def test_clicking_a_query_token_of_a_head_opens_its_walkthrough_with_the_npz_num
     assert page.problems() == ([], "")
 
 
+@pytest.mark.slow
 @needs_chromium
 def test_a_link_opens_a_walkthrough(tmp_path, browser):
     from inspection.trace import load_trace, save_trace, trace_ids
-    from tests.test_explain import biased_model
 
     ids = [0, 5, 17, 3, 42, 17, 9, 63, 1, 2, 30, 11]
     trace = trace_ids(biased_model(), ids)
@@ -468,6 +454,7 @@ def test_a_link_opens_a_walkthrough(tmp_path, browser):
     assert page.problems() == ([], "")
 
 
+@pytest.mark.slow
 @needs_chromium
 def test_page_steps_through_the_decoding_one_cached_row_at_a_time(tmp_path, browser):
     T, prefill = len(LABELS), 8
@@ -496,6 +483,7 @@ def test_page_steps_through_the_decoding_one_cached_row_at_a_time(tmp_path, brow
     assert page.problems() == ([], "")
 
 
+@pytest.mark.slow
 @needs_chromium
 def test_page_shows_head_roles_and_only_the_chosen_layers(tmp_path, browser):
     T = len(LABELS)

@@ -20,6 +20,7 @@ def cli_args(data_cache, run, *extra):
             "--out", str(run), *extra]  # fmt: skip
 
 
+@pytest.mark.slow
 def test_a_second_trainer_is_refused_and_a_killed_ones_lock_is_taken_over(tmp_path, data_cache, capsys):
     run = tmp_path / "run"
     args = cli_args(data_cache, run)

@@ -10,7 +10,7 @@ import pytest
 import train
 from training.config import LogConfig
 from training.metrics import RunLog, read_metrics
-from tests.test_resume import TINY
+from tests.conftest import TINY
 
 
 @pytest.fixture(scope="session")

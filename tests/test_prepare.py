@@ -18,6 +18,7 @@ from data.config import DataConfig, DataError
 from data.loader import load_tokens
 from data.prepare import prepare, prepare_sources, publish
 from data.sources import builtin_files, dataset_source, open_source, read_documents
+from training.config import load_config
 
 ROOT = Path(__file__).resolve().parent.parent
 TINY = ROOT / "configs" / "tiny.toml"
@@ -38,7 +39,7 @@ def cli(*args, env=None):
 
 
 def test_builtin_shards_decode_back_to_the_corpus(tmp_path):
-    cfg = DataConfig.from_toml(TINY, [f"--data.cache_dir={tmp_path}"])
+    cfg = load_config(TINY, [f"--data.cache_dir={tmp_path}"]).data
     prepared = prepare(cfg, verbose=False)
     docs = read_documents(open_source("builtin", cfg).chunks())
     assert decode_documents(prepared, "train") == docs[:-1]
@@ -121,6 +122,7 @@ def test_a_damaged_cache_is_found_on_reuse_and_rebuilt(tmp_path, case, capsys):
     assert prepare(cfg, verbose=False).reused and capsys.readouterr().err == ""
 
 
+@pytest.mark.slow
 def test_the_leftovers_of_a_killed_preparation_are_removed(tmp_path):
     cache = tmp_path / "cache"
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
@@ -176,6 +178,7 @@ def test_in_memory_dataset_and_a_literal_end_of_text(tmp_path):
     assert decode_documents(prepared, "train") == texts[:2] and decode_documents(prepared, "val") == texts[3:]
 
 
+@pytest.mark.slow
 def test_cli_prints_the_figures_and_then_reuses(tmp_path):
     args = ["--config", TINY, f"--data.cache_dir={tmp_path}"]
     built, reused = cli(*args), cli(*args)
@@ -188,6 +191,7 @@ def test_cli_prints_the_figures_and_then_reuses(tmp_path):
     assert Path(lines[2].split(" -> ")[1]).is_file() and reused.stdout.splitlines()[1:] == lines[1:]
 
 
+@pytest.mark.slow
 def test_cli_reads_cp949_with_the_encoding_option(tmp_path):
     (tmp_path / "win.txt").write_bytes("대한민국은 민주공화국이다.\n".encode("cp949") * 40)
     out = cli("--config", TINY, f"--data.source={tmp_path / 'win.txt'}", "--data.encoding=cp949",
@@ -196,6 +200,7 @@ def test_cli_reads_cp949_with_the_encoding_option(tmp_path):
     assert "train: 1 documents, 540 characters" in out.stdout and "val:   1 documents, 60 characters" in out.stdout
 
 
+@pytest.mark.slow
 def test_cli_hf_source_loads_local_data_offline(tmp_path):
     (tmp_path / "corpus").mkdir()
     rows = [{"body": f"{i}번째 문서입니다."} for i in range(10)]
@@ -213,7 +218,7 @@ BAD = {
     "binary": (["--data.source={tmp}/blob.txt"], "looks binary"),
     "empty": (["--data.source={tmp}/blank.txt"], "has no text"),
     "too small": (["--data.source={tmp}/one.txt"], "the train split is empty"),
-    "unknown key": (["--data.vocab_sise=512"], "unknown key 'vocab_sise' in [data]; valid keys: source, val_source"),
+    "unknown key": (["--data.vocab_sise=512"], "unknown key data.vocab_sise; valid keys in [data]: source, val_source"),
     "bad value": (["--data.vocab_size=12"], "vocab_size must be at least 300"),
     "bad option": (["--model.n_layer=2"], "bad option '--model.n_layer=2'"),
     "no config": (["--config={tmp}/none.toml"], "none.toml not found"),
@@ -221,6 +226,7 @@ BAD = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", BAD)
 def test_cli_bad_input_is_one_line_and_exit_2(tmp_path, case):
     (tmp_path / "cp949.txt").write_bytes("한국어".encode("cp949"))

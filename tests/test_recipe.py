@@ -1,12 +1,10 @@
 """training/recipe.py and the "auto" settings: the rule's numbers, the time budget, resume, the config."""
 
 import json
-import math
 import os
 import subprocess
 import sys
 import time
-from types import SimpleNamespace
 
 import pytest
 
@@ -15,13 +13,11 @@ from data.config import DataConfig, auto_vocab_size
 from data.prepare import prepare
 from training.config import ConfigError, load_config
 from training.recipe import parse_duration, plan_settings, regularisation, steps_in
-from tests.conftest import ROOT, TINY
+from model.nll import windows_read
+from tests.conftest import ROOT, TINY, hooked_train, tiny
+from training.budget import TimeBudget
 
 AUTO_ALL = ["--train.batch_size=auto", "--train.lr=auto", "--train.min_lr=auto", "--train.weight_decay=auto", "--model.dropout=auto"]
-
-
-def tiny(data_cache, *overrides):
-    return load_config(TINY, [f"--data.cache_dir={data_cache}", "--train.threads=1", *overrides])
 
 
 @pytest.mark.parametrize("text, seconds", [("10m", 600), ("90s", 90), ("1h30m", 5400), ("2.5m", 150), ("45", 45),
@@ -166,6 +162,7 @@ def test_max_steps_wins_over_the_time_budget(tmp_path, data_cache):
     assert final["step"] == 7
 
 
+@pytest.mark.slow
 def test_a_time_budget_plans_the_steps_and_ends_the_schedule_with_it(tmp_path, data_cache, capsys):
     budget = 10.0  # 3 s of it are kept for the plot and the exit
     cfg = tiny(data_cache, "--train.max_steps=auto", f"--train.time_budget={budget}s", "--train.sample_tokens=0")
@@ -182,25 +179,27 @@ def test_a_time_budget_plans_the_steps_and_ends_the_schedule_with_it(tmp_path, d
 
 
 def test_a_plan_keeps_the_last_evaluation_and_the_final_scoring_out_of_the_steps():
-    # 100.25 s budget, 40 s used; 20 steps in the last 10 s (0.5 s a step, evaluations spread over them);
-    # kept back: the whole last evaluation (3 s), the final scoring of best/ and last/ (1,009 val tokens in
-    # 125 windows of 16 every 8 = 2,000 tokens read, twice, x 1 ms: 4 s), and 3 s for the plot and the exit.
-    # Left: 100.25 - 40 - 3 - 4 - 3 = 50.25 s, 100 more steps after the 120 done.
+    # 100.25 s budget, 40 s used (30 by this process, 10 by the one before it); 20 steps in the last 10 s
+    # (0.5 s a step, evaluations spread over them); kept back: the whole last evaluation (3 s), the final
+    # scoring of best/ and last/ (1,009 val tokens in 125 windows of 16 every 8 = 2,000 tokens read, twice,
+    # x 1 ms: 4 s), and 3 s for the plot and the exit. Left: 100.25 - 40 - 3 - 4 - 3 = 50.25 s, 100 more
+    # steps after the 120 done.
+    assert windows_read(1_009, 16) == 2_000
     now = time.perf_counter()
-    cfg = load_config(TINY, ["--train.max_steps=auto", "--train.time_budget=100.25s"])
-    run = SimpleNamespace(cfg=cfg, meta={"splits": {"val": {"tokens": 1_009}}}, world=1, master=False)
-    state = train.State(step=120, t_start=now - 40.0, t_plan=now - 10.0, plan_step=100,
-                        seconds_per_eval=3.0, seconds_per_scored_token=0.001)
-    bar = SimpleNamespace(total=0, write=lambda text: None)
-    train.replan(run, state, bar)
-    assert run.cfg.train.max_steps == bar.total == 120 + 100
+    budget = TimeBudget("100.25s", started=now - 30.0, spent_before=10.0, final_read=windows_read(1_009, 16))
+    budget.t_plan, budget.plan_step = now - 10.0, 100
+    budget.evaluated(seconds=3.0, scoring_seconds=0.5, tokens=500)  # 1 ms a scored token
+    assert budget.steps_that_fit(120) == 120 + 100
+    assert budget.seconds_per_step == pytest.approx(0.5, rel=1e-3)
 
 
+@pytest.mark.slow
 def test_a_resumed_auto_run_keeps_the_values_its_start_chose(tmp_path, data_cache):
     args = ["--config", str(TINY), f"--data.cache_dir={data_cache}", "--train.threads=1", "--train.max_steps=auto",
             "--train.time_budget=10s", "--train.sample_tokens=0", *AUTO_ALL, "--out", str(tmp_path / "run")]
-    env = {**os.environ, "KOGPT_TEST_SIGNAL": "25:TERM", "OMP_NUM_THREADS": "1"}
-    first = subprocess.run([sys.executable, "train.py", *args], cwd=ROOT, env=env, capture_output=True, text=True)
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    first = subprocess.run(hooked_train(args, "--signal-after", "25:TERM"), cwd=ROOT, env=env, capture_output=True,
+                           text=True)  # fmt: skip
     assert first.returncode == 143, first.stderr[-2000:]
     chosen = json.loads((tmp_path / "run" / "last" / "config.json").read_text())
     assert chosen["step"] == 25

@@ -1,8 +1,9 @@
 """Stopping and resuming: signals, exact continuation, kill -9 during a save, crash recovery.
 
-The subprocesses use two test hooks of train.py/checkpoint.py: KOGPT_TEST_SIGNAL=<step>:<INT|TERM> makes
-the run signal itself after that step (as Ctrl-C or `kill` would), and KOGPT_TEST_SAVE_PAUSE=<step>[:best]
-makes the save of last/ (or best/) at that step sleep halfway, after printing SAVE_PAUSED.
+The subprocesses run train.py through tests/train_with_hooks.py, with train.main's two test hooks:
+--signal-after STEP:INT|TERM makes the run signal itself after that step (as Ctrl-C or `kill` would), and
+--pause-in-save STEP[:best] makes the save of last/ (or best/) at that step sleep halfway, after printing
+SAVE_PAUSED.
 """
 
 import json
@@ -19,8 +20,8 @@ import torch
 import train
 from model.errors import UserError
 from training.checkpoints import recover
-from model import GPT
-from tests.conftest import ROOT, TINY, train_paused_in_a_save
+from storage.checkpoint import load_model
+from tests.conftest import ROOT, TINY, hooked_train, train_paused_in_a_save
 
 
 def cli_args(data_cache, run, *extra):
@@ -29,23 +30,24 @@ def cli_args(data_cache, run, *extra):
             "--train.grad_accum=2", "--model.dropout=0.1", "--out", str(run), *extra]  # fmt: skip
 
 
-def run_cli(args, env_hook=None, timeout=180):
-    env = {**os.environ, **(env_hook or {})}
-    return subprocess.run([sys.executable, "train.py", *args], cwd=ROOT, env=env, capture_output=True, text=True,
-                          timeout=timeout)  # fmt: skip
+def run_cli(args, signal_after=None, timeout=180):
+    """`python train.py ARGS` in a process, signalling itself after a step ("7:TERM") if asked."""
+    command = hooked_train(args, "--signal-after", signal_after) if signal_after else [sys.executable, "train.py", *args]
+    return subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=timeout)
 
 
 def logged_losses(run):
     return [(r["step"], r["loss"]) for r in map(json.loads, (run / "metrics.jsonl").read_text().splitlines()) if "loss" in r]
 
 
+@pytest.mark.slow
 def test_interrupted_and_resumed_run_equals_the_uninterrupted_one(tmp_path, data_cache):
     straight, interrupted = tmp_path / "straight", tmp_path / "interrupted"
     argv = cli_args(data_cache, straight)
     assert train.main(argv) == 0
 
     args = cli_args(data_cache, interrupted)
-    first = run_cli(args, {"KOGPT_TEST_SIGNAL": "7:TERM"})
+    first = run_cli(args, "7:TERM")
     assert first.returncode == 143, first.stderr
     assert "stopped at step 7" in first.stderr
     command = first.stderr.strip().splitlines()[-1].strip()
@@ -54,7 +56,7 @@ def test_interrupted_and_resumed_run_equals_the_uninterrupted_one(tmp_path, data
 
     # the printed command, interrupted again (Ctrl-C this time), then run to the end
     resume = shlex.split(command)[2:]
-    second = run_cli(resume, {"KOGPT_TEST_SIGNAL": "13:INT"})
+    second = run_cli(resume, "13:INT")
     assert second.returncode == 130, second.stderr
     assert train.main(resume) == 0
 
@@ -66,6 +68,7 @@ def test_interrupted_and_resumed_run_equals_the_uninterrupted_one(tmp_path, data
     assert final["kind"] == "final" and final["step"] == 20
 
 
+@pytest.mark.slow
 def test_kill_9_during_a_save_leaves_the_previous_checkpoint(tmp_path, data_cache):
     run = tmp_path / "run"
     args = cli_args(data_cache, run, "--train.sample_tokens=0")
@@ -74,13 +77,14 @@ def test_kill_9_during_a_save_leaves_the_previous_checkpoint(tmp_path, data_cach
     proc.wait(timeout=60)
     assert (run / ".tmp-last" / "model.safetensors").exists()  # the half-written new checkpoint
     assert torch.load(run / "last" / "train_state.pt", weights_only=True)["step"] == 10
-    assert GPT.load(run / "last").config.n_embd == 32  # the previous one still loads
+    assert load_model(run / "last").config.n_embd == 32  # the previous one still loads
 
     assert train.main([*args, "--resume"]) == 0
     assert not (run / ".tmp-last").exists()
     assert torch.load(run / "last" / "train_state.pt", weights_only=True)["step"] == 20
 
 
+@pytest.mark.slow
 def test_kill_9_between_the_last_and_best_saves_is_made_consistent(tmp_path, data_cache, capsys):
     run = tmp_path / "run"
     args = cli_args(data_cache, run, "--train.sample_tokens=0")

@@ -9,20 +9,14 @@ import subprocess
 import sys
 from pathlib import Path
 
-import numpy as np
 import pytest
 import torch
-import torch.nn.functional as F
 
 import train
 from model.errors import UserError
-from model import GPT, GPTConfig
-from training.config import TrainConfig, load_config
-from tests.conftest import ROOT, TINY
-
-
-def tiny(data_cache, *overrides):
-    return load_config(TINY, [f"--data.cache_dir={data_cache}", "--train.threads=1", *overrides])
+from training.config import TrainConfig
+from storage.checkpoint import load_model
+from tests.conftest import ROOT, TINY, tiny
 
 
 def test_get_lr_warms_up_linearly_then_decays_by_cosine_to_min_lr():
@@ -66,7 +60,7 @@ def test_tiny_run_end_to_end(tmp_path, data_cache):
     assert saved == {**cfg.to_dict(), "model": {**cfg.to_dict()["model"], "vocab_size": meta["vocab_size"]}}
     assert json.loads((run / "last" / "config.json").read_text())["train"] == saved["train"]
     assert (run / "loss.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    model = GPT.load(run)  # generate.py's way in: best/ of the run dir
+    model = load_model(run)  # generate.py's way in: best/ of the run dir
     assert model.config.vocab_size == meta["vocab_size"] and not model.training
 
 
@@ -129,6 +123,7 @@ def test_nan_loss_stops_and_keeps_the_last_good_checkpoint(tmp_path, data_cache,
     assert torch.load(run / "last" / "train_state.pt", weights_only=True)["step"] == 10
 
 
+@pytest.mark.slow
 def test_cli_bad_config_is_one_line_and_exit_2(tmp_path, capsys):
     out = tmp_path / "r"
     result = subprocess.run(
@@ -234,6 +229,7 @@ def test_mixed_precision_on_cpu_learns(tmp_path, data_cache, dtype):
         assert scaler == {}
 
 
+@pytest.mark.slow
 def test_compiled_training_on_cpu_matches_eager(tmp_path, data_cache):
     """torch.compile (inductor, on the CPU here) computes the same losses as eager mode, to float tolerance."""
     args = ("--train.max_steps=6", "--train.eval_interval=6", "--train.sample_tokens=0", "--model.dropout=0.0")

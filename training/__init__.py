@@ -1,6 +1,8 @@
-"""The pieces of `train.py` that are not the loop itself.
+"""The pieces of `train.py` that are not the loop itself, one job a module.
 
-Modules: config (the TOML run config and its overrides), hardware (precision, compile and FLOP peak of a
-device), checkpoints (RUN/last and RUN/best, swapped in whole; the train state), evaluation (loss
-estimates and samples during training), metrics (metrics.jsonl, loss.png, wandb).
+config (the TOML run config and its overrides), recipe (the "auto" settings), budget (train.time_budget),
+distributed (torchrun: the process group and what the ranks agree on), hardware (precision, compile and FLOP
+peak of a device), evaluation (loss estimates, samples, the final exact scores), checkpoints (RUN/last and
+RUN/best, swapped in whole; the resume state), lock (one trainer per run directory), stopping (signals and
+divergence), metrics (metrics.jsonl, loss.png, wandb, tokens per second).
 """

@@ -1,16 +1,16 @@
 """Training checkpoints: `RUN/last/` and `RUN/best/`, each swapped in whole, never half-written.
 
-    save_checkpoint(run_dir, "last", model, config_dict, prepared_dir, train_state)
+    save_checkpoint(run_dir, "last", model, config_dict, prepared_dir, train_state)   # swapped in whole
     recover(run_dir)                       # on start: finish or undo a save that a crash interrupted
     state = load_train_state(run_dir / "last")
     state = open_run_dir(run_dir, resume)  # a run needs --resume (or --overwrite), --resume needs last/
 
-A checkpoint dir holds config.json + model.safetensors (model.save), tokenizer.json and meta.json (copied
+A checkpoint dir holds config.json + model.safetensors (storage.checkpoint.save_model), tokenizer.json and meta.json (copied
 from the prepared data) and train_state.pt (optimizer, step, RNG states, loader position), which holds
 only tensors and plain Python values so `torch.load(weights_only=True)` reads it without unpickling code.
 
-A save writes everything into `RUN/.tmp-<name>`, fsyncs it, renames the old dir to `<name>.old`, renames
-the new one to `<name>` and deletes the old one. A crash before the first rename leaves the old
+A save writes everything into `RUN/.tmp-<name>`, then storage.atomic.swap_directory fsyncs it, renames the
+old dir to `<name>.old`, renames the new one to `<name>` and deletes the old one. A crash before the first rename leaves the old
 checkpoint untouched; a crash between the renames leaves `<name>.old`, which `recover` puts back. A
 crash between the save of last/ and that of best/ leaves best/ one best behind, which `recover`
 copies over from last/. A full disk is one `DiskError` line, with the old checkpoint kept.
@@ -20,7 +20,7 @@ import json
 import os
 import random
 import shutil
-import time
+from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 from types import SimpleNamespace
@@ -28,33 +28,29 @@ from types import SimpleNamespace
 import numpy as np
 import torch
 
+from model import GPTConfig
 from model.errors import UserError
-from model import CheckpointError, GPTConfig
-from model.io import REQUIRED, DiskError, write_failure
+from storage.atomic import DiskError, swap_directory, write_failure
+from storage.checkpoint import CONFIG, META, REQUIRED, TOKENIZER, CheckpointError, save_model
 
 STATE = "train_state.pt"
-COPIED = ("tokenizer.json", "meta.json")  # from the prepared data dir, so a checkpoint is self-contained
+COPIED = (TOKENIZER, META)  # from the prepared data dir, so a checkpoint is self-contained
 
 
-def fsync_path(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def save_checkpoint(run_dir: Path, name: str, model, config: dict, data_dir: Path, train_state: dict) -> Path:
+def save_checkpoint(run_dir: Path, name: str, model, config: dict, data_dir: Path, train_state: dict,
+                    during_save: Callable[[int, str], None] | None = None) -> Path:
     """Atomically replace `run_dir/name` with a checkpoint of `model` and `train_state`. A failed write (a
-    full disk) raises DiskError and leaves the previous checkpoint as it was, with no temporary files."""
+    full disk) raises DiskError and leaves the previous checkpoint as it was, with no temporary files.
+    `during_save(step, name)`, a test hook, is called halfway: the weights written, the train state not."""
     final, tmp = run_dir / name, run_dir / f".tmp-{name}"
     try:
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir(parents=True)
-        model.save(tmp, extra_config={k: v for k, v in config.items() if k != "model"})
+        save_model(model, tmp, extra_config={k: v for k, v in config.items() if k != "model"})
         for file in COPIED:
             shutil.copyfile(data_dir / file, tmp / file)
-        pause_for_tests(train_state["step"], name)
+        if during_save is not None:
+            during_save(train_state["step"], name)
         save_state(train_state, tmp / STATE)
         swap_in(tmp, final)
     except (OSError, DiskError) as e:
@@ -85,25 +81,9 @@ def save_state(state: dict, path: Path) -> None:
 
 
 def swap_in(tmp: Path, final: Path) -> None:
-    """fsync the finished dir `tmp`, then rename it to `final`, the old one renamed aside and deleted."""
-    old = final.with_name(f"{final.name}.old")
-    for file in tmp.iterdir():
-        fsync_path(file)
-    fsync_path(tmp)
-    if final.exists():
-        os.rename(final, old)
-    os.rename(tmp, final)
-    fsync_path(final.parent)
-    shutil.rmtree(old, ignore_errors=True)
-
-
-def pause_for_tests(step: int, name: str) -> None:
-    """Test hook: KOGPT_TEST_SAVE_PAUSE=<step>[:<name>] sleeps halfway through that step's save of last/
-    (or of `name`), so a test can kill -9 it."""
-    wanted = os.environ.get("KOGPT_TEST_SAVE_PAUSE", "")
-    if wanted == f"{step}:{name}" or (wanted == str(step) and name == "last"):
-        print(f"SAVE_PAUSED {step} {name}", flush=True)
-        time.sleep(60)
+    """The finished dir `tmp` becomes `final` (last/ or best/); a crash between the renames leaves
+    `<final>.old`, which `recover` puts back."""
+    swap_directory(tmp, final, final.with_name(f"{final.name}.old"))
 
 
 def recover(run_dir: Path) -> None:
@@ -115,7 +95,7 @@ def recover(run_dir: Path) -> None:
             os.rename(old, run_dir / name)  # crashed between the two renames: the old one is intact
         shutil.rmtree(old, ignore_errors=True)
         shutil.rmtree(run_dir / f".tmp-{name}", ignore_errors=True)
-    for orphan in run_dir.glob(".*.tmp"):  # model.io.atomic_write's temporary files
+    for orphan in run_dir.glob(".*.tmp"):  # storage.atomic.atomic_write's temporary files
         orphan.unlink(missing_ok=True)
     sync_best(run_dir)
 
@@ -138,7 +118,7 @@ def sync_best(run_dir: Path) -> None:
 def saved_step(ckpt: Path) -> int | None:
     """The training step whose weights the checkpoint dir holds (its config.json), None if there is none."""
     try:
-        return json.loads((ckpt / "config.json").read_text(encoding="utf-8"))["step"]
+        return json.loads((ckpt / CONFIG).read_text(encoding="utf-8"))["step"]
     except (OSError, ValueError, KeyError, TypeError):
         return None
 
@@ -208,8 +188,8 @@ def clear_run(out_dir: Path) -> None:
 def check_same_model(ckpt: Path, model_config: dict, meta: dict) -> None:
     """Refuse to resume with a model or tokenizer other than the checkpoint's (only dropout may change)."""
     try:
-        saved = json.loads((ckpt / "config.json").read_text(encoding="utf-8"))["model"]
-        saved_meta = json.loads((ckpt / "meta.json").read_text(encoding="utf-8"))
+        saved = json.loads((ckpt / CONFIG).read_text(encoding="utf-8"))["model"]
+        saved_meta = json.loads((ckpt / META).read_text(encoding="utf-8"))
     except (OSError, ValueError, KeyError, TypeError) as e:
         raise CheckpointError(f"cannot read {ckpt}/config.json and meta.json ({e}); start a new run with --out") from None
     defaults = asdict(GPTConfig())  # a setting added since the checkpoint was saved has its default value there

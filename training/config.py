@@ -22,14 +22,12 @@ import typing
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 
-from data.config import DataConfig, read_toml
-from model.errors import UserError
+from data.config import DataConfig
+from hf.pretrained import open_pretrained
 from model.config import GPTConfig
-from model.pretrained import open_pretrained
+from model.errors import UserError
+from model.sampling import MAX_SEED
 from training.recipe import AUTO, MANY_EPOCHS_BATCH, parse_duration
-
-
-MAX_SEED = 2**32 - 1  # what numpy.random.seed accepts (torch and random take more)
 
 
 class ConfigError(UserError):
@@ -78,7 +76,7 @@ class TrainConfig:
                 parse_duration(self.time_budget)
             except ValueError as e:
                 raise ConfigError(f'train.time_budget = "{self.time_budget}": {e}; write it like "10m", "90s" or "1h30m"') from None
-        if self.seed > MAX_SEED:  # numpy's seeds are 32-bit
+        if self.seed > MAX_SEED:
             raise ConfigError(f"train.seed = {self.seed} must be between 0 and {MAX_SEED}")
         for name in ("lr", "min_lr", "weight_decay", "grad_clip", "peak_flops"):
             if not (math.isfinite(getattr(self, name)) and getattr(self, name) >= 0):
@@ -116,6 +114,11 @@ class RunConfig:
         """The resolved config as saved in config.json ("auto" lists which values the run chose)."""
         return {**asdict(self), "auto": list(self.auto)}
 
+    def describe(self) -> str:
+        """One line per table, `[train] lr=0.001 ...`, as train.py prints the resolved settings."""
+        tables = [(name, values) for name, values in self.to_dict().items() if isinstance(values, dict)]
+        return "\n".join(f"[{name}] " + " ".join(f"{k}={v!r}" for k, v in values.items()) for name, values in tables)
+
 
 SECTIONS = {"data": DataConfig, "model": GPTConfig, "train": TrainConfig, "log": LogConfig}
 
@@ -123,7 +126,7 @@ SECTIONS = {"data": DataConfig, "model": GPTConfig, "train": TrainConfig, "log":
 def load_config(path, overrides: list[str] = ()) -> RunConfig:
     """Read a TOML file, apply `--section.key=value` overrides, check every key and type."""
     path = Path(path)
-    raw = read_toml(path, ConfigError)
+    raw = read_toml(path)
     for arg in overrides:
         section, key, value = parse_override(arg)
         table = raw.setdefault(section, {})
@@ -131,6 +134,20 @@ def load_config(path, overrides: list[str] = ()) -> RunConfig:
             raise ConfigError(f"[{section}] in {path} is not a table; fix the file")
         table[key] = value
     return build_config(raw, source=str(path))
+
+
+def read_toml(path: Path) -> dict:
+    """The parsed TOML file `path` of --config; ConfigError (one line) when it is missing, unreadable or not TOML."""
+    try:
+        return tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(f"config file {path} not found; pass --config configs/small.toml or another file") from None
+    except IsADirectoryError:
+        raise ConfigError(f"config file {path} is a directory; pass --config a TOML file such as configs/small.toml") from None
+    except OSError as e:
+        raise ConfigError(f"cannot read config file {path} ({e.strerror}); pass --config a readable TOML file") from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
+        raise ConfigError(f"config file {path} is not valid TOML ({e}); fix the file") from None
 
 
 def parse_override(arg: str) -> tuple[str, str, object]:

@@ -2,6 +2,7 @@
 
     losses = evaluate(model, data_dir, cfg.train, "cpu")    # {"train": .., "val": .., "tokens": ..}
     text = sample_text(model, tokenizer, eot_id, 48, "cpu")
+    final, best_dir = final_scores(model, data_dir, meta, run_dir, step)   # the run's end: best/ and last/
 
 Each split's estimate is the mean loss of the same eval_iters batches every time. A validation split small
 enough that reading it whole costs no more than those batches is scored exactly instead, with
@@ -19,9 +20,11 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
-from data.loader import BatchLoader
-from model.nll import stream_nll, windows_read
+from data.loader import BatchLoader, load_tokens
+from model.nll import bits_per_char, stream_nll, windows_read
 from model.sampling import generate
+from storage.checkpoint import load_model
+from training.checkpoints import saved_step
 
 EVAL_SEED = 1234  # fixed: every evaluation sees the same batches, so evaluations compare like with like
 
@@ -63,3 +66,24 @@ def sample_text(model, tokenizer, eot_id: int, n_tokens: int, device) -> str:
     out = generate(model, idx, n_tokens, temperature=0.8, top_k=50, generator=generator)
     model.train(was_training)
     return tokenizer.decode(out[0, 1:].tolist()).replace("\n", " ⏎ ")
+
+
+def final_scores(model, data_dir: Path, meta: dict, run_dir: Path, step: int, rank: int = 0,
+                 world: int = 1) -> tuple[dict, Path]:
+    """The exact loss and bits per character of the whole validation split, for the weights in last/ (`model`,
+    at `step`) and in best/ (the step its own config.json names, whatever the run's counters say); and the
+    directory of the best weights."""
+    val_tokens, chars = load_tokens(data_dir / "val.bin", meta["dtype"]), meta["splits"]["val"]["chars"]
+    nll, count = stream_nll(model, val_tokens, rank=rank, world=world)
+    best_dir = run_dir / "best"
+    best_step = saved_step(best_dir)
+    if best_step is None:  # no best/ to score: last/ is the best there is
+        best_dir, best_step = run_dir / "last", step
+    if best_step == step:  # last/ and best/ of the same step hold the same weights
+        best_nll = nll
+    else:
+        best_nll = stream_nll(load_model(best_dir, model.tok_emb.weight.device), val_tokens, rank=rank, world=world)[0]
+    final = {"kind": "final", "step": step, "val_loss": nll / count, "val_bpc": bits_per_char(nll, chars),
+             "best_step": best_step, "best_val_loss": best_nll / count, "best_val_bpc": bits_per_char(best_nll, chars),
+             "val_tokens_predicted": count, "val_chars": chars}  # fmt: skip
+    return final, best_dir

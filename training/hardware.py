@@ -1,8 +1,10 @@
 """What the device offers a training run: the default precision and compile, the FLOP peak.
 
+    precision, use_compile, autocast = step_settings(device, cfg.train)   # dtype and compile, "auto" resolved
     default_precision(device)                 # what train.dtype = "auto" means
     default_compile(device)                   # what train.compile = "auto" means
     peak_flops(device, configured=0.0)        # the denominator of MFU (0 = unknown)
+    mfu(flops_per_token, tokens_per_s, peak)  # model FLOPs utilisation of one device
 
 The CPU defaults come from bench/train_speed.py (tokens/s at equal validation loss); change them here.
 """
@@ -12,6 +14,7 @@ from pathlib import Path
 
 import torch
 
+PRECISIONS = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}  # train.dtype -> autocast
 # Dense bf16 tensor-core peaks (FLOP/s, the vendors' data sheets), by the words of torch.cuda.get_device_name:
 # every word of a key must be a whole word of the name, and the first key that matches wins, so the
 # variants come before their family ("H100 PCIe" before "H100", and "L40" never matches "L40S" or "L4").
@@ -37,6 +40,17 @@ def default_compile(device: torch.device) -> bool:
     return device.type == "cuda"
 
 
+def step_settings(device: torch.device, tc) -> tuple[str, bool, torch.autocast]:
+    """The precision and compile of the training step (train.dtype and train.compile, "auto" resolved here)
+    and its autocast context; TF32 matmuls on CUDA."""
+    precision = default_precision(device) if tc.dtype == "auto" else tc.dtype
+    use_compile = default_compile(device) if tc.compile == "auto" else tc.compile in (True, "on")
+    if device.type == "cuda":
+        torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
+    autocast = torch.autocast(device.type, dtype=PRECISIONS[precision], enabled=precision != "fp32")
+    return precision, use_compile, autocast
+
+
 def cpu_has_native_bf16() -> bool:
     """AVX-512 BF16 or AMX: bf16 matmuls run faster than fp32 (without them they are emulated, slower)."""
     try:
@@ -53,6 +67,11 @@ def peak_flops(device: torch.device, configured: float = 0.0) -> float:
     if device.type == "cuda":
         return table_peak(torch.cuda.get_device_name(device))
     return 0.0
+
+
+def mfu(flops_per_token: float, tokens_per_s: float, peak: float) -> float | None:
+    """The share of one device's peak FLOP/s that `tokens_per_s` (per device) uses; None when the peak is unknown."""
+    return round(flops_per_token * tokens_per_s / peak, 4) if peak else None
 
 
 def table_peak(device_name: str) -> float:

@@ -1,9 +1,8 @@
 """One trainer per run directory: `RUN/.lock`, held for the whole run.
 
-    lock = RunLock(out_dir)
-    lock.acquire()      # UserError if RUN is a file, a dangling link, read-only, or another trainer holds it
-    ...
-    lock.release()      # also when the run fails; a second call does nothing
+    with RunLock(out_dir) as lock:   # released on leaving, however the run ends
+        lock.acquire()  # UserError if RUN is a file, a dangling link, read-only, or another trainer holds it
+        ...             # lock.release() also works by hand; a second call does nothing
 
 The lock is an advisory `flock` on RUN/.lock, and the file names the holder's PID and host for the
 refusal message. The kernel drops a flock when its process ends in any way, kill -9 included, so a
@@ -18,7 +17,7 @@ import socket
 from pathlib import Path
 
 from model.errors import UserError
-from model.io import DiskError, write_failure
+from storage.atomic import DiskError, write_failure
 
 LOCK = ".lock"
 
@@ -26,6 +25,12 @@ LOCK = ".lock"
 class RunLock:
     def __init__(self, out_dir: Path):
         self.out_dir, self.fd, self.created = Path(out_dir), None, False
+
+    def __enter__(self) -> "RunLock":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.release()
 
     def acquire(self) -> None:
         out = self.out_dir

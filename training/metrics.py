@@ -3,6 +3,7 @@
     log = RunLog(run_dir, cfg_dict, resume_step=None, wandb_cfg=cfg.log)
     log.write({"step": 10, "loss": 3.2, "lr": 1e-3, "tokens_per_s": 5e3})
     log.close()                              # also draws loss.png from metrics.jsonl
+    speed = Speedometer(flops_per_token, peak, world)   # tokens/s and MFU of the training steps alone
 
 metrics.jsonl has one JSON object per line: per logged step `{"step", "loss", "lr", "tokens_per_s", ...}`,
 per evaluation `{"kind": "eval", "step", "train_loss", "val_loss", ...}` and a last
@@ -12,9 +13,11 @@ per evaluation `{"kind": "eval", "step", "train_loss", "val_loss", ...}` and a l
 import json
 import os
 import sys
+import time
 from pathlib import Path
 
-from model.io import DiskError, atomic_write, write_failure, write_text_atomic
+from storage.atomic import DiskError, atomic_write, write_failure, write_text_atomic
+from training.hardware import mfu
 
 
 def read_metrics(path: Path, damaged: list | None = None) -> list[dict]:
@@ -33,6 +36,39 @@ def read_metrics(path: Path, damaged: list | None = None) -> list[dict]:
         elif record is not None and damaged is not None:
             damaged.append(line)
     return records
+
+
+class Speedometer:
+    """Tokens per second of the training steps, and their MFU: evaluations and saves are `pause`d out."""
+
+    def __init__(self, flops_per_token: float, peak: float, world: int):
+        self.flops_per_token, self.peak, self.world = flops_per_token, peak, world
+        self.t_lap, self.lap_tokens = time.perf_counter(), 0
+        self.seconds, self.tokens = 0.0, 0  # every lap so far
+
+    def add(self, tokens: int) -> None:
+        """A step trained `tokens` tokens (all ranks together)."""
+        self.lap_tokens += tokens
+
+    def pause(self, seconds: float) -> None:
+        """`seconds` just spent on something other than training (an evaluation and its save)."""
+        self.t_lap += seconds
+
+    def figures(self, tokens: int, seconds: float) -> dict:
+        rate = round(tokens / seconds, 1) if seconds else None
+        mfu_now = mfu(self.flops_per_token, rate / self.world, self.peak) if rate else None
+        return {"tokens_per_s": rate} | ({"mfu": mfu_now} if mfu_now is not None else {})
+
+    def lap(self) -> dict:
+        """{"tokens_per_s", "mfu"} since the last lap (mfu only when the peak is known); a new lap starts."""
+        seconds, tokens = time.perf_counter() - self.t_lap, self.lap_tokens
+        self.seconds, self.tokens = self.seconds + seconds, self.tokens + tokens
+        self.t_lap, self.lap_tokens = time.perf_counter(), 0
+        return self.figures(tokens, seconds)
+
+    def overall(self) -> dict:
+        """The same over every lap of this process."""
+        return self.figures(self.tokens, self.seconds)
 
 
 class RunLog:

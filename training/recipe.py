@@ -1,18 +1,17 @@
 """The "auto" settings: a learning rate, regularisation, batch size and step count that fit the corpus and the time.
 
+    cfg = resolve_auto(cfg, meta, saved, device, autocast, ddp)   # train.py: every "auto" setting filled in
     seconds = parse_duration("10m")                          # 600.0
     settings = regularisation(epochs=40.0)                   # {"lr": ..., "min_lr": ..., "dropout": ..., ...}
     steps = steps_in(seconds, seconds_per_step=0.5, eval_every=50, seconds_per_eval=3.0)
 
 The rule keys on one number: the planned passes over the training tokens (epochs = steps x tokens per
-step / training tokens). A run that sees its text once or twice overfits little and wants a high
-learning rate, no dropout and light weight decay (0.3 gained 0.004-0.011 over 0.1 at 10 and 16 passes);
-a run that sees it a hundred times (the built-in corpus in ten minutes) memorises it unless it is
-regularised hard. Between the two ends every setting moves on a log scale of the epochs. The ends are measured (README, "Defaults that follow the corpus"): at 4 and at 16
-passes the unregularised end beat a halfway mix and the regularised end by 0.2-0.6 bits per character; at
-about 70 passes (the built-in corpus) the regularised end won. The batch size moves sooner, between its own
-ends: in the same ten minutes a batch of 8 (twice the steps over the same tokens) beat 16 by 0.09 bits per
-character at 5 passes and tied at 10, and 16 beat 8 by 0.06 at 16 passes and by 0.02 at 136.
+step / training tokens). A run that sees its text once or twice overfits little and wants a high learning
+rate, no dropout and light weight decay; a run that sees it a hundred times (the built-in corpus in ten
+minutes) memorises it unless it is regularised hard. Between the two ends every setting moves on a log
+scale of the epochs. The batch size moves sooner, between ends of its own: at a few passes a smaller batch
+(more steps over the same tokens) learns more, and from about ten passes it overfits first. The ends were
+measured, each setting against the others at equal time; docs/recipe.md holds the figures.
 
 With `train.time_budget` and `max_steps = "auto"` the step count is planned before the first step from a
 few timed optimisation steps (that estimate also sets the epochs above; a dropout above 0 is timed with it
@@ -25,9 +24,11 @@ one moves the end of the decay a little.
 import math
 import re
 import time
-from dataclasses import replace
+from dataclasses import asdict, replace
 
 import torch
+
+from model import GPT
 
 # The two ends of the rule: (epochs, settings). Below the first every setting is the first's, above the
 # second the second's; in between each moves linearly in log(epochs), the learning rates geometrically.
@@ -35,7 +36,7 @@ FEW_EPOCHS = (16.0, {"lr": 1e-3, "dropout": 0.0, "weight_decay": 0.3})
 MANY_EPOCHS = (64.0, {"lr": 3e-4, "dropout": 0.2, "weight_decay": 0.5})
 # The batch size's own ends, (epochs, batch), geometric in between: at a few passes more, smaller steps learn
 # more from the same tokens (a budget buys the same tokens at either batch); from about 10 passes the
-# smaller batch starts to overfit first. The midpoint, sqrt(8 x 14) = 10.6 passes, is where 8 and 16 tied (README).
+# smaller batch starts to overfit first. The midpoint, sqrt(8 x 14) = 10.6 passes, is where 8 and 16 tied (docs/recipe.md).
 FEW_EPOCHS_BATCH, MANY_EPOCHS_BATCH = (8.0, 8), (14.0, 16)
 MIN_LR_RATIO = 0.1  # the cosine floor, as a share of the peak learning rate
 AUTO = {"train": ("max_steps", "batch_size", "lr", "min_lr", "weight_decay"), "model": ("dropout",)}  # which keys take "auto"
@@ -186,3 +187,28 @@ def apply_settings(cfg, values: dict):
         section, key = name.split(".")
         sections.setdefault(section, {})[key] = value
     return replace(cfg, **{s: replace(getattr(cfg, s), **kv) for s, kv in sections.items()})
+
+
+def resolved_values(cfg) -> dict:
+    """What the "auto" settings came to ({"train.lr": 0.001, ...}), as a resume must take them back."""
+    sections = asdict(cfg)
+    return {name: sections[name.split(".")[0]][name.split(".")[1]] for name in cfg.auto}
+
+
+def resolve_auto(cfg, meta: dict, saved: dict | None, device, autocast, ddp):
+    """cfg with its "auto" settings filled in: a resumed run takes back the values its start chose (`saved`:
+    its train state); a new one plans them on rank 0 (timing a throwaway model when the steps must fit a
+    time budget), prints how, and every rank takes rank 0's values (`ddp`: training.distributed)."""
+    if not cfg.auto:
+        return cfg
+    if saved and "resolved" in saved:
+        return apply_settings(cfg, saved["resolved"])
+
+    def timing(dropout: float) -> float:  # a throwaway model, so the run's weights and RNGs are untouched
+        model = GPT(replace(cfg.model, dropout=dropout)).to(device)
+        return time_training_step(model, cfg.train.batch_size, autocast, cfg.train.grad_clip)
+
+    values, why = ddp.from_master(lambda: plan_settings(cfg, meta["splits"]["train"]["tokens"], ddp.world, timing))
+    if ddp.master:
+        print(why)
+    return apply_settings(cfg, values)

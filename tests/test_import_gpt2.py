@@ -1,4 +1,4 @@
-"""Tests for model/import_hf.py: an imported Hugging Face GPT-2 is the same model here, token for token.
+"""Tests for hf/import_gpt2.py: an imported Hugging Face GPT-2 is the same model here, token for token.
 
 Random `GPT2LMHeadModel`s are built here (each activation; a byte-level BPE tokenizer and a `▁`-style
 one made with the tokenizers library, the latter with KoGPT2's special-token ids) and saved with
@@ -7,7 +7,7 @@ meta.json names the model's own end-of-text token, and an export gives back the 
 Then the refusals, each one line through `main` with exit code 2 and nothing written.
 Needs the `hf` extra (transformers); skipped without it.
 
-    python -m pytest tests/test_import_hf.py -q
+    python -m pytest tests/test_import_gpt2.py -q
 """
 
 import json
@@ -25,10 +25,10 @@ from tokenizers import Tokenizer
 transformers = pytest.importorskip("transformers")
 
 from data.tokenizer import tokenizer_hash  # noqa: E402
-from model import GPT  # noqa: E402
-from model.export_hf import export  # noqa: E402
-from model.import_hf import import_hf, main  # noqa: E402
+from hf.export_gpt2 import export  # noqa: E402
+from hf.import_gpt2 import import_hf, main  # noqa: E402
 from model.sampling import generate  # noqa: E402
+from storage.checkpoint import load_model  # noqa: E402
 from tests.tiny_hf import N_POSITIONS, PROMPT, TOKENIZERS, eot_of, metaspace_tokenizer, save_hf_model  # noqa: E402
 
 @pytest.fixture(scope="module", params=[(k, a) for k in TOKENIZERS for a in ("gelu", "gelu_new", "gelu_pytorch_tanh")],
@@ -41,7 +41,7 @@ def imported(request, tmp_path_factory):
     save_hf_model(tok, base / "src", eot_of(kind)[1], activation)
     hf = transformers.GPT2LMHeadModel.from_pretrained(base / "src", attn_implementation="eager").eval()
     assert main([str(base / "src"), str(base / "out")]) == 0
-    return hf, GPT.load(base / "out"), tok, kind, base / "src", base / "out"
+    return hf, load_model(base / "out"), tok, kind, base / "src", base / "out"
 
 
 def prompt_ids(tok, n=N_POSITIONS) -> torch.Tensor:
@@ -291,9 +291,10 @@ def test_refuses_a_non_empty_out_unless_forced(src, tmp_path, capsys):
     assert err.startswith("error: ") and "out" in err and err.count("\n") == 1
 
 
+@pytest.mark.slow
 def test_the_module_runs_as_a_command(tmp_path):
     root = Path(__file__).resolve().parent.parent
-    result = subprocess.run([sys.executable, "-m", "model.import_hf", str(tmp_path / "missing"), str(tmp_path / "o")],
+    result = subprocess.run([sys.executable, "-m", "hf.import_gpt2", str(tmp_path / "missing"), str(tmp_path / "o")],
                             cwd=root, capture_output=True, text=True, timeout=120,
                             env={**os.environ, "PYTHONPATH": str(root)})  # fmt: skip
     assert result.returncode == 2 and result.stderr.startswith("error: ") and result.stderr.count("\n") == 1

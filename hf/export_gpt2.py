@@ -1,19 +1,19 @@
 """Export a checkpoint to the Hugging Face GPT-2 format, so transformers loads it and computes the same logits.
 
-    python -m model.export_hf runs/small exports/small              # run dir: its best/, else last/
-    python -m model.export_hf runs/small/last exports/small --force # a checkpoint dir; replace OUT_DIR
+    python -m hf.export_gpt2 runs/small exports/small               # run dir: its best/, else last/
+    python -m hf.export_gpt2 runs/small/last exports/small --force  # a checkpoint dir; replace OUT_DIR
 
     from transformers import AutoTokenizer, GPT2LMHeadModel
     model = GPT2LMHeadModel.from_pretrained("exports/small")
     tok = AutoTokenizer.from_pretrained("exports/small")
 
 Our network is GPT-2's shape, so the export is a renaming plus one transpose (the table lives in
-model/hf_gpt2.py, which model/import_hf.py reads the other way). GPT-2 always has biases, so a model
+hf/gpt2_names.py, which hf/import_gpt2.py reads the other way). GPT-2 always has biases, so a model
 trained with `bias = false` gets zero biases, which compute the same thing. The tokenizer.json is copied
 unchanged and wrapped as a `PreTrainedTokenizerFast`, with the checkpoint's end-of-text token (meta.json's
 "eot_id": `<|endoftext|>` for a run's own tokenizer, the model's own for an imported one) as its bos, eos
 and pad token. transformers reads that token written in text as the special token (its convention:
-`tok.bos_token + text`), where kogpt-mini's own commands read it as text (model.io.load_tokenizer).
+`tok.bos_token + text`), where kogpt-mini's own commands read it as text (data.tokenizer.load_tokenizer).
 An OUT_DIR that is a symbolic link to a directory keeps the link; the directory it points to is replaced.
 
 Only json and safetensors are needed: transformers is an optional extra (`pip install -e .[hf]`) and is
@@ -31,14 +31,16 @@ import torch
 import torch.nn as nn
 from tokenizers import Tokenizer
 
-from model import hf_gpt2
+from cli.command import directory_command
+from hf import gpt2_names
+from model import GPT
 from model.config import ACTIVATIONS
 from model.errors import UserError
-from model.gpt import GPT
-from model.io import (CheckpointError, check_out_dir, directory_command, end_of_text_id, find_checkpoint, load_tokenizer, write_directory,
-                      write_json)  # fmt: skip
+from storage.atomic import check_out_dir, write_directory, write_json
+from storage.checkpoint import TOKENIZER, WEIGHTS, checkpoint_tokenizer, find_checkpoint, load_model
+
 # GPTConfig fields that GPT-2 can express; any other field is an option the export must refuse
-EXPRESSIBLE = (*hf_gpt2.CONFIG, "dropout", "bias")
+EXPRESSIBLE = (*gpt2_names.CONFIG, "dropout", "bias")
 DTYPE_NAMES = {torch.float32: "float32", torch.bfloat16: "bfloat16", torch.float16: "float16"}
 
 
@@ -53,7 +55,7 @@ def check_expressible(config) -> None:
         named = ", ".join(f"model.{k} = {v!r}" for k, v in extra.items())
         raise ExportError(
             f"GPT-2 cannot express {named}; only {', '.join(EXPRESSIBLE)} can be exported "
-            "(train without these options, or teach model/export_hf.py how to map them)"
+            "(train without these options, or teach hf/export_gpt2.py how to map them)"
         )
 
 
@@ -74,8 +76,8 @@ def gpt2_weights(model: GPT) -> dict[str, torch.Tensor]:
     state = {k: t.detach().cpu() for k, t in model.state_dict().items()}
     if not torch.equal(state.pop("lm_head.weight"), state["tok_emb.weight"]):
         raise ExportError("lm_head is not tied to tok_emb; GPT-2's head always shares the embedding matrix")
-    tensors = hf_gpt2.to_gpt2(state, model.config.n_layer)
-    left = sorted(state.keys() - {ours for ours, _, _ in hf_gpt2.weight_names(model.config.n_layer)})
+    tensors = gpt2_names.to_gpt2(state, model.config.n_layer)
+    left = sorted(state.keys() - {ours for ours, _, _ in gpt2_names.weight_names(model.config.n_layer)})
     if left:
         raise ExportError(f"GPT-2 has no place for the weights {', '.join(left)}; they cannot be exported")
     return tensors
@@ -88,9 +90,9 @@ def gpt2_config(model: GPT, eot_id: int) -> dict:
     return {
         "architectures": ["GPT2LMHeadModel"],
         "model_type": "gpt2",
-        **{theirs: getattr(c, ours) for ours, theirs in hf_gpt2.CONFIG.items()},
+        **{theirs: getattr(c, ours) for ours, theirs in gpt2_names.CONFIG.items()},
         "n_inner": model.blocks[0].mlp.c_fc.out_features,
-        **{name: c.dropout for name in hf_gpt2.DROPOUTS},
+        **{name: c.dropout for name in gpt2_names.DROPOUTS},
         "scale_attn_weights": True,  # scores / sqrt(head_dim), as in model/attention.py
         "scale_attn_by_inverse_layer_idx": False,
         "reorder_and_upcast_attn": False,
@@ -102,21 +104,6 @@ def gpt2_config(model: GPT, eot_id: int) -> dict:
         "use_cache": True,
         "torch_dtype": DTYPE_NAMES.get(model.tok_emb.weight.dtype, "float32"),
     }
-
-
-def read_tokenizer(ckpt: Path, vocab_size: int) -> tuple[Tokenizer, str, int]:
-    """The checkpoint's tokenizer.json and its end-of-text token and id, checked against the model."""
-    file = ckpt / "tokenizer.json"
-    tok = load_tokenizer(file, hint="a checkpoint keeps its tokenizer.json beside model.safetensors (copy it back)")
-    eot_id = end_of_text_id(ckpt, tok)
-    if eot_id is None:
-        raise CheckpointError(f"{file} has no end-of-text token (meta.json names none, and it has no special token)")
-    if tok.get_vocab_size() > vocab_size:
-        raise CheckpointError(
-            f"{file} has {tok.get_vocab_size()} tokens but the model only {vocab_size}; "
-            "the tokenizer belongs to another run"
-        )
-    return tok, tok.id_to_token(eot_id), eot_id
 
 
 def tokenizer_config(tok: Tokenizer, eot: str, block_size: int) -> dict:
@@ -138,20 +125,21 @@ def tokenizer_config(tok: Tokenizer, eot: str, block_size: int) -> dict:
 def export(path, out_dir, force: bool = False) -> Path:
     """Write the checkpoint at `path` (a run or checkpoint dir) as a transformers GPT-2 directory; returns it."""
     ckpt = find_checkpoint(path)
-    model = GPT.load(ckpt)
+    model = load_model(ckpt)
     check_expressible(model.config)
-    tok, eot, eot_id = read_tokenizer(ckpt, model.config.vocab_size)
+    tok, eot_id = checkpoint_tokenizer(ckpt, model.config.vocab_size, need_eot=True)
+    eot = tok.id_to_token(eot_id)
     tensors = gpt2_weights(model)
     config = gpt2_config(model, eot_id)
     out = Path(out_dir)
     out = check_out_dir(out, ckpt, force, ExportError)
 
     def fill(tmp: Path) -> None:
-        safetensors.torch.save_file(tensors, tmp / "model.safetensors", metadata={"format": "pt"})
+        safetensors.torch.save_file(tensors, tmp / WEIGHTS, metadata={"format": "pt"})
         write_json(tmp / "config.json", config)
         generation = {"bos_token_id": eot_id, "eos_token_id": eot_id, "pad_token_id": eot_id}
         write_json(tmp / "generation_config.json", generation)
-        shutil.copyfile(ckpt / "tokenizer.json", tmp / "tokenizer.json")
+        shutil.copyfile(ckpt / TOKENIZER, tmp / TOKENIZER)
         write_json(tmp / "tokenizer_config.json", tokenizer_config(tok, eot, model.config.block_size))
         write_json(tmp / "special_tokens_map.json", {"bos_token": eot, "eos_token": eot, "pad_token": eot})
 
@@ -166,7 +154,7 @@ def main(argv=None) -> int:
                 f"load it with transformers.GPT2LMHeadModel.from_pretrained({str(out)!r})")
 
     return directory_command(
-        argv, "python -m model.export_hf",
+        argv, "python -m hf.export_gpt2",
         "Export a run or checkpoint to the Hugging Face GPT-2 format (GPT2LMHeadModel + tokenizer).",
         ("run_dir", "a run dir (runs/<name>: best/, else last/) or a checkpoint dir"), "out_dir", run,
     )  # fmt: skip

@@ -1,8 +1,8 @@
-"""Import a Hugging Face GPT-2 (KoGPT2, OpenAI's gpt2, one exported by model/export_hf.py) as a checkpoint.
+"""Import a Hugging Face GPT-2 (KoGPT2, OpenAI's gpt2, one exported by hf/export_gpt2.py) as a checkpoint.
 
-    python -m model.import_hf kogpt2 ckpt/kogpt2               # a local directory in the Hugging Face layout
-    python -m model.import_hf skt/kogpt2-base-v2 ckpt/kogpt2   # a hub id already in the local cache
-    python -m model.import_hf kogpt2 ckpt/kogpt2 --force       # replace OUT if it holds files
+    python -m hf.import_gpt2 kogpt2 ckpt/kogpt2                # a local directory in the Hugging Face layout
+    python -m hf.import_gpt2 skt/kogpt2-base-v2 ckpt/kogpt2    # a hub id already in the local cache
+    python -m hf.import_gpt2 kogpt2 ckpt/kogpt2 --force        # replace OUT if it holds files
 
 SRC holds `config.json` (model_type gpt2), the weights (`model.safetensors`, or `pytorch_model.bin` read
 with `torch.load(weights_only=True)`, which refuses anything but tensors and plain values), `tokenizer.json`,
@@ -12,10 +12,10 @@ and optionally `tokenizer_config.json` / `special_tokens_map.json`. A hub id is 
 OUT is a checkpoint directory like a run's: `config.json` ({"model": asdict(GPTConfig)}, block_size =
 n_positions), `model.safetensors` (our names, float32, the tied head stored once), `tokenizer.json`
 copied unchanged and `meta.json` (vocab_size, eot_id, eot_token, tokenizer_hash, dtype, imported_from),
-so generate.py, model.export_hf and training take it as they take a run's. The end-of-text token is
+so generate.py, hf.export_gpt2 and training take it as they take a run's. The end-of-text token is
 the model's own (config.json's eos_token_id, else the tokenizer files' eos_token), not `<|endoftext|>`.
-The name mapping is model/hf_gpt2.py's, the one model/export_hf.py writes with. `open_hf(SRC)` reads
-the same files without writing anything (train.init_from goes through it, via model/pretrained.py).
+The name mapping is hf/gpt2_names.py's, the one hf/export_gpt2.py writes with. `open_hf(SRC)` reads
+the same files without writing anything (train.init_from goes through it, via hf/pretrained.py).
 
 Settings the network does not implement are refused with one line naming them: another model_type,
 scale_attn_by_inverse_layer_idx, reorder_and_upcast_attn, add_cross_attention, scale_attn_weights =
@@ -36,12 +36,13 @@ import safetensors.torch
 import torch
 from tokenizers import Tokenizer
 
-from model import hf_gpt2
+from cli.command import directory_command
+from data.tokenizer import check_fits, load_tokenizer, tokenizer_hash
+from hf import gpt2_names
 from model.config import ACTIVATIONS, GPTConfig, ModelConfigError
 from model.errors import UserError
-from model.gpt import GPT
-from model.io import CONFIG, WEIGHTS, check_out_dir, directory_command, tokenizer_hash, write_directory, write_json
-from model.pretrained import Pretrained
+from storage.atomic import check_out_dir, write_directory, write_json
+from storage.checkpoint import CONFIG, META, TOKENIZER, WEIGHTS, Pretrained, expected_shapes
 
 SIZES = ("vocab_size", "n_positions", "n_embd", "n_layer", "n_head")  # no default we would trust
 # GPT2Config's defaults for the settings a config.json may leave out (transformers fills them the same way)
@@ -134,7 +135,7 @@ def model_config(hf: dict, file: Path) -> GPTConfig:
         )
     try:
         # GPT-2 has three dropout rates; ours is one (fine-tuning sets its own anyway)
-        return GPTConfig(**{ours: hf[theirs] for ours, theirs in hf_gpt2.CONFIG.items()},
+        return GPTConfig(**{ours: hf[theirs] for ours, theirs in gpt2_names.CONFIG.items()},
                          dropout=hf["resid_pdrop"], bias=True)  # fmt: skip
     except (TypeError, ModelConfigError) as e:
         raise HFImportError(f"{file} has settings this model cannot take ({e})") from e
@@ -169,16 +170,15 @@ def read_weights(src: Path) -> tuple[dict[str, torch.Tensor], Path]:
 
 
 def gpt2_tensors(tensors: dict[str, torch.Tensor], file: Path, config: GPTConfig) -> dict[str, torch.Tensor]:
-    """The tensors under model/hf_gpt2.py's names, checked: all there, shaped as config.json says, head tied."""
+    """The tensors under model/gpt2_names.py's names, checked: all there, shaped as config.json says, head tied."""
     tensors = {(k if k.startswith("transformer.") or k == "lm_head.weight" else "transformer." + k): t
                for k, t in tensors.items()}  # fmt: skip  # OpenAI's original files leave out the prefix
     # older transformers saved each layer's causal-mask buffers; they are not weights
     tensors = {k: t for k, t in tensors.items() if not re.fullmatch(r"transformer\.h\.\d+\.attn\.(masked_)?bias", k)}
     head = tensors.pop("lm_head.weight", None)
-    with torch.device("meta"):  # the shapes of our model, without allocating it
-        ours = {k: t.shape for k, t in GPT(config).state_dict().items()}
+    ours = expected_shapes(config)
     expected = {theirs: ours[name][::-1] if linear else ours[name]
-                for name, theirs, linear in hf_gpt2.weight_names(config.n_layer)}  # fmt: skip
+                for name, theirs, linear in gpt2_names.weight_names(config.n_layer)}  # fmt: skip
     missing = sorted(expected.keys() - tensors.keys())
     unknown = sorted(tensors.keys() - expected.keys())
     if missing or unknown:
@@ -198,21 +198,14 @@ def gpt2_tensors(tensors: dict[str, torch.Tensor], file: Path, config: GPTConfig
 
 
 def read_tokenizer(src: Path, vocab_size: int) -> Tokenizer:
-    file = src / "tokenizer.json"
+    file = src / TOKENIZER
     if not file.is_file():
         raise HFImportError(
             f"{src} has no tokenizer.json; download it too (a directory with only vocab.json and merges.txt: "
             "save it once with transformers' AutoTokenizer.from_pretrained(DIR).save_pretrained(DIR))"
         )
-    try:
-        tok = Tokenizer.from_file(str(file))
-    except Exception as e:  # tokenizers raises a bare Exception for unreadable JSON
-        raise HFImportError(f"{file} is not a valid tokenizer ({' '.join(str(e).split())}); download it again") from e
-    n = max(tok.get_vocab_size(), max(tok.get_vocab().values(), default=-1) + 1)
-    if n > vocab_size:
-        raise HFImportError(
-            f"{file} has {n} tokens but the embedding only {vocab_size} rows; the tokenizer belongs to another model"
-        )
+    tok = load_tokenizer(file, hint="download it again", error=HFImportError)
+    check_fits(tok, vocab_size, file, HFImportError)
     return tok
 
 
@@ -256,9 +249,9 @@ def open_hf(src) -> Pretrained:
 
     def load_state() -> dict[str, torch.Tensor]:
         tensors = gpt2_tensors(*read_weights(src), config)
-        return {k: t.float() for k, t in hf_gpt2.from_gpt2(tensors, config.n_layer).items()}  # training keeps float32
+        return {k: t.float() for k, t in gpt2_names.from_gpt2(tensors, config.n_layer).items()}  # training keeps float32
 
-    return Pretrained(src, origin, config, tok, src / "tokenizer.json", eot, eot_id, load_state)
+    return Pretrained(src, origin, config, tok, src / TOKENIZER, eot, eot_id, load_state)
 
 
 def import_hf(src, out, force: bool = False) -> Path:
@@ -276,8 +269,8 @@ def import_hf(src, out, force: bool = False) -> Path:
     def fill(tmp: Path) -> None:
         safetensors.torch.save_file(state, tmp / WEIGHTS)
         write_json(tmp / CONFIG, {"model": asdict(model.config)})
-        shutil.copyfile(model.tokenizer_file, tmp / "tokenizer.json")
-        write_json(tmp / "meta.json", meta)
+        shutil.copyfile(model.tokenizer_file, tmp / TOKENIZER)
+        write_json(tmp / META, meta)
 
     write_directory(out, fill, HFImportError)
     return out
@@ -289,7 +282,7 @@ def main(argv=None) -> int:
         return f"imported {src} to {written}; generate with python generate.py --ckpt {written} --prompt ..."
 
     return directory_command(
-        argv, "python -m model.import_hf", __doc__.split("\n")[0],
+        argv, "python -m hf.import_gpt2", __doc__.split("\n")[0],
         ("src", "a Hugging Face GPT-2 directory, or a hub id already in the local cache"), "out", run,
     )  # fmt: skip
 

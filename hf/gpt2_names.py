@@ -1,4 +1,4 @@
-"""GPT-2's Hugging Face layout, written once and used both ways by model/export_hf.py and model/import_hf.py.
+"""GPT-2's Hugging Face layout, written once and used both ways by hf/export_gpt2.py and hf/import_gpt2.py.
 
     gpt2 = to_gpt2(model.state_dict(), n_layer)       # our names -> transformers' names and layouts
     state = from_gpt2(gpt2, n_layer)                   # and back: to_gpt2 and from_gpt2 are inverses

@@ -1,11 +1,11 @@
-"""Tests for model/export_hf.py: an exported run is the same model in transformers, token for token.
+"""Tests for hf/export_gpt2.py: an exported run is the same model in transformers, token for token.
 
 For a random model (every weight drawn, LayerNorms included, so a wrong name or a missing transpose
 shows), a briefly trained one and one without biases: transformers loads the export with no warnings,
 and its logits, attention maps, greedy continuations and tokenizer equal ours. Then the CLI's refusals.
 Needs the `hf` extra (transformers); skipped without it.
 
-    python -m pytest tests/test_export_hf.py -q
+    python -m pytest tests/test_export_gpt2.py -q
 """
 
 import json
@@ -24,8 +24,9 @@ transformers = pytest.importorskip("transformers")
 
 from data.tokenizer import EOT, train_tokenizer  # noqa: E402
 from model import GPT, GPTConfig  # noqa: E402
-from model.export_hf import ExportError, check_expressible, export, gpt2_weights, main  # noqa: E402
+from hf.export_gpt2 import ExportError, check_expressible, export, gpt2_weights, main  # noqa: E402
 from model.sampling import generate  # noqa: E402
+from storage.checkpoint import load_model, save_model  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 TINY = dict(block_size=16, n_layer=2, n_head=2, n_embd=32)
@@ -54,7 +55,7 @@ def tok():
 
 def save_run(model: GPT, tok, run_dir: Path) -> Path:
     """A run dir as train.py leaves it: last/ with the weights, config.json and tokenizer.json."""
-    model.save(run_dir / "last", extra_config={"note": "test run"})
+    save_model(model, run_dir / "last", extra_config={"note": "test run"})
     tok.save(str(run_dir / "last" / "tokenizer.json"))
     return run_dir
 
@@ -109,13 +110,13 @@ def load_hf(out: Path, **kwargs):
 
 @pytest.fixture(scope="module", params=["random", "trained", "no_bias"])
 def exported(request, tok, tmp_path_factory):
-    """(our model as GPT.load returns it, its transformers twin (eager attention), the export dir)."""
+    """(our model as load_model returns it, its transformers twin (eager attention), the export dir)."""
     make = {"random": random_model, "trained": trained_model, "no_bias": lambda t: random_model(t, bias=False)}
     base = tmp_path_factory.mktemp(request.param)
     run = save_run(make[request.param](tok), tok, base / "run")
     out = export(run, base / "hf")
     hf, _, _ = load_hf(out, attn_implementation="eager")
-    return GPT.load(run), hf, out
+    return load_model(run), hf, out
 
 
 def probe_ids(tok, n=2) -> torch.Tensor:
@@ -324,9 +325,10 @@ def test_cli_never_writes_over_the_checkpoint(run, capsys):
     assert (run / "last" / "model.safetensors").is_file()
 
 
+@pytest.mark.slow
 def test_cli_as_a_module_prints_one_line_and_no_traceback(tmp_path):
     result = subprocess.run(
-        [sys.executable, "-m", "model.export_hf", str(tmp_path / "missing"), str(tmp_path / "hf")],
+        [sys.executable, "-m", "hf.export_gpt2", str(tmp_path / "missing"), str(tmp_path / "hf")],
         cwd=ROOT, capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert result.returncode == 2

@@ -1,6 +1,6 @@
 """Checkpoints: save/load round trip, run-dir resolution, atomic writes, damaged files -> CheckpointError.
 
-python -m pytest tests/test_model_io.py -q
+python -m pytest tests/test_checkpoint.py -q
 """
 
 import json
@@ -10,8 +10,9 @@ import safetensors.torch
 import torch
 
 from model.errors import UserError
-from model import GPT, CheckpointError, GPTConfig
-from model.io import atomic_write
+from model import GPT, GPTConfig
+from storage.checkpoint import CheckpointError, load_model, save_model
+from storage.atomic import atomic_write
 from tests.conftest import TINY_MODEL as TINY
 
 
@@ -19,13 +20,13 @@ from tests.conftest import TINY_MODEL as TINY
 def saved_model(directory, **overrides):
     torch.manual_seed(0)
     model = GPT(GPTConfig(**{**TINY, **overrides})).eval()
-    model.save(directory, extra_config={"train": {"lr": 3e-4}})
+    save_model(model, directory, extra_config={"train": {"lr": 3e-4}})
     return model
 
 
 def test_round_trip_gives_identical_logits_and_keeps_the_head_tied(tmp_path):
     model = saved_model(tmp_path / "ckpt")
-    loaded = GPT.load(tmp_path / "ckpt")
+    loaded = load_model(tmp_path / "ckpt")
     assert not loaded.training and loaded.config == model.config
     assert loaded.lm_head.weight is loaded.tok_emb.weight
     idx = torch.randint(0, 64, (2, 10))
@@ -43,7 +44,7 @@ def test_a_checkpoint_from_before_the_activation_setting_loads_as_exact_gelu(tmp
     config = json.loads((tmp_path / "config.json").read_text())
     del config["model"]["activation"]
     (tmp_path / "config.json").write_text(json.dumps(config))
-    loaded = GPT.load(tmp_path)
+    loaded = load_model(tmp_path)
     assert loaded.config.activation == "gelu" and loaded.blocks[0].mlp.gelu.approximate == "none"
     idx = torch.randint(0, 64, (2, 10))
     assert torch.equal(loaded(idx, all_logits=True)[0], model(idx, all_logits=True)[0])
@@ -51,7 +52,7 @@ def test_a_checkpoint_from_before_the_activation_setting_loads_as_exact_gelu(tmp
 
 def test_the_activation_setting_picks_the_gelu_form(tmp_path):
     model = saved_model(tmp_path, activation="gelu_new")
-    loaded = GPT.load(tmp_path)
+    loaded = load_model(tmp_path)
     assert {b.mlp.gelu.approximate for b in loaded.blocks} == {"tanh"}
     x = torch.linspace(-4, 4, 101)
     exact = x * 0.5 * (1 + torch.erf(x / 2**0.5))
@@ -64,23 +65,23 @@ def test_the_activation_setting_picks_the_gelu_form(tmp_path):
 
 def test_run_dir_loads_best_then_last(tmp_path):
     saved_model(tmp_path / "run" / "last")
-    assert GPT.load(tmp_path / "run").config.n_embd == 32
+    assert load_model(tmp_path / "run").config.n_embd == 32
     saved_model(tmp_path / "run" / "best", n_embd=16)
-    assert GPT.load(tmp_path / "run").config.n_embd == 16
-    assert GPT.load(tmp_path / "run" / "last").config.n_embd == 32
-    assert GPT.load(tmp_path / "run" / "last" / "model.safetensors").config.n_embd == 32
+    assert load_model(tmp_path / "run").config.n_embd == 16
+    assert load_model(tmp_path / "run" / "last").config.n_embd == 32
+    assert load_model(tmp_path / "run" / "last" / "model.safetensors").config.n_embd == 32
 
 
 def test_missing_paths_and_files(tmp_path):
     with pytest.raises(CheckpointError, match="does not exist"):
-        GPT.load(tmp_path / "nowhere")
+        load_model(tmp_path / "nowhere")
     (tmp_path / "empty").mkdir()
     with pytest.raises(CheckpointError, match="no model.safetensors"):
-        GPT.load(tmp_path / "empty")
+        load_model(tmp_path / "empty")
     saved_model(tmp_path / "ckpt")
     (tmp_path / "ckpt" / "config.json").unlink()
     with pytest.raises(CheckpointError, match="config.json is missing"):
-        GPT.load(tmp_path / "ckpt")
+        load_model(tmp_path / "ckpt")
 
 
 @pytest.mark.parametrize("keep", [0.5, 0.01])
@@ -90,14 +91,14 @@ def test_truncated_weights(tmp_path, keep):
     data = file.read_bytes()
     file.write_bytes(data[: int(len(data) * keep)])
     with pytest.raises(CheckpointError, match="damaged or truncated"):
-        GPT.load(tmp_path)
+        load_model(tmp_path)
 
 
 def test_garbage_weights(tmp_path):
     saved_model(tmp_path)
     (tmp_path / "model.safetensors").write_bytes(b"not a safetensors file at all")
     with pytest.raises(CheckpointError, match="damaged or truncated"):
-        GPT.load(tmp_path)
+        load_model(tmp_path)
 
 
 @pytest.mark.parametrize(
@@ -121,7 +122,7 @@ def test_bad_config_json(tmp_path, text, words):
     saved_model(tmp_path)
     (tmp_path / "config.json").write_text(text)
     with pytest.raises(CheckpointError) as err:
-        GPT.load(tmp_path)
+        load_model(tmp_path)
     assert words in str(err.value) and "\n" not in str(err.value)
 
 
@@ -133,11 +134,11 @@ def test_weights_that_do_not_match_the_config(tmp_path):
     with pytest.raises(
         CheckpointError, match=r"tok_emb.weight has shape \(64, 32\) but config.json implies \(65, 32\)"
     ):
-        GPT.load(tmp_path)
+        load_model(tmp_path)
     config["model"]["vocab_size"], config["model"]["n_layer"] = 64, 3
     (tmp_path / "config.json").write_text(json.dumps(config))
     with pytest.raises(CheckpointError, match=r"lacks 12 tensors \(blocks.2.attn.c_attn.bias, "):
-        GPT.load(tmp_path)
+        load_model(tmp_path)
 
 
 def test_checkpoint_error_is_a_user_error():
@@ -164,10 +165,10 @@ def test_sizes_in_config_json_are_checked_against_the_weights_header_before_allo
     config["model"]["vocab_size"] = 10**9  # 128 GB of embedding: allocating it first would fail or swap
     (tmp_path / "config.json").write_text(json.dumps(config))
     with pytest.raises(CheckpointError, match=r"tok_emb.weight has shape \(64, 32\) but config.json implies \(1000000000, 32\)"):
-        GPT.load(tmp_path)
+        load_model(tmp_path)
 
 
 def test_load_never_unpickles(tmp_path, monkeypatch):
     saved_model(tmp_path)
     monkeypatch.setattr(torch, "load", lambda *a, **k: pytest.fail("torch.load called"))
-    GPT.load(tmp_path)
+    load_model(tmp_path)

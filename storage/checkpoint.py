@@ -1,0 +1,255 @@
+"""Checkpoint directories: the one module that writes and reads them.
+
+    save_model(model, directory, extra_config)    # model.safetensors + config.json, atomically
+    model = load_model("runs/small", device)      # a run dir (its best/, else last/) or a checkpoint dir
+    tok, eot_id = checkpoint_tokenizer(ckpt, model.config.vocab_size)
+    start = open_checkpoint("runs/small")         # config, tokenizer and end-of-text now, weights on demand
+
+A checkpoint dir holds `model.safetensors` (weights), `config.json` ({"model": asdict(GPTConfig), ...}),
+`tokenizer.json` and `meta.json` (the data's end-of-text id and tokenizer hash); a run's last/ and best/
+add train_state.pt (training/checkpoints.py). The LM head shares its matrix with the token embedding, so
+only `tok_emb.weight` is stored and loading the embedding restores the head. Weights are never unpickled,
+and their header is checked against config.json before any memory is allocated for them. Every problem
+with the files on disk raises `CheckpointError` with a one-line message.
+"""
+
+import json
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+
+import safetensors
+import safetensors.torch
+import torch
+
+from data.tokenizer import check_fits, load_tokenizer, special_ids, tokenizer_hash
+from model import GPT, GPTConfig, ModelConfigError
+from model.errors import UserError
+from storage.atomic import atomic_write, write_json
+
+WEIGHTS, CONFIG, TOKENIZER, META = "model.safetensors", "config.json", "tokenizer.json", "meta.json"
+TIED = "lm_head.weight"  # stored once, as tok_emb.weight
+REQUIRED = ("vocab_size", "block_size", "n_layer", "n_head", "n_embd")
+FREE = ("dropout",)  # settings a fine-tune may change; block_size may shrink; the rest is the weights' shape
+
+
+class CheckpointError(UserError):
+    """A checkpoint is missing, damaged or does not match the model."""
+
+
+class PretrainedError(UserError):
+    """A setting contradicts the weights it should start from."""
+
+
+def save_model(model: GPT, directory, extra_config: dict | None = None) -> None:
+    """Write the weights (tied head left out) and config.json ({"model": ..., **extra_config}) into
+    `directory` (created if needed), each file atomically."""
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    tensors = {k: t.detach().cpu().contiguous() for k, t in model.state_dict().items() if k != TIED}
+    atomic_write(directory / WEIGHTS, lambda tmp: safetensors.torch.save_file(tensors, tmp))
+    write_json(directory / CONFIG, {"model": asdict(model.config), **(extra_config or {})})
+
+
+def find_checkpoint(path) -> Path:
+    """A checkpoint dir as given, or a run dir's `best/` (else `last/`), or the dir of a model.safetensors."""
+    path = Path(path)
+    if not path.exists():
+        raise CheckpointError(f"{path} does not exist; pass a run directory (runs/<name>) or a checkpoint directory")
+    if path.is_file() and path.name == WEIGHTS:
+        return path.parent
+    for candidate in (path, path / "best", path / "last"):
+        if (candidate / WEIGHTS).is_file():
+            return candidate
+    raise CheckpointError(
+        f"no {WEIGHTS} in {path} nor in {path}/best or {path}/last; "
+        "pass a run directory (runs/<name>) or a checkpoint directory such as runs/<name>/last"
+    )
+
+
+def is_checkpoint(path: Path) -> bool:
+    """A run or checkpoint dir of this project: model.safetensors beside a config.json with a "model" table."""
+    for candidate in (path, path / "best", path / "last"):
+        if (candidate / WEIGHTS).is_file() and (candidate / CONFIG).is_file():
+            try:
+                config = json.loads((candidate / CONFIG).read_text(encoding="utf-8"))
+            except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+                return True  # ours or not, read_config gives the clearer message
+            return isinstance(config, dict) and "model" in config and "model_type" not in config
+    return False
+
+
+def read_model_table(ckpt: Path) -> dict:
+    """The `model` table of ckpt/config.json, checked to hold the sizes a GPT needs."""
+    file = ckpt / CONFIG
+    if not file.is_file():
+        raise CheckpointError(f"{file} is missing; a checkpoint needs {CONFIG} beside {WEIGHTS} (re-save it)")
+    try:
+        config = json.loads(file.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise CheckpointError(f"{file} is not valid JSON ({e}); restore it or re-save the checkpoint") from e
+    model = config.get("model") if isinstance(config, dict) else None
+    if not isinstance(model, dict):
+        raise CheckpointError(f'{file} has no "model" object; re-save the checkpoint with storage.checkpoint.save_model')
+    missing = [k for k in REQUIRED if k not in model]
+    if missing:
+        raise CheckpointError(f"{file} lacks model.{', model.'.join(missing)}; re-save the checkpoint with "
+                              f"storage.checkpoint.save_model")
+    return model
+
+
+def read_config(ckpt: Path) -> GPTConfig:
+    """The GPTConfig of a checkpoint dir."""
+    try:
+        return GPTConfig(**read_model_table(ckpt))
+    except (TypeError, ModelConfigError) as e:
+        raise CheckpointError(f'{ckpt / CONFIG} has bad "model" settings ({e}); restore the file') from e
+
+
+def expected_shapes(config: GPTConfig) -> dict[str, tuple]:
+    """Name -> shape of every stored tensor of a model of `config` (the tied head left out)."""
+    with torch.device("meta"):  # the names and shapes the config implies, without allocating them
+        return {k: tuple(t.shape) for k, t in GPT(config).state_dict().items() if k != TIED}
+
+
+def stored_shapes(ckpt: Path) -> dict[str, tuple]:
+    """Name -> shape of every tensor in ckpt/model.safetensors, read from its header alone."""
+    file = ckpt / WEIGHTS
+    try:
+        with safetensors.safe_open(file, framework="pt") as f:
+            return {k: tuple(f.get_slice(k).get_shape()) for k in f.keys()}
+    except Exception as e:  # safetensors raises its own error type for truncated or garbled files
+        raise CheckpointError(f"{file} is damaged or truncated ({' '.join(str(e).split())}); restore it or use "
+                              f"another checkpoint") from None
+
+
+def check_shapes(expected: dict[str, tuple], stored: dict[str, tuple], file: Path) -> None:
+    """Refuse weights whose names or shapes differ from what the config implies."""
+    missing = sorted(expected.keys() - stored.keys())
+    unexpected = sorted(stored.keys() - expected.keys())
+    if missing or unexpected:
+        problems = [f"{what} {len(names)} tensors ({', '.join(names[:3])}{', ...' if len(names) > 3 else ''})"
+                    for what, names in (("lacks", missing), ("has unknown", unexpected)) if names]  # fmt: skip
+        raise CheckpointError(
+            f"{file} {' and '.join(problems)} for its {CONFIG}; the weights and config come from different models"
+        )
+    for k, shape in expected.items():
+        if stored[k] != shape:
+            raise CheckpointError(
+                f"{file}: {k} has shape {stored[k]} but {CONFIG} implies {shape}; "
+                "the weights and config come from different models"
+            )
+
+
+def read_weights(ckpt: Path, config: GPTConfig) -> dict[str, torch.Tensor]:
+    """ckpt/model.safetensors (tied head left out), its names and shapes checked against `config` first."""
+    file, expected = ckpt / WEIGHTS, expected_shapes(config)
+    check_shapes(expected, stored_shapes(ckpt), file)
+    try:
+        tensors = safetensors.torch.load_file(file)
+    except Exception as e:  # safetensors raises its own error type for truncated or garbled files
+        reason = " ".join(str(e).split())  # one line
+        raise CheckpointError(f"{file} is damaged or truncated ({reason}); restore it or use another checkpoint") from e
+    check_shapes(expected, {k: tuple(t.shape) for k, t in tensors.items()}, file)
+    return tensors
+
+
+def load_weights(model: GPT, ckpt: Path) -> None:
+    """Copy ckpt/model.safetensors into `model`, after checking every name and shape."""
+    model.load_state_dict(read_weights(ckpt, model.config), strict=False)  # the tied head is filled by tok_emb
+
+
+def load_model(path, device="cpu") -> GPT:
+    """A checkpoint dir (has model.safetensors) or a run dir (its best/, else last/) -> GPT in eval mode."""
+    ckpt = find_checkpoint(path)
+    config = read_config(ckpt)
+    tensors = read_weights(ckpt, config)  # the header is checked first: a config that lies allocates nothing
+    model = GPT(config)
+    model.load_state_dict(tensors, strict=False)  # only the tied head is absent; loading tok_emb fills it
+    return model.to(device).eval()
+
+
+def end_of_text_id(ckpt: Path, tokenizer) -> int | None:
+    """The id that separates documents: meta.json's "eot_id" (written with the data), else the tokenizer's
+    first special token, else None."""
+    meta_file = ckpt / META
+    if meta_file.is_file():
+        try:
+            eot_id = json.loads(meta_file.read_text(encoding="utf-8")).get("eot_id")
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError, AttributeError) as e:
+            raise CheckpointError(f"{meta_file} is damaged ({e}); copy it back from the run's data cache") from None
+        if eot_id is not None and not (isinstance(eot_id, int) and tokenizer.id_to_token(eot_id) is not None):
+            raise CheckpointError(f"{meta_file} names eot_id {eot_id!r}, which its tokenizer.json does not have")
+        return eot_id
+    special = special_ids(tokenizer)
+    return special[0] if special else None
+
+
+def checkpoint_tokenizer(ckpt: Path, vocab_size: int, need_eot: bool = False):
+    """(tokenizer, end-of-text id or None) of a checkpoint dir, checked against a model of vocab_size rows."""
+    file = ckpt / TOKENIZER
+    tok = load_tokenizer(file, hint="a checkpoint keeps the tokenizer.json it was trained with beside its weights "
+                                    "(copy it back)", error=CheckpointError)  # fmt: skip
+    check_fits(tok, vocab_size, file, CheckpointError)
+    eot_id = end_of_text_id(ckpt, tok)
+    if eot_id is None and need_eot:
+        raise CheckpointError(f"{ckpt} names no end-of-text token (no meta.json eot_id, no special token)")
+    return tok, eot_id
+
+
+@dataclass
+class Pretrained:
+    """A model to start from (train.init_from) or whose tokenizer to use (data.tokenizer), opened without
+    reading its weights: a checkpoint of ours (`open_checkpoint`) or a Hugging Face GPT-2 (hf/import_gpt2.py)."""
+
+    dir: Path  # the directory the files are in
+    origin: str  # what to record: a path, or hub id @ revision
+    config: GPTConfig  # the shape of the weights
+    tokenizer: object  # tokenizers.Tokenizer, used as it is
+    tokenizer_file: Path
+    eot_token: str  # the model's own end-of-text token
+    eot_id: int
+    load_state: Callable[[], dict[str, torch.Tensor]]  # our names, float32, tied head left out
+
+    def model_config(self, table: dict) -> GPTConfig:
+        """This model's config with the keys of a [model] table applied: dropout freely, block_size up
+        to the positions the weights have, any other key only with the weights' own value."""
+        for key, value in table.items():
+            ours = getattr(self.config, key, None)
+            if key == "block_size" and isinstance(value, int) and value > self.config.block_size:
+                raise PretrainedError(
+                    f"model.block_size = {value} exceeds the {ours} positions of {self.origin}; "
+                    f"set at most {ours} (a smaller value crops the position table)"
+                )
+            if key not in FREE + ("block_size",) and value != ours:
+                raise PretrainedError(
+                    f"model.{key} = {value!r} contradicts {self.origin}, whose weights have {key} = {ours!r}; "
+                    "drop the setting (the shape comes from the weights)"
+                )
+        try:
+            return replace(self.config, **table)
+        except (TypeError, ModelConfigError) as e:
+            raise PretrainedError(f"the [model] table does not fit {self.origin} ({e})") from e
+
+    def check_encodes(self, meta: dict, option: str) -> None:
+        """The prepared data (its meta.json) must be encoded with this model's tokenizer; `option`: the
+        data.tokenizer setting, for the message."""
+        if meta["tokenizer_hash"] != tokenizer_hash(self.tokenizer):
+            raise UserError(f"data.tokenizer {option} is not the tokenizer of train.init_from {self.origin}; "
+                            "leave data.tokenizer empty to encode the data with the model's own")
+
+    def copy_into(self, model: GPT) -> None:
+        """Put the weights into a new model of a config from `model_config` (the position table cropped)."""
+        state = self.load_state()
+        state["pos_emb.weight"] = state["pos_emb.weight"][: model.config.block_size].clone()  # (block_size, C)
+        result = model.load_state_dict(state, strict=False)
+        assert result.missing_keys == [TIED] and not result.unexpected_keys, result  # the tied head only
+
+
+def open_checkpoint(path) -> Pretrained:
+    """A run or checkpoint dir of this project as a Pretrained."""
+    ckpt = find_checkpoint(path)
+    config = read_config(ckpt)
+    tok, eot_id = checkpoint_tokenizer(ckpt, config.vocab_size, need_eot=True)
+    return Pretrained(ckpt, str(ckpt.resolve()), config, tok, ckpt / TOKENIZER, tok.id_to_token(eot_id), eot_id,
+                      lambda: read_weights(ckpt, config))  # fmt: skip

@@ -1,0 +1,189 @@
+"""The shape of the code, checked: packages by job, every module importable alone, no import cycles, `model/`
+importing nothing else of the project, and a README whose Python lines run, whose config table is the
+dataclasses' and whose layout names every module.
+
+    python -m pytest tests/test_layout.py -q
+"""
+
+import ast
+import dataclasses
+import os
+import re
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+import train
+from data.config import DataConfig
+from model.config import GPTConfig
+from tests.conftest import ROOT, TINY
+from training.config import LogConfig, TrainConfig
+
+PACKAGES = ("cli", "data", "hf", "inference", "inspection", "model", "storage", "training")
+SCRIPTS = ("train", "generate")
+README = (ROOT / "README.md").read_text(encoding="utf-8")
+
+
+def project_modules(root=ROOT) -> dict[str, "os.PathLike"]:
+    """Dotted name -> file of every module of the project (a package is its __init__.py)."""
+    modules = {name: root / f"{name}.py" for name in SCRIPTS}
+    for package in PACKAGES:
+        for file in sorted((root / package).glob("*.py")):
+            modules[package if file.stem == "__init__" else f"{package}.{file.stem}"] = file
+    return modules
+
+
+def imported(name: str, file, modules) -> set[str]:
+    """The project modules that importing `name` imports, function-level imports included. Importing a.b
+    runs a/__init__.py first, so a's package counts too, except where it is one of `name`'s own packages
+    (Python has started those before `name`, so that import never waits on them)."""
+    found = set()
+    for node in ast.walk(ast.parse(file.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            targets = [f"{node.module}.{a.name}" if f"{node.module}.{a.name}" in modules else node.module
+                       for a in node.names]  # fmt: skip
+        else:
+            continue
+        for target in targets:
+            parts = target.split(".")
+            for i in range(1, len(parts) + 1):
+                prefix = ".".join(parts[:i])
+                own_package = name == prefix or name.startswith(prefix + ".")
+                if prefix in modules and not own_package:
+                    found.add(prefix)
+    return found
+
+
+def import_graph(root=ROOT) -> dict[str, set[str]]:
+    modules = project_modules(root)
+    return {name: imported(name, file, modules) for name, file in modules.items()}
+
+
+def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """A list of modules that import each other round a circle (the first again at its end), or None."""
+    state, path = {}, []  # state: 1 while on the path, 2 when done
+
+    def visit(node):
+        state[node], path[len(path):] = 1, [node]
+        for nxt in sorted(graph[node]):
+            if state.get(nxt) == 1:
+                return path[path.index(nxt):] + [nxt]
+            if nxt not in state and (cycle := visit(nxt)):
+                return cycle
+        state[node] = 2
+        path.pop()
+        return None
+
+    return next((cycle for node in sorted(graph) if node not in state and (cycle := visit(node))), None)
+
+
+def test_no_two_modules_import_each_other_even_round_a_circle():
+    assert find_cycle(import_graph()) is None, " -> ".join(find_cycle(import_graph()))
+
+
+def test_the_cycle_finder_finds_a_circle_through_a_package_init():
+    # inference.runs -> inspection.labels runs inspection/__init__.py, which imports inspection.maps, which
+    # imports inference.runs: the cycle that broke `from inference import load_run` in a fresh interpreter
+    graph = {"inference.runs": {"inspection", "inspection.labels"}, "inspection": {"inspection.maps"},
+             "inspection.labels": set(), "inspection.maps": {"inference.runs"}}  # fmt: skip
+    assert find_cycle(graph) == ["inference.runs", "inspection", "inspection.maps", "inference.runs"]
+    assert find_cycle({"a": {"b"}, "b": set()}) is None
+
+
+def test_model_imports_nothing_else_of_the_project():
+    outside = {name: sorted(t for t in targets if t.split(".")[0] != "model")
+               for name, targets in import_graph().items() if name.split(".")[0] == "model"}  # fmt: skip
+    assert {name: t for name, t in outside.items() if t} == {}
+
+
+PRELOAD = "import numpy, safetensors.torch, tokenizers, torch, tqdm"  # what most modules import, once
+
+
+@pytest.mark.slow
+def test_every_module_imports_alone_in_a_fresh_interpreter():
+    # One interpreter imports the third-party libraries, then forks a child per module: each child has no
+    # module of the project yet, exactly as a fresh interpreter, without paying torch's import 55 times.
+    script = textwrap.dedent(f"""
+        import importlib, os, sys, traceback
+        {PRELOAD}
+        failed = []
+        for name in sys.argv[1:]:
+            pid = os.fork()
+            if pid == 0:
+                try:
+                    importlib.import_module(name)
+                except BaseException:
+                    traceback.print_exc()
+                    os._exit(1)
+                os._exit(0)
+            if os.waitpid(pid, 0)[1]:
+                failed.append(name)
+        print(" ".join(failed))
+    """)
+    names = sorted(project_modules())
+    assert len(names) > 40
+    result = subprocess.run([sys.executable, "-c", script, *names], cwd=ROOT, capture_output=True, text=True,
+                            env={**os.environ, "OMP_NUM_THREADS": "1"}, timeout=300)  # fmt: skip
+    assert result.returncode == 0 and result.stdout.strip() == "", result.stderr[-3000:]
+
+
+def python_blocks(markdown: str) -> list[str]:
+    return re.findall(r"```python\n(.*?)```", markdown, flags=re.S)
+
+
+@pytest.mark.slow
+def test_the_readme_s_import_lines_work_in_a_fresh_interpreter():
+    lines = [line for block in python_blocks(README) for line in block.splitlines()
+             if re.match(r"(from \S+ )?import ", line)]  # fmt: skip
+    assert "from inference import load_run, generate_text, score_text" in lines
+    if any("transformers" in line for line in lines):
+        pytest.importorskip("transformers")
+    result = subprocess.run([sys.executable, "-c", "\n".join(lines)], cwd=ROOT, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr[-2000:]
+
+
+@pytest.mark.slow
+def test_the_readme_s_notebook_example_runs_on_a_trained_run(tmp_path, data_cache):
+    # the README's first Python block, as written, in a directory whose runs/ holds one tiny run
+    args = ["--config", str(TINY), f"--data.cache_dir={data_cache}", "--train.threads=1", "--train.sample_tokens=0"]
+    assert train.main([*args, "--out", str(tmp_path / "runs" / "small")]) == 0
+    block = next(b for b in python_blocks(README) if "from inference import" in b)
+    result = subprocess.run([sys.executable, "-c", block], cwd=tmp_path, capture_output=True, text=True, timeout=120,
+                            env={**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"})  # fmt: skip
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.strip(), "the example printed nothing"
+
+
+def toml_value(value) -> str:
+    """A default as the README's table writes it: TOML."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return f'"{value}"'
+    return repr(value)
+
+
+def test_the_readme_s_config_table_has_every_key_and_default_of_the_dataclasses():
+    rows = re.findall(r"^\| `\[(\w+)\]` \| `(\w+)` \| `([^`]*)` \| (.+) \|$", README, flags=re.M)
+    table = {(section, key): default for section, key, default, _ in rows}
+    assert len(table) == len(rows), "a key is listed twice"
+    expected = {}
+    for section, cls in (("data", DataConfig), ("model", GPTConfig), ("train", TrainConfig), ("log", LogConfig)):
+        for f in dataclasses.fields(cls):
+            if not (cls is GPTConfig and f.name == "vocab_size"):  # the tokenizer's, not a key of [model]
+                expected[section, f.name] = toml_value(f.default)
+    assert table == expected
+
+
+def test_the_readme_s_layout_names_every_module_and_stays_short():  # a package's __init__ is its package
+    layout = README[README.index("## Layout"):]
+    missing = [str(file.relative_to(ROOT)) for file in project_modules().values()
+               if file.name != "__init__.py" and str(file.relative_to(ROOT)) not in layout]  # fmt: skip
+    assert missing == []
+    for path in ("README.md", "train.py"):  # a README for users and a train.py read top to bottom
+        lines = (ROOT / path).read_text(encoding="utf-8").count("\n")
+        assert lines <= 300, f"{path} has {lines} lines; keep it to about 300 (the measurement record lives in docs/)"

@@ -1,0 +1,54 @@
+"""train.py's command line with its test hooks, for tests that stop or kill a real training process.
+
+    python tests/train_with_hooks.py --signal-after 7:TERM -- --config configs/tiny.toml --out RUN
+    python tests/train_with_hooks.py --pause-in-save 20:best -- ARGS      # 20 alone: the save of last/
+
+--signal-after STEP:INT|TERM: the process signals itself after that step, as Ctrl-C or `kill` would.
+--pause-in-save STEP[:NAME]: the save of last/ (or NAME) at that step prints `SAVE_PAUSED STEP NAME` and
+sleeps halfway (the weights written, the train state not), so a test can kill -9 it. Runs under torchrun
+too (every rank takes the hooks). The hooks are train.main's arguments: train.py itself reads no test
+setting from the environment.
+"""
+
+import argparse
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+import train  # noqa: E402  (after the path: the repository's train.py)
+
+
+def main() -> int:
+    ours, rest = sys.argv[1:], []
+    if "--" in ours:
+        ours, rest = ours[: ours.index("--")], ours[ours.index("--") + 1 :]
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--signal-after", metavar="STEP:INT|TERM")
+    parser.add_argument("--pause-in-save", metavar="STEP[:NAME]")
+    args = parser.parse_args(ours)
+    after_step = during_save = None
+    if args.signal_after:
+        at, _, name = args.signal_after.partition(":")
+        signum = getattr(signal, f"SIG{name or 'INT'}")
+
+        def after_step(step: int) -> None:
+            if step == int(at):
+                os.kill(os.getpid(), signum)
+
+    if args.pause_in_save:
+        at, _, which = args.pause_in_save.partition(":")
+
+        def during_save(step: int, name: str) -> None:
+            if step == int(at) and name == (which or "last"):
+                print(f"SAVE_PAUSED {step} {name}", flush=True)
+                time.sleep(60)
+
+    sys.argv[1:] = rest  # train.main reads them as its own command line (and counts a budget from the start)
+    return train.main(after_step=after_step, during_save=during_save)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

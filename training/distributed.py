@@ -1,0 +1,100 @@
+"""This process's place in a `torchrun` launch, and the few things the ranks of a run must agree on.
+
+    with Distributed("auto") as ddp:            # WORLD_SIZE, RANK, LOCAL_RANK; the process group when > 1
+        ddp.from_master(lambda: lock.acquire())  # rank 0 does it; its UserError is raised on every rank
+        model = ddp.wrap(model)                  # DistributedDataParallel when world > 1
+
+PyTorch's DistributedDataParallel does the distributed work (the gradients' all-reduce in the backward);
+this module only starts and ends the process group and passes rank 0's decisions and errors to every rank,
+so no rank waits forever for one that failed. With one process every method is a plain call.
+"""
+
+import contextlib
+import os
+
+import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+from model.device import resolve_device
+from model.errors import UserError
+
+
+class Distributed:
+    def __init__(self, device: str):
+        self.world, self.rank = int(os.environ.get("WORLD_SIZE", 1)), int(os.environ.get("RANK", 0))
+        self.device = resolve_device(device, int(os.environ.get("LOCAL_RANK", 0)))
+
+    @property
+    def master(self) -> bool:
+        return self.rank == 0
+
+    def __enter__(self) -> "Distributed":
+        if self.world > 1:
+            if self.device.type == "cuda":
+                torch.cuda.set_device(self.device)
+            dist.init_process_group(backend="nccl" if self.device.type == "cuda" else "gloo")
+        return self
+
+    def __exit__(self, error_type, error, traceback) -> None:
+        if self.world > 1:
+            if error_type is None:
+                dist.barrier()  # no rank tears the group down while another still uses it
+            dist.destroy_process_group()
+
+    def from_master(self, work):
+        """Run `work()` on rank 0 and return its result on every rank (a barrier too); a UserError there is
+        raised on every rank."""
+        result, error = None, None
+        if self.master:
+            try:
+                result = work()
+            except UserError as e:
+                error = e
+        if self.world > 1:
+            box = [(result, None if error is None else str(error))]
+            dist.broadcast_object_list(box, src=0)
+            result, message = box[0]
+            if message is not None and not self.master:
+                raise UserError(message)
+        if error is not None:
+            raise error
+        return result
+
+    def master_first(self, work):
+        """Run `work()` on rank 0, then (once it succeeded) on the other ranks; each rank's own result."""
+        result = self.from_master(work)
+        return result if self.master else work()
+
+    def wrap(self, model: torch.nn.Module) -> torch.nn.Module:
+        """`model` in DistributedDataParallel when there are several processes."""
+        if self.world == 1:
+            return model
+        return DDP(model, device_ids=[self.device.index] if self.device.type == "cuda" else None)
+
+    def syncing(self, model: torch.nn.Module, last_micro_step: bool):
+        """The context of a micro-step's backward: DDP averages the gradients in the last one's only."""
+        return contextlib.nullcontext() if self.world == 1 or last_micro_step else model.no_sync()
+
+    def mean_and_stop(self, value: torch.Tensor, signum: int | None) -> tuple[float, int | None]:
+        """The mean of `value` over the ranks, and the signal any rank caught: they stop at the same step.
+        The loop's one host-device sync."""
+        if self.world > 1:
+            stop = torch.tensor(signum or 0, device=self.device)
+            dist.all_reduce(stop, op=dist.ReduceOp.MAX)
+            value = value.clone()
+            dist.all_reduce(value)
+            value, signum = value / self.world, int(stop.item()) or None
+        return value.item(), signum
+
+    def gather(self, obj) -> list:
+        """Every rank's `obj`, in rank order."""
+        if self.world == 1:
+            return [obj]
+        objects = [None] * self.world
+        dist.all_gather_object(objects, obj)
+        return objects
+
+    def barrier(self) -> None:
+        if self.world > 1:
+            dist.barrier()
