@@ -42,7 +42,7 @@ from hf import gpt2_names
 from model.config import ACTIVATIONS, GPTConfig, ModelConfigError
 from model.errors import UserError
 from storage.atomic import check_out_dir, write_directory, write_json
-from storage.checkpoint import CONFIG, META, TOKENIZER, WEIGHTS, Pretrained, expected_shapes
+from storage.checkpoint import CONFIG, META, TOKENIZER, WEIGHTS, Pretrained, expected_shapes, read_json
 
 SIZES = ("vocab_size", "n_positions", "n_embd", "n_layer", "n_head")  # no default we would trust
 # GPT2Config's defaults for the settings a config.json may leave out (transformers fills them the same way)
@@ -56,6 +56,7 @@ FIXED = {
     "scale_attn_weights": True, "scale_attn_by_inverse_layer_idx": False, "reorder_and_upcast_attn": False,
     "add_cross_attention": False, "tie_word_embeddings": True,
 }  # fmt: skip
+DOWNLOAD = "download it again"
 HUB_ID = re.compile(r"[\w.-]+(/[\w.-]+)?")
 
 
@@ -94,19 +95,6 @@ def find_source(src: str) -> tuple[Path, str]:
             f"give a model directory (when online, `huggingface-cli download {src} --local-dir DIR` fetches one)"
         )
     return snapshots / rev, f"{src}@{rev}"
-
-
-def read_json(file: Path) -> dict | None:
-    """A JSON object, or None if the file is absent; a damaged file is refused."""
-    if not file.is_file():
-        return None
-    try:
-        obj = json.loads(file.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise HFImportError(f"{file} is not valid JSON ({' '.join(str(e).split())}); download it again") from e
-    if not isinstance(obj, dict):
-        raise HFImportError(f"{file} is not a JSON object; download it again")
-    return obj
 
 
 def model_config(hf: dict, file: Path) -> GPTConfig:
@@ -204,7 +192,7 @@ def read_tokenizer(src: Path, vocab_size: int) -> Tokenizer:
             f"{src} has no tokenizer.json; download it too (a directory with only vocab.json and merges.txt: "
             "save it once with transformers' AutoTokenizer.from_pretrained(DIR).save_pretrained(DIR))"
         )
-    tok = load_tokenizer(file, hint="download it again", error=HFImportError)
+    tok = load_tokenizer(file, hint=DOWNLOAD, error=HFImportError)
     check_fits(tok, vocab_size, file, HFImportError)
     return tok
 
@@ -224,7 +212,7 @@ def find_eot(src: Path, hf: dict, tok: Tokenizer) -> tuple[str, int]:
             raise HFImportError(f"{src / 'config.json'} names eos_token_id {eos}, which tokenizer.json does not have")
         return token, eos
     for name in ("tokenizer_config.json", "special_tokens_map.json"):
-        token = token_of((read_json(src / name) or {}).get("eos_token"))
+        token = token_of((read_json(src / name, DOWNLOAD, HFImportError) or {}).get("eos_token"))
         if token is not None:
             if tok.token_to_id(token) is None:
                 raise HFImportError(f"{src / name} names eos_token {token!r}, which tokenizer.json does not have")
@@ -240,7 +228,7 @@ def open_hf(src) -> Pretrained:
     its weights are read (and checked) only when `load_state()` is called."""
     src, origin = find_source(str(src))
     config_file = src / "config.json"
-    hf = read_json(config_file)
+    hf = read_json(config_file, DOWNLOAD, HFImportError)
     if hf is None:
         raise HFImportError(f"{src} has no config.json; it is not a Hugging Face model directory")
     config = model_config(hf, config_file)

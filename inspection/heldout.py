@@ -20,6 +20,7 @@ from data.tokenizer import special_ids
 from inference.scoring import read_text
 from inspection.heads import WINDOW
 from model.sampling import generate
+from storage.checkpoint import CheckpointError, read_meta
 
 SAMPLED_WINDOWS = 4  # windows of text the model writes when there is no validation split
 
@@ -30,16 +31,17 @@ def usable_ids(run) -> list[int]:
     return [i for i in range(min(run.tokenizer.get_vocab_size(), run.model.config.vocab_size)) if i not in special]
 
 
-def validation_split(ckpt: Path) -> Path | None:
-    """The run's val.bin, found through the checkpoint's meta.json, if it is on disk with the same tokenizer."""
+def validation_split(ckpt: Path) -> tuple[Path, str] | None:
+    """The run's val.bin and its dtype, found through the checkpoint's meta.json, if it is on disk with the
+    same tokenizer."""
     try:
-        meta = json.loads((ckpt / "meta.json").read_text(encoding="utf-8"))
+        meta = read_meta(ckpt)
         cache, fingerprint = Path(meta["data"]["cache_dir"]), meta["source_fingerprint"]
         for d in sorted(cache.glob(f"*-{meta['data']['vocab_size']}-{fingerprint[:16]}")):
-            theirs = json.loads((d / "meta.json").read_text(encoding="utf-8"))
+            theirs = json.loads((d / "meta.json").read_text(encoding="utf-8"))  # the data cache's own record
             if theirs.get("tokenizer_hash") == meta.get("tokenizer_hash") and (d / "val.bin").is_file():
-                return d / "val.bin"
-    except (OSError, ValueError, KeyError, TypeError):  # no meta.json, or one from elsewhere: not found
+                return d / "val.bin", meta.get("dtype", "uint16")
+    except (CheckpointError, OSError, ValueError, KeyError, TypeError):  # no meta.json, or one from elsewhere
         return None
     return None
 
@@ -49,10 +51,10 @@ def held_out_ids(run, path=None) -> tuple[np.ndarray, str]:
     if path is not None:
         ids = ([run.eot_id] if run.eot_id is not None else []) + run.encode(read_text(path))
         return np.asarray(ids, dtype=np.int64), f"{path} ({len(ids):,} tokens)"
-    val = validation_split(run.ckpt_dir)
-    if val is not None:
-        meta = json.loads((run.ckpt_dir / "meta.json").read_text(encoding="utf-8"))
-        ids = np.memmap(val, dtype=meta.get("dtype", "uint16"), mode="r")
+    found = validation_split(run.ckpt_dir)
+    if found is not None:
+        val, dtype = found
+        ids = np.memmap(val, dtype=dtype, mode="r")
         if len(ids) >= 3:
             return ids, f"the run's validation split {val} ({len(ids):,} tokens)"
     start = torch.tensor([[run.eot_id if run.eot_id is not None else 0]], device=run.device)  # (1, 1)

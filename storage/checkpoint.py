@@ -4,10 +4,12 @@
     model = load_model("runs/small", device)      # a run dir (its best/, else last/) or a checkpoint dir
     tok, eot_id = checkpoint_tokenizer(ckpt, model.config.vocab_size)
     start = open_checkpoint("runs/small")         # config, tokenizer and end-of-text now, weights on demand
+    save_train_state(state, path); state = load_train_state(ckpt)   # a run's last/ and best/ only
 
 A checkpoint dir holds `model.safetensors` (weights), `config.json` ({"model": asdict(GPTConfig), ...}),
 `tokenizer.json` and `meta.json` (the data's end-of-text id and tokenizer hash); a run's last/ and best/
-add train_state.pt (training/checkpoints.py). The LM head shares its matrix with the token embedding, so
+add `train_state.pt` (optimizer, counters, RNG and loader states: only tensors and plain values, so
+`torch.load(weights_only=True)` reads it without unpickling code). training/checkpoints.py swaps those in. The LM head shares its matrix with the token embedding, so
 only `tok_emb.weight` is stored and loading the embedding restores the head. Weights are never unpickled,
 and their header is checked against config.json before any memory is allocated for them. Every problem
 with the files on disk raises `CheckpointError` with a one-line message.
@@ -17,6 +19,7 @@ import json
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
+from types import SimpleNamespace
 
 import safetensors
 import safetensors.torch
@@ -28,6 +31,7 @@ from model.errors import UserError
 from storage.atomic import atomic_write, write_json
 
 WEIGHTS, CONFIG, TOKENIZER, META = "model.safetensors", "config.json", "tokenizer.json", "meta.json"
+STATE = "train_state.pt"  # a run's checkpoints only
 TIED = "lm_head.weight"  # stored once, as tok_emb.weight
 REQUIRED = ("vocab_size", "block_size", "n_layer", "n_head", "n_embd")
 FREE = ("dropout",)  # settings a fine-tune may change; block_size may shrink; the rest is the weights' shape
@@ -169,17 +173,70 @@ def load_model(path, device="cpu") -> GPT:
     return model.to(device).eval()
 
 
+def checkpoint_step(ckpt: Path) -> int | None:
+    """The training step whose weights the checkpoint dir holds (its config.json), None if there is none."""
+    try:
+        return json.loads((ckpt / CONFIG).read_text(encoding="utf-8"))["step"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def read_json(file: Path, hint: str, error: type[UserError] = CheckpointError) -> dict | None:
+    """The JSON object in `file`, or None if the file is absent; a damaged one raises `error` ending with `hint`."""
+    if not file.is_file():
+        return None
+    try:
+        obj = json.loads(file.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise error(f"{file} is not valid JSON ({' '.join(str(e).split())}); {hint}") from None
+    if not isinstance(obj, dict):
+        raise error(f"{file} is not a JSON object; {hint}")
+    return obj
+
+
+def read_meta(ckpt: Path) -> dict | None:
+    """ckpt/meta.json (the data's end-of-text id, tokenizer hash, ...), None if there is none."""
+    return read_json(ckpt / META, "copy it back from the run's data cache")
+
+
+def save_train_state(state: dict, path: Path) -> None:
+    """torch.save, except that a failed write raises its OSError (torch reports only "unexpected pos")."""
+    failed = []
+    with open(path, "wb") as f:
+        def write(data):
+            try:
+                return f.write(data)
+            except OSError as e:
+                failed.append(e)
+                raise
+
+        try:
+            torch.save(state, SimpleNamespace(write=write, flush=f.flush))
+        except RuntimeError:
+            if failed:
+                raise failed[0] from None
+            raise
+
+
+def load_train_state(ckpt: Path, mmap: bool = False) -> dict:
+    """train_state.pt of a checkpoint dir, read without unpickling arbitrary objects (`mmap`: read no tensor
+    until it is used)."""
+    try:
+        return torch.load(ckpt / STATE, map_location="cpu", weights_only=True, mmap=mmap)
+    except FileNotFoundError:
+        raise CheckpointError(f"{ckpt / STATE} is missing; this checkpoint cannot be resumed (start a new run with --out)") from None
+    except Exception as e:  # torch raises several types for truncated or foreign files
+        raise CheckpointError(f"{ckpt / STATE} is damaged ({e}); start a new run with --out") from None
+
+
 def end_of_text_id(ckpt: Path, tokenizer) -> int | None:
     """The id that separates documents: meta.json's "eot_id" (written with the data), else the tokenizer's
     first special token, else None."""
-    meta_file = ckpt / META
-    if meta_file.is_file():
-        try:
-            eot_id = json.loads(meta_file.read_text(encoding="utf-8")).get("eot_id")
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError, AttributeError) as e:
-            raise CheckpointError(f"{meta_file} is damaged ({e}); copy it back from the run's data cache") from None
+    meta = read_meta(ckpt)
+    if meta is not None:
+        eot_id = meta.get("eot_id")
         if eot_id is not None and not (isinstance(eot_id, int) and tokenizer.id_to_token(eot_id) is not None):
-            raise CheckpointError(f"{meta_file} names eot_id {eot_id!r}, which its tokenizer.json does not have")
+            raise CheckpointError(f"{ckpt / META} names eot_id {eot_id!r}, which its tokenizer.json does not have")
         return eot_id
     special = special_ids(tokenizer)
     return special[0] if special else None

@@ -2,12 +2,11 @@
 
     save_checkpoint(run_dir, "last", model, config_dict, prepared_dir, train_state)   # swapped in whole
     recover(run_dir)                       # on start: finish or undo a save that a crash interrupted
-    state = load_train_state(run_dir / "last")
     state = open_run_dir(run_dir, resume)  # a run needs --resume (or --overwrite), --resume needs last/
 
-A checkpoint dir holds config.json + model.safetensors (storage.checkpoint.save_model), tokenizer.json and meta.json (copied
-from the prepared data) and train_state.pt (optimizer, step, RNG states, loader position), which holds
-only tensors and plain Python values so `torch.load(weights_only=True)` reads it without unpickling code.
+The files of a checkpoint dir are storage/checkpoint.py's: config.json + model.safetensors, tokenizer.json
+and meta.json (copied from the prepared data) and train_state.pt (optimizer, step, RNG states, loader
+position). This module is the run directory's side: when they are written, and what a crash leaves.
 
 A save writes everything into `RUN/.tmp-<name>`, then storage.atomic.swap_directory fsyncs it, renames the
 old dir to `<name>.old`, renames the new one to `<name>` and deletes the old one. A crash before the first rename leaves the old
@@ -16,14 +15,12 @@ crash between the save of last/ and that of best/ leaves best/ one best behind, 
 copies over from last/. A full disk is one `DiskError` line, with the old checkpoint kept.
 """
 
-import json
 import os
 import random
 import shutil
 from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
-from types import SimpleNamespace
 
 import numpy as np
 import torch
@@ -31,9 +28,9 @@ import torch
 from model import GPTConfig
 from model.errors import UserError
 from storage.atomic import DiskError, swap_directory, write_failure
-from storage.checkpoint import CONFIG, META, REQUIRED, TOKENIZER, CheckpointError, save_model
+from storage.checkpoint import (META, REQUIRED, STATE, TOKENIZER, CheckpointError, checkpoint_step, load_train_state,
+                                read_meta, read_model_table, save_model, save_train_state)  # fmt: skip
 
-STATE = "train_state.pt"
 COPIED = (TOKENIZER, META)  # from the prepared data dir, so a checkpoint is self-contained
 
 
@@ -51,7 +48,7 @@ def save_checkpoint(run_dir: Path, name: str, model, config: dict, data_dir: Pat
             shutil.copyfile(data_dir / file, tmp / file)
         if during_save is not None:
             during_save(train_state["step"], name)
-        save_state(train_state, tmp / STATE)
+        save_train_state(train_state, tmp / STATE)
         swap_in(tmp, final)
     except (OSError, DiskError) as e:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -59,25 +56,6 @@ def save_checkpoint(run_dir: Path, name: str, model, config: dict, data_dir: Pat
         raise DiskError(f"cannot save {final} ({reason}); it keeps its previous checkpoint: free some disk space, "
                         f"then continue with --resume") from None
     return final
-
-
-def save_state(state: dict, path: Path) -> None:
-    """torch.save, except that a failed write raises its OSError (torch reports only "unexpected pos")."""
-    failed = []
-    with open(path, "wb") as f:
-        def write(data):
-            try:
-                return f.write(data)
-            except OSError as e:
-                failed.append(e)
-                raise
-
-        try:
-            torch.save(state, SimpleNamespace(write=write, flush=f.flush))
-        except RuntimeError:
-            if failed:
-                raise failed[0] from None
-            raise
 
 
 def swap_in(tmp: Path, final: Path) -> None:
@@ -105,32 +83,14 @@ def sync_best(run_dir: Path) -> None:
     last/ holds those best weights, so copy it into best/."""
     last = run_dir / "last"
     try:
-        state = torch.load(last / STATE, map_location="cpu", weights_only=True, mmap=True)  # mmap: reads no tensor
+        state = load_train_state(last, mmap=True)
         step, best_step = state["step"], state["best_step"]
-    except Exception:  # no last/, or a damaged one: nothing to copy (resuming it reports the damage)
+    except (CheckpointError, KeyError, TypeError):  # no last/, or a damaged one: resuming it reports the damage
         return
-    if best_step == step and saved_step(run_dir / "best") != step:
+    if best_step == step and checkpoint_step(run_dir / "best") != step:
         tmp = run_dir / ".tmp-best"
         shutil.copytree(last, tmp)
         swap_in(tmp, run_dir / "best")
-
-
-def saved_step(ckpt: Path) -> int | None:
-    """The training step whose weights the checkpoint dir holds (its config.json), None if there is none."""
-    try:
-        return json.loads((ckpt / CONFIG).read_text(encoding="utf-8"))["step"]
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
-
-
-def load_train_state(ckpt: Path) -> dict:
-    """train_state.pt of a checkpoint dir, read without unpickling arbitrary objects."""
-    try:
-        return torch.load(ckpt / STATE, map_location="cpu", weights_only=True)
-    except FileNotFoundError:
-        raise CheckpointError(f"{ckpt / STATE} is missing; this checkpoint cannot be resumed (start a new run with --out)") from None
-    except Exception as e:  # torch raises several types for truncated or foreign files
-        raise CheckpointError(f"{ckpt / STATE} is damaged ({e}); start a new run with --out") from None
 
 
 def rng_state() -> dict:
@@ -187,11 +147,7 @@ def clear_run(out_dir: Path) -> None:
 
 def check_same_model(ckpt: Path, model_config: dict, meta: dict) -> None:
     """Refuse to resume with a model or tokenizer other than the checkpoint's (only dropout may change)."""
-    try:
-        saved = json.loads((ckpt / CONFIG).read_text(encoding="utf-8"))["model"]
-        saved_meta = json.loads((ckpt / META).read_text(encoding="utf-8"))
-    except (OSError, ValueError, KeyError, TypeError) as e:
-        raise CheckpointError(f"cannot read {ckpt}/config.json and meta.json ({e}); start a new run with --out") from None
+    saved, saved_meta = read_model_table(ckpt), read_meta(ckpt) or {}
     defaults = asdict(GPTConfig())  # a setting added since the checkpoint was saved has its default value there
     saved = {**{k: v for k, v in defaults.items() if k not in REQUIRED}, **saved}
     changed = [f"model.{k} {saved.get(k)} -> {v}" for k, v in model_config.items() if k != "dropout" and saved.get(k) != v]

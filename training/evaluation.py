@@ -23,8 +23,7 @@ import torch.distributed as dist
 from data.loader import BatchLoader, load_tokens
 from model.nll import bits_per_char, stream_nll, windows_read
 from model.sampling import generate
-from storage.checkpoint import load_model
-from training.checkpoints import saved_step
+from storage.checkpoint import checkpoint_step, load_model
 
 EVAL_SEED = 1234  # fixed: every evaluation sees the same batches, so evaluations compare like with like
 
@@ -76,7 +75,7 @@ def final_scores(model, data_dir: Path, meta: dict, run_dir: Path, step: int, ra
     val_tokens, chars = load_tokens(data_dir / "val.bin", meta["dtype"]), meta["splits"]["val"]["chars"]
     nll, count = stream_nll(model, val_tokens, rank=rank, world=world)
     best_dir = run_dir / "best"
-    best_step = saved_step(best_dir)
+    best_step = checkpoint_step(best_dir)
     if best_step is None:  # no best/ to score: last/ is the best there is
         best_dir, best_step = run_dir / "last", step
     if best_step == step:  # last/ and best/ of the same step hold the same weights
