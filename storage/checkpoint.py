@@ -9,10 +9,11 @@
 A checkpoint dir holds `model.safetensors` (weights), `config.json` ({"model": asdict(GPTConfig), ...}),
 `tokenizer.json` and `meta.json` (the data's end-of-text id and tokenizer hash); a run's last/ and best/
 add `train_state.pt` (optimizer, counters, RNG and loader states: only tensors and plain values, so
-`torch.load(weights_only=True)` reads it without unpickling code). training/checkpoints.py swaps those in. The LM head shares its matrix with the token embedding, so
-only `tok_emb.weight` is stored and loading the embedding restores the head. Weights are never unpickled,
-and their header is checked against config.json before any memory is allocated for them. Every problem
-with the files on disk raises `CheckpointError` with a one-line message.
+`torch.load(weights_only=True)` reads it without unpickling code); training/checkpoints.py swaps those in.
+The LM head shares its matrix with the token embedding, so only `tok_emb.weight` is stored and loading the
+embedding restores the head. Weights are never unpickled, and their header is checked against config.json
+before any memory is allocated for them. Every problem with the files on disk raises `CheckpointError` with
+a one-line message.
 """
 
 import json
@@ -147,15 +148,13 @@ def check_shapes(expected: dict[str, tuple], stored: dict[str, tuple], file: Pat
 
 def read_weights(ckpt: Path, config: GPTConfig) -> dict[str, torch.Tensor]:
     """ckpt/model.safetensors (tied head left out), its names and shapes checked against `config` first."""
-    file, expected = ckpt / WEIGHTS, expected_shapes(config)
-    check_shapes(expected, stored_shapes(ckpt), file)
+    file = ckpt / WEIGHTS
+    check_shapes(expected_shapes(config), stored_shapes(ckpt), file)  # the header: the tensors are what it says
     try:
-        tensors = safetensors.torch.load_file(file)
+        return safetensors.torch.load_file(file)
     except Exception as e:  # safetensors raises its own error type for truncated or garbled files
         reason = " ".join(str(e).split())  # one line
         raise CheckpointError(f"{file} is damaged or truncated ({reason}); restore it or use another checkpoint") from e
-    check_shapes(expected, {k: tuple(t.shape) for k, t in tensors.items()}, file)
-    return tensors
 
 
 def load_weights(model: GPT, ckpt: Path) -> None:

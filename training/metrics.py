@@ -61,9 +61,10 @@ class Speedometer:
 
     def lap(self) -> dict:
         """{"tokens_per_s", "mfu"} since the last lap (mfu only when the peak is known); a new lap starts."""
-        seconds, tokens = time.perf_counter() - self.t_lap, self.lap_tokens
+        now = time.perf_counter()
+        seconds, tokens = now - self.t_lap, self.lap_tokens
         self.seconds, self.tokens = self.seconds + seconds, self.tokens + tokens
-        self.t_lap, self.lap_tokens = time.perf_counter(), 0
+        self.t_lap, self.lap_tokens = now, 0
         return self.figures(tokens, seconds)
 
     def overall(self) -> dict:
