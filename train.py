@@ -43,8 +43,7 @@ from model.nll import windows_read
 from storage.atomic import write_json
 from storage.checkpoint import load_weights
 from training.budget import TimeBudget
-from training.checkpoints import (check_same_model, clear_run, open_run_dir, recover, rng_state, save_checkpoint,
-                                  set_rng_state)  # fmt: skip
+from training.checkpoints import recover, rng_state, save_checkpoint, set_rng_state
 from training.config import RunConfig, TrainConfig, load_config
 from training.distributed import Distributed
 from training.evaluation import evaluate, final_scores, sample_text
@@ -52,6 +51,7 @@ from training.hardware import peak_flops, step_settings
 from training.lock import RunLock
 from training.metrics import RunLog, Speedometer
 from training.recipe import resolve_auto, resolved_values
+from training.run_dir import check_run_dir, check_same_model, clear_run, open_run_dir
 from training.stopping import StopSignals, check_finite
 
 
@@ -76,8 +76,8 @@ def train(cfg: RunConfig, out_dir, resume: bool = False, overwrite: bool = False
     with Distributed(tc.device) as ddp, StopSignals() as signals, lock:
         device = ddp.device
 
-        # the run directory and the data
-        ddp.from_master(lambda: (lock.acquire(), recover(out_dir)))  # recover: finish or undo a crashed save
+        # the run directory (a run's or empty, checked before the lock touches it) and the data
+        ddp.from_master(lambda: (check_run_dir(out_dir), lock.acquire(), recover(out_dir)))  # recover: a crashed save
         saved = open_run_dir(out_dir, resume, overwrite)  # last/'s train state when resuming
         prepared = ddp.master_first(lambda: prepare(cfg.data, verbose=ddp.master))
         check_splits(prepared.meta, cfg.model.block_size)

@@ -42,6 +42,8 @@ from storage.checkpoint import TOKENIZER, WEIGHTS, checkpoint_tokenizer, find_ch
 # GPTConfig fields that GPT-2 can express; any other field is an option the export must refuse
 EXPRESSIBLE = (*gpt2_names.CONFIG, "dropout", "bias")
 DTYPE_NAMES = {torch.float32: "float32", torch.bfloat16: "bfloat16", torch.float16: "float16"}
+# what an export holds: --force replaces a directory of these names only
+WRITES = (WEIGHTS, "config.json", "generation_config.json", TOKENIZER, "tokenizer_config.json", "special_tokens_map.json")
 
 
 class ExportError(UserError):
@@ -132,7 +134,7 @@ def export(path, out_dir, force: bool = False) -> Path:
     tensors = gpt2_weights(model)
     config = gpt2_config(model, eot_id)
     out = Path(out_dir)
-    out = check_out_dir(out, ckpt, force, ExportError)
+    out = check_out_dir(out, ckpt, force, ExportError, WRITES)
 
     def fill(tmp: Path) -> None:
         safetensors.torch.save_file(tensors, tmp / WEIGHTS, metadata={"format": "pt"})

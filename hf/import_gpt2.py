@@ -246,7 +246,7 @@ def import_hf(src, out, force: bool = False) -> Path:
     """Write the GPT-2 at `src` (a directory or a cached hub id) as a checkpoint directory `out`; returns it."""
     found, _ = find_source(str(src))
     out = Path(out)
-    out = check_out_dir(out, found, force, HFImportError)  # before reading what may be gigabytes
+    out = check_out_dir(out, found, force, HFImportError, (WEIGHTS, CONFIG, TOKENIZER, META))  # before the weights
     model = open_hf(src)
     state = model.load_state()
     n = model.tokenizer.get_vocab_size()

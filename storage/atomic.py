@@ -12,12 +12,15 @@ the two renames leaves `old`, which the caller's crash repair renames back (trai
 A write that fails (a full or read-only disk, a path through a file) raises `DiskError`, one line.
 """
 
+import contextlib
 import json
 import os
 import re
 import secrets
 import shutil
+import signal
 import tempfile
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -31,7 +34,9 @@ class DiskError(UserError):
 
 
 def write_failure(e: Exception) -> str:
-    """One line saying why a write failed ("No space left on device")."""
+    """One line saying why a write failed ("No space left on device"), a DiskError's too."""
+    if isinstance(e, DiskError) and e.__cause__ is not None:
+        e = e.__cause__
     if isinstance(e, OSError) and e.strerror:
         return e.strerror
     text = " ".join(str(e).split())
@@ -104,12 +109,67 @@ def swap_directory(tmp: Path, final: Path, old: Path) -> None:
         os.chmod(file, 0o666 & ~mask)  # safetensors writes 0600; a checkpoint is meant to be shared
         fsync_path(file)
     fsync_path(tmp)
-    if final.exists():
-        shutil.rmtree(old, ignore_errors=True)  # a leftover of a swap that crashed after its renames
-        os.rename(final, old)
-    os.rename(tmp, final)
+    with signals_held():
+        if final.exists():
+            shutil.rmtree(old, ignore_errors=True)  # a leftover of a swap that crashed after its renames
+            os.rename(final, old)
+        os.rename(tmp, final)
     fsync_path(final.parent)
     shutil.rmtree(old, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def signals_held():
+    """Ctrl-C and SIGTERM wait while the block runs (two renames, the deletions of --overwrite): whatever
+    handles them is called as the block ends (a default action, such as SIGTERM's, is taken then), so
+    they never stop it halfway."""
+    if threading.current_thread() is not threading.main_thread():  # only the main thread handles signals
+        yield
+        return
+    caught, handlers = [], {}
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        if signal.getsignal(signum) is not signal.SIG_IGN:
+            handlers[signum] = signal.signal(signum, lambda n, frame: caught.append((n, frame)))
+    try:
+        yield
+    finally:
+        for signum, handler in handlers.items():
+            signal.signal(signum, handler)
+        for signum, frame in caught:
+            if callable(handlers[signum]):
+                handlers[signum](signum, frame)
+            else:
+                signal.raise_signal(signum)
+
+
+def write_files(out_dir: Path, writers: dict, error: type[UserError] = DiskError) -> list[Path]:
+    """Write a set of files into the existing directory `out_dir` whole: `writers[name](path)` writes each
+    one into a hidden temporary directory there, and only once all are written are they moved in (held
+    from signals), beside whatever else the directory holds. A name taken by a directory, or a write that
+    fails, leaves `out_dir` as it was and raises `error`."""
+    out_dir = Path(out_dir)
+    taken = [name for name in writers if (out_dir / name).is_dir()]
+    if taken:
+        raise error(f"{out_dir / taken[0]} is a directory; move it away or write to another directory")
+    tmp = out_dir / f".tmp-{secrets.token_hex(4)}"
+    try:
+        tmp.mkdir()
+        for name, write in writers.items():
+            write(tmp / name)
+        mask = umask()
+        for name in writers:
+            os.chmod(tmp / name, 0o666 & ~mask)
+            fsync_path(tmp / name)
+        with signals_held():
+            for name in writers:
+                os.replace(tmp / name, out_dir / name)
+        fsync_path(out_dir)
+    except (OSError, DiskError) as e:
+        raise error(f"cannot write {out_dir} ({write_failure(e)}); free some disk space or choose a writable "
+                    f"directory") from e
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return [out_dir / name for name in writers]
 
 
 def write_directory(out: Path, fill, error: type[UserError]) -> None:
@@ -132,10 +192,11 @@ def write_directory(out: Path, fill, error: type[UserError]) -> None:
         raise error(f"cannot write {out} ({e.strerror or e}); check the path and free space") from e
 
 
-def check_out_dir(out: Path, source: Path, force: bool, error=UserError) -> Path:
+def check_out_dir(out: Path, source: Path, force: bool, error=UserError, writes: tuple[str, ...] = ()) -> Path:
     """The directory to write for `out`: refused (raising `error`) if it is a file, a dangling symbolic link,
-    holds files (unless force) or would swallow source; a link to a directory gives that directory, so the
-    link is kept and what it points to is replaced."""
+    holds files (unless force, and then only the names in `writes`: what the command itself writes, so
+    --force never deletes a run or a folder of the user's) or would swallow source; a link to a directory
+    gives that directory, so the link is kept and what it points to is replaced."""
     if out.is_symlink():
         if not out.exists():
             raise error(f"{out} is a symbolic link to {os.readlink(out)}, which does not exist; create that "
@@ -148,4 +209,8 @@ def check_out_dir(out: Path, source: Path, force: bool, error=UserError) -> Path
         raise error(f"{out} contains the checkpoint {source}; write to another directory")
     if out.is_dir() and any(out.iterdir()) and not force:
         raise error(f"{out} exists and is not empty; choose a new directory or pass --force to replace it")
+    foreign = sorted(p.name for p in out.iterdir() if p.name not in writes) if out.is_dir() else []
+    if foreign:
+        raise error(f"{out} holds {', '.join(foreign[:3])}{', ...' if len(foreign) > 3 else ''}, which this command "
+                    f"does not write; --force replaces only a directory it wrote: give a new or empty directory")
     return out

@@ -296,9 +296,14 @@ def test_cli_keeps_a_non_empty_out_dir_unless_forced(run, tmp_path, capsys):
     assert code == 2 and "not empty" in err and "--force" in err
     assert [p.name for p in out.iterdir()] == ["notes.txt"]
 
+    code, err = run_main([run, out, "--force"], capsys)  # --force replaces an export, never what it did not write
+    assert code == 2 and "holds notes.txt, which this command does not write" in err
+    assert [p.name for p in out.iterdir()] == ["notes.txt"]
+
+    (out / "notes.txt").rename(out / "config.json")  # now an (older) export's file
     main([str(run), str(out), "--force"])
     assert "exported" in capsys.readouterr().out
-    assert not (out / "notes.txt").exists() and (out / "model.safetensors").is_file()
+    assert json.loads((out / "config.json").read_text())["model_type"] == "gpt2" and (out / "model.safetensors").is_file()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["hf"]  # the old copy and the temp dir are gone
 
     empty = tmp_path / "empty"
@@ -310,12 +315,12 @@ def test_cli_keeps_a_non_empty_out_dir_unless_forced(run, tmp_path, capsys):
 def test_cli_force_onto_a_symlinked_directory_replaces_what_it_points_to(run, tmp_path, capsys):
     target = tmp_path / "target"
     target.mkdir()
-    (target / "notes.txt").write_text("old", encoding="utf-8")
+    (target / "model.safetensors").write_text("old", encoding="utf-8")
     (tmp_path / "link").symlink_to(target)
     main([str(run), str(tmp_path / "link"), "--force"])
     assert "exported" in capsys.readouterr().out
-    assert (tmp_path / "link").is_symlink() and (target / "model.safetensors").is_file()
-    assert not (target / "notes.txt").exists()
+    assert (tmp_path / "link").is_symlink() and (target / "config.json").is_file()
+    assert (target / "model.safetensors").read_bytes() != b"old"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["link", "target"]  # no old copy or temp dir left
 
 

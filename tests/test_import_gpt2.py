@@ -282,6 +282,8 @@ def test_refuses_a_non_empty_out_unless_forced(src, tmp_path, capsys):
     out.mkdir()
     (out / "notes.txt").write_text("mine")
     assert "not empty" in refused([src, out], capsys)
+    assert "holds notes.txt, which this command does not write" in refused([src, out, "--force"], capsys)
+    (out / "notes.txt").rename(out / "meta.json")  # now an (older) import's file: --force replaces that
     assert main([str(src), str(out), "--force"]) == 0
     assert sorted(p.name for p in out.iterdir()) == ["config.json", "meta.json", "model.safetensors", "tokenizer.json"]
     assert "contains the checkpoint" in refused([src, src, "--force"], capsys)

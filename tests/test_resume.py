@@ -169,7 +169,7 @@ def test_a_checkpoint_from_before_a_new_model_setting_still_resumes(tmp_path):
     from dataclasses import asdict
 
     from model import GPTConfig
-    from training.checkpoints import check_same_model
+    from training.run_dir import check_same_model
 
     config = GPTConfig(vocab_size=64, block_size=16, n_layer=2, n_head=2, n_embd=32)
     old = {k: v for k, v in asdict(config).items() if k != "activation"}

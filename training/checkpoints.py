@@ -2,11 +2,11 @@
 
     save_checkpoint(run_dir, "last", model, config_dict, prepared_dir, train_state)   # swapped in whole
     recover(run_dir)                       # on start: finish or undo a save that a crash interrupted
-    state = open_run_dir(run_dir, resume)  # a run needs --resume (or --overwrite), --resume needs last/
 
 The files of a checkpoint dir are storage/checkpoint.py's: config.json + model.safetensors, tokenizer.json
 and meta.json (copied from the prepared data) and train_state.pt (optimizer, step, RNG states, loader
-position). This module is the run directory's side: when they are written, and what a crash leaves.
+position). This module is the run's side: when they are written, and what a crash leaves; what a run
+directory may be, --resume and --overwrite are training/run_dir.py's.
 
 A save writes everything into `RUN/.tmp-<name>`, then storage.atomic.swap_directory fsyncs it, renames the
 old dir to `<name>.old`, renames the new one to `<name>` and deletes the old one. A crash before the first rename leaves the old
@@ -19,17 +19,15 @@ import os
 import random
 import shutil
 from collections.abc import Callable
-from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
 import torch
 
-from model import GPTConfig
-from model.errors import UserError
 from storage.atomic import DiskError, swap_directory, write_failure
-from storage.checkpoint import (META, REQUIRED, STATE, TOKENIZER, CheckpointError, checkpoint_step, load_train_state,
-                                read_meta, read_model_table, save_model, save_train_state)  # fmt: skip
+from storage.checkpoint import (META, STATE, TOKENIZER, CheckpointError, checkpoint_step, load_train_state, save_model,
+                                save_train_state)  # fmt: skip
+from training.run_dir import LEFTOVER
 
 COPIED = (TOKENIZER, META)  # from the prepared data dir, so a checkpoint is self-contained
 
@@ -51,10 +49,10 @@ def save_checkpoint(run_dir: Path, name: str, model, config: dict, data_dir: Pat
         save_train_state(train_state, tmp / STATE)
         swap_in(tmp, final)
     except (OSError, DiskError) as e:
+        raise DiskError(f"cannot save {final} ({write_failure(e)}); it keeps its previous checkpoint: free some disk "
+                        f"space, then continue with --resume") from None
+    finally:  # a failed write, or a second Ctrl-C that aborts the save, leaves no half-written directory
         shutil.rmtree(tmp, ignore_errors=True)
-        reason = write_failure(e.__cause__ if isinstance(e, DiskError) else e)
-        raise DiskError(f"cannot save {final} ({reason}); it keeps its previous checkpoint: free some disk space, "
-                        f"then continue with --resume") from None
     return final
 
 
@@ -73,8 +71,9 @@ def recover(run_dir: Path) -> None:
             os.rename(old, run_dir / name)  # crashed between the two renames: the old one is intact
         shutil.rmtree(old, ignore_errors=True)
         shutil.rmtree(run_dir / f".tmp-{name}", ignore_errors=True)
-    for orphan in run_dir.glob(".*.tmp"):  # storage.atomic.atomic_write's temporary files
-        orphan.unlink(missing_ok=True)
+    for orphan in run_dir.glob(".*.tmp"):  # storage.atomic.atomic_write's temporary files, of a run's files only
+        if LEFTOVER.fullmatch(orphan.name):
+            orphan.unlink(missing_ok=True)
     sync_best(run_dir)
 
 
@@ -114,47 +113,3 @@ def set_rng_state(state: dict) -> None:
     np.random.set_state(("MT19937", n["keys"].numpy().astype(np.uint32), n["pos"], n["has_gauss"], n["gauss"]))
     p = state["python"]
     random.setstate((p["version"], tuple(p["state"].tolist()), p["gauss"]))
-
-
-RUN_CONTENT = ("best/", "last/", "metrics.jsonl")  # what a new run would replace
-REPLACED = ("best", "last", "metrics.jsonl", "loss.png", "config.json")  # what --overwrite deletes
-
-
-def open_run_dir(out_dir: Path, resume: bool, overwrite: bool = False) -> dict | None:
-    """Check the run dir against --resume and --overwrite; last/'s train_state when resuming."""
-    has_ckpt = (out_dir / "last" / "model.safetensors").exists()
-    if resume and overwrite:
-        raise UserError("--resume continues the run in --out and --overwrite replaces it; pass only one")
-    if resume and not has_ckpt:
-        raise UserError(f"nothing to resume in {out_dir} (no last/ checkpoint); drop --resume to start a new run")
-    found = [name for name in RUN_CONTENT if (out_dir / name.rstrip("/")).exists()]
-    if found and not (resume or overwrite):
-        keep = "continue it with --resume, " if has_ckpt else ""
-        raise UserError(f"{out_dir} already holds a run ({', '.join(found)}); {keep}start another with --out NEW_DIR, "
-                        f"or replace it with --overwrite")
-    return load_train_state(out_dir / "last") if resume else None
-
-
-def clear_run(out_dir: Path) -> None:
-    """Delete what a previous run left in out_dir (for --overwrite)."""
-    for name in REPLACED:
-        path = out_dir / name
-        if path.is_dir() and not path.is_symlink():
-            shutil.rmtree(path)
-        else:
-            path.unlink(missing_ok=True)
-
-
-def check_same_model(ckpt: Path, model_config: dict, meta: dict) -> None:
-    """Refuse to resume with a model or tokenizer other than the checkpoint's (only dropout may change)."""
-    saved, saved_meta = read_model_table(ckpt), read_meta(ckpt) or {}
-    defaults = asdict(GPTConfig())  # a setting added since the checkpoint was saved has its default value there
-    saved = {**{k: v for k, v in defaults.items() if k not in REQUIRED}, **saved}
-    changed = [f"model.{k} {saved.get(k)} -> {v}" for k, v in model_config.items() if k != "dropout" and saved.get(k) != v]
-    if saved_meta.get("tokenizer_hash") != meta.get("tokenizer_hash"):
-        changed.append("the tokenizer (data settings)")
-    if changed:
-        raise UserError(
-            f"cannot resume from {ckpt}: the model differs ({', '.join(changed)}); "
-            "use the checkpoint's settings (see its config.json) or start a new run with --out"
-        )

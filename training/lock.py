@@ -39,6 +39,10 @@ class RunLock:
                             f"exist; create that directory or pass another --out")
         if out.exists() and not out.is_dir():
             raise UserError(f"the run directory {out} is a file; pass --out a directory (a new one or a run's)")
+        lock = out / LOCK
+        if lock.is_symlink() or (lock.exists() and not lock.is_file()):  # not a disk problem: name it
+            raise UserError(f"{lock} is not the lock file a trainer leaves (it is a {describe(lock)}); remove it, "
+                            f"or pass another --out")
         self.created = not out.exists()
         try:
             out.mkdir(parents=True, exist_ok=True)
@@ -91,3 +95,8 @@ class RunLock:
             except OSError:
                 pass
             self.created = False
+
+
+def describe(path: Path) -> str:
+    """What kind of thing `path` is, in a word or two."""
+    return "symbolic link" if path.is_symlink() else "directory" if path.is_dir() else "special file"
