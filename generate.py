@@ -15,6 +15,11 @@ own numbers (inspection/explain.py); --heads scores every head's role (inspectio
 done by the `inference` and `inspection` packages, whose functions are the same in a notebook.
 """
 
+if __name__ == "__main__":  # Ctrl-C while torch loads ends with one line, not a traceback
+    from cli import stop_quietly_while_loading
+
+    stop_quietly_while_loading()
+
 import sys
 
 from cli.command import ArgumentParser, run_command

@@ -21,10 +21,14 @@ import time
 
 STARTED = time.perf_counter()  # before the imports below (torch takes seconds): a time budget counts them
 
+if __name__ == "__main__":  # Ctrl-C while torch loads ends with one line, not a traceback
+    from cli import stop_quietly_while_loading
+
+    stop_quietly_while_loading()
+
 import math
 import os
 import random
-import shlex
 import sys
 from dataclasses import asdict, replace
 from pathlib import Path
@@ -63,17 +67,18 @@ def get_lr(step: int, tc: TrainConfig) -> float:
     return tc.min_lr + 0.5 * (1 + math.cos(math.pi * progress)) * (tc.lr - tc.min_lr)
 
 
-def train(cfg: RunConfig, out_dir, resume: bool = False, overwrite: bool = False, command: str | None = None,
+def train(cfg: RunConfig, out_dir, resume: bool = False, overwrite: bool = False, command: list[str] | None = None,
           started: float | None = None, after_step=None, during_save=None) -> dict:
     """Run (or resume, or with `overwrite` replace) the run in out_dir. Returns the final record, or
-    {"exit_code": 130/143, ...} when a signal stopped it (after saving last/). `started`: when the process
-    began, so a time budget counts its start-up too. Test hooks: `after_step(step)` is called after each
-    step, `during_save(step, name)` halfway through each save of a checkpoint."""
+    {"exit_code": 130/143, ...} when a signal stopped it (after saving last/). `command`: the command line
+    without --resume and --overwrite, for the advice after a signal. `started`: when the process began, so a
+    time budget counts its start-up too. Test hooks: `after_step(step)` is called after each step,
+    `during_save(step, name)` halfway through each save of a checkpoint."""
     out_dir, tc, started = Path(out_dir), cfg.train, started or time.perf_counter()
     if tc.threads:
         torch.set_num_threads(tc.threads)
     lock = RunLock(out_dir)  # one trainer per run dir, taken by rank 0 for the whole run
-    with Distributed(tc.device) as ddp, StopSignals() as signals, lock:
+    with Distributed(tc.device) as ddp, StopSignals(out_dir, resume, overwrite, command) as signals, lock:
         device = ddp.device
 
         # the run directory (a run's or empty, checked before the lock touches it) and the data
@@ -156,6 +161,7 @@ def train(cfg: RunConfig, out_dir, resume: bool = False, overwrite: bool = False
         stop, replans = None, "train.max_steps" in cfg.auto
         speed = Speedometer(raw.flops_per_token(cfg.model.block_size), peak_flops(device, tc.peak_flops), ddp.world)
         budget.start_loop(step)
+        signals.defer()  # from here a signal waits for the end of its step
         with tqdm(total=tc.max_steps, initial=step, disable=not ddp.master, dynamic_ncols=True) as bar:
             while step < tc.max_steps and not stop:
                 lr = get_lr(step, tc)
@@ -228,11 +234,12 @@ def train(cfg: RunConfig, out_dir, resume: bool = False, overwrite: bool = False
                 elif stop:
                     save(["last"])
 
+        stop = signals.stopped(stop)  # a signal during the last evaluation too; the final scores abort at once
         if stop:
             if log:
                 log.close(plot=False)
-                print(f"stopped at step {step}; saved {out_dir}/last. Resume with:\n  "
-                      f"{command or '(the same command) --resume'}", file=sys.stderr)
+                print(f"stopped at step {step}; saved {out_dir}/last; resume with: {signals.command('--resume')}",
+                      file=sys.stderr)
             return {"step": step, "exit_code": 128 + stop}
         ddp.barrier()  # best/ is complete on disk before any rank reads it
         final, best_dir = final_scores(raw, prepared.dir, prepared.meta, out_dir, step, ddp.rank, ddp.world)
@@ -249,12 +256,12 @@ def train(cfg: RunConfig, out_dir, resume: bool = False, overwrite: bool = False
         return final
 
 
-def resume_command(argv: list[str]) -> str:
-    """The command line that continues this run."""
+def base_command(argv: list[str]) -> list[str]:
+    """The command line of this run without --resume and --overwrite (the advice after a signal adds one)."""
     world = int(os.environ.get("WORLD_SIZE", 1))
     script = os.path.relpath(__file__) if not os.path.relpath(__file__).startswith("..") else __file__
     launcher = ["torchrun", "--standalone", f"--nproc_per_node={world}"] if world > 1 else ["python"]
-    return shlex.join(launcher + [script] + [a for a in argv if a not in ("--resume", "--overwrite")] + ["--resume"])
+    return launcher + [script] + [a for a in argv if a not in ("--resume", "--overwrite")]
 
 
 def main(argv: list[str] | None = None, *, after_step=None, during_save=None) -> int:
@@ -272,10 +279,10 @@ def main(argv: list[str] | None = None, *, after_step=None, during_save=None) ->
         args, overrides = parser.parse_known_args(argv)
         cfg = load_config(args.config, overrides)
         out_dir = Path(args.out) if args.out else Path("runs") / Path(args.config).stem
-        result = train(cfg, out_dir, args.resume, args.overwrite, resume_command(argv), started, after_step, during_save)
+        result = train(cfg, out_dir, args.resume, args.overwrite, base_command(argv), started, after_step, during_save)
         return result.get("exit_code", 0)
 
-    return run_command(work, interrupted="aborted by a second Ctrl-C without saving; --resume continues from the last checkpoint")
+    return run_command(work, interrupted="interrupted before training began; nothing was written (run the command again)")
 
 
 if __name__ == "__main__":

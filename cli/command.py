@@ -5,16 +5,71 @@
     return run_command(lambda: work(parser.parse_args(argv)))            # the exit code
 
 `run_command` turns what can end a command into its exit code: a `UserError` prints `error: <message>` on
-one line and gives its exit_code (2 for bad input); Ctrl-C gives 130; a reader that went away (`| head`)
-ends it quietly with 0, as other Unix tools do. Anything else is a bug and keeps its traceback.
+one line and gives its exit_code (2 for bad input); Ctrl-C gives 130 and SIGTERM 143, each after the
+`finally` blocks on the way out have removed what was half-written, with one line (an `Interrupted`
+names what to do next); a reader that went away (`| head`) ends it quietly with 0, as other Unix tools
+do. Anything else is a bug and keeps its traceback. `integer` reads every whole number of an argument
+(`--seed 1`, `--head 1.0`, `--layers 0-3`): ASCII digits within 64 bits, before anything is built from it.
 """
 
 import argparse
+import contextlib
 import os
+import re
+import signal
 import sys
+import threading
 from collections.abc import Callable
 
 from model.errors import UserError
+
+
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C or SIGTERM ended the command; the message (if any) says what was kept and what to run next.
+    A KeyboardInterrupt, so no `except Exception` on the way out swallows it and every `finally` runs."""
+
+    def __init__(self, message: str = "", signum: int = signal.SIGINT):
+        super().__init__(message)
+        self.exit_code = 128 + signum
+
+
+def raise_interrupted(signum, frame) -> None:
+    raise Interrupted(signum=signum)
+
+
+@contextlib.contextmanager
+def stop_signals_raise():
+    """While open (in the main thread), SIGTERM raises `Interrupted` as Ctrl-C raises KeyboardInterrupt,
+    so both unwind through the `finally` blocks that clean up (a signal the shell ignores for a background
+    job stays ignored). The previous handlers come back on exit."""
+    if threading.current_thread() is not threading.main_thread():  # only the main thread may set handlers
+        yield
+        return
+    wanted = {signal.SIGINT: signal.default_int_handler, signal.SIGTERM: raise_interrupted}
+    previous = {s: signal.signal(s, h) for s, h in wanted.items() if signal.getsignal(s) is not signal.SIG_IGN}
+    try:
+        yield
+    finally:
+        for s, h in previous.items():
+            signal.signal(s, h)
+
+
+INT_RANGE = (-(1 << 63), (1 << 64) - 1)  # what torch and numpy hold (a seed is an unsigned 64-bit number)
+
+
+class OutOfRange(argparse.ArgumentTypeError, ValueError):
+    """A number too large for what reads it: argparse prints its message, callers catch a ValueError."""
+
+
+def integer(text: str) -> int:
+    """A whole number in ASCII digits (str.isdigit also takes "²", which int() refuses) that fits in 64 bits,
+    else ValueError; argparse's `type` for whole numbers, so it reports "invalid integer value"."""
+    if not re.fullmatch(r"\s*-?[0-9]+\s*", text):
+        raise ValueError(f"{text!r} is not a whole number")
+    value = int(text)
+    if not INT_RANGE[0] <= value <= INT_RANGE[1]:
+        raise OutOfRange(f"{value} does not fit in 64 bits")
+    return value
 
 
 class ArgumentParser(argparse.ArgumentParser):
@@ -37,18 +92,21 @@ def print_error(error: Exception | str) -> None:
 
 def run_command(work: Callable[[], int | None], interrupted: str = "") -> int:
     """work()'s exit code (None is 0), or the exit code of what ended it (module docstring). `interrupted`:
-    the error line to print after Ctrl-C (else a bare line break)."""
+    the error line to print after Ctrl-C or SIGTERM, unless the `Interrupted` says more (else a bare line
+    break, which ends a line of streamed text)."""
     try:
-        return work() or 0
+        with stop_signals_raise():
+            return work() or 0
     except UserError as e:
         print_error(e)
         return e.exit_code
-    except KeyboardInterrupt:
-        if interrupted:
-            print_error(interrupted)
+    except KeyboardInterrupt as e:
+        message = str(e) if isinstance(e, Interrupted) and str(e) else interrupted
+        if message:
+            print_error(message)
         else:
             print(file=sys.stderr)
-        return 130
+        return getattr(e, "exit_code", 130)
     except BrokenPipeError:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error when Python flushes
         return 0

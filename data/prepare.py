@@ -12,6 +12,11 @@ tokenizer.json is copied unchanged and used as it is, the cache keys on its hash
 separated by the model's own end-of-text token (`</s>` for KoGPT2).
 """
 
+if __name__ == "__main__":  # Ctrl-C while torch loads ends with one line, not a traceback
+    from cli import stop_quietly_while_loading
+
+    stop_quietly_while_loading()
+
 import hashlib
 import json
 import os
@@ -240,7 +245,7 @@ def main(argv: list[str] | None = None) -> int:
                             f"e.g. --data.vocab_size=512")
         prepare(load_config(args.config, overrides).data)
 
-    return run_command(work)
+    return run_command(work, interrupted="interrupted; the data cache is as it was (run the command again)")
 
 
 if __name__ == "__main__":

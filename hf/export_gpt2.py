@@ -21,6 +21,11 @@ never imported here. OUT_DIR is written as a hidden temporary directory and rena
 failed export leaves nothing behind.
 """
 
+if __name__ == "__main__":  # Ctrl-C while torch loads ends with one line, not a traceback
+    from cli import stop_quietly_while_loading
+
+    stop_quietly_while_loading()
+
 import shutil
 import sys
 from dataclasses import asdict

@@ -23,6 +23,11 @@ false, an untied head, n_inner other than 4·n_embd, an unknown activation. OUT 
 temporary directory and renamed into place, so a failed import leaves nothing behind.
 """
 
+if __name__ == "__main__":  # Ctrl-C while torch loads ends with one line, not a traceback
+    from cli import stop_quietly_while_loading
+
+    stop_quietly_while_loading()
+
 import json
 import os
 import pickle

@@ -49,8 +49,9 @@ def test_interrupted_and_resumed_run_equals_the_uninterrupted_one(tmp_path, data
     args = cli_args(data_cache, interrupted)
     first = run_cli(args, "7:TERM")
     assert first.returncode == 143, first.stderr
-    assert "stopped at step 7" in first.stderr
-    command = first.stderr.strip().splitlines()[-1].strip()
+    last_line = first.stderr.strip().splitlines()[-1]
+    assert last_line.startswith("stopped at step 7; saved ") and "; resume with: " in last_line  # one line
+    command = last_line.split("; resume with: ")[1]
     assert command == shlex.join(["python", "train.py", *args, "--resume"])
     assert torch.load(interrupted / "last" / "train_state.pt", weights_only=True)["step"] == 7
 
