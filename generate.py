@@ -22,7 +22,7 @@ if __name__ == "__main__":  # Ctrl-C while torch loads ends with one line, not a
 
 import sys
 
-from cli.command import ArgumentParser, run_command
+from cli.command import ArgumentParser, integer, run_command
 from inference.runs import check_text, load_run
 from inference.scoring import read_text, score_text
 from inference.textgen import TEMPERATURE, check_sampling, stream_text
@@ -42,19 +42,19 @@ def parse_args(argv):
     p.add_argument("--ckpt", help="run dir (runs/NAME) or checkpoint dir; default: the most recent run")
     p.add_argument("--runs-dir", default="runs", help="where to look for the most recent run")
     p.add_argument("--device", default="auto", help="auto (cuda, mps, cpu), cpu, cuda, cuda:1, mps")
-    p.add_argument("--max-new-tokens", type=int, help="tokens to generate (default 200; 0 with --attention)")
+    p.add_argument("--max-new-tokens", type=integer, help="tokens to generate (default 200; 0 with --attention)")
     p.add_argument("--temperature", type=float, default=TEMPERATURE, help=f"0 = greedy (default {TEMPERATURE})")
-    p.add_argument("--top-k", type=int, help="sample from the k most likely tokens only")
+    p.add_argument("--top-k", type=integer, help="sample from the k most likely tokens only")
     p.add_argument("--top-p", type=float, help="sample from the smallest set with probability >= p, in (0, 1]")
     p.add_argument("--repetition-penalty", type=float, default=1.0, help="> 1 discourages repeats")
-    p.add_argument("--seed", type=int, help="same seed, same text")
-    p.add_argument("--num-samples", type=int, default=1, help="samples decoded together as a batch")
+    p.add_argument("--seed", type=integer, help="same seed, same text")
+    p.add_argument("--num-samples", type=integer, default=1, help="samples decoded together as a batch")
     p.add_argument("--no-cache", action="store_true", help="recompute the context each step (the reference)")
     p.add_argument("--score", metavar="FILE", help="score a UTF-8 text file instead of generating")
     p.add_argument("--attention", metavar="OUT_DIR", help="write attention maps of the prompt (+ generated text)")
     p.add_argument("--head", metavar="L.H", help="print the tokens each query of head H in layer L attends to")
     p.add_argument("--explain", metavar="L.H", help="walk through head H of layer L step by step, with its numbers")
-    p.add_argument("--query", type=int, default=-1, help="the token --explain looks from (negative: from the end)")
+    p.add_argument("--query", type=integer, default=-1, help="the token --explain looks from (negative: from the end)")
     p.add_argument("--heads", action="store_true", help="score what each head does (no prompt needed)")
     p.add_argument("--heads-text", metavar="FILE", help="held-out text for --heads (default: the run's validation split)")
     p.add_argument("--layers", metavar="LIST", help="layers of the page and PNGs, e.g. 0,2 or 0-3 (default: all)")
@@ -63,21 +63,27 @@ def parse_args(argv):
 
 def parse_head(text: str, option: str = "--head") -> tuple[int, int]:
     layer, dot, head = text.partition(".")
-    if not (dot and layer.isdigit() and head.isdigit()):
-        raise UserError(f"{option} {text!r} must be LAYER.HEAD with two numbers, e.g. {option} 0.1")
-    return int(layer), int(head)
+    try:
+        return integer(layer), integer(head if dot else "")
+    except ValueError:
+        raise UserError(f"{option} {text!r} must be LAYER.HEAD with two numbers, e.g. {option} 0.1") from None
 
 
 def parse_layers(text: str, n_layer: int) -> list[int]:
-    """"0,2-3" -> [0, 2, 3]; a UserError for anything else or a layer the model lacks."""
+    """"0,2-3" -> [0, 2, 3]; a UserError for anything else or a layer the model lacks (before a range is built)."""
     layers = set()
     for part in text.split(","):
         first, dash, last = part.strip().partition("-")
-        if not (first.isdigit() and (not dash or last.isdigit())):
+        try:
+            low = integer(first)
+            high = integer(last) if dash else low
+        except ValueError:
+            low = high = -1
+        if not 0 <= low <= high:
             raise UserError(f"--layers {text!r} must list layers like 0,2 or 0-3")
-        layers.update(range(int(first), int(last if dash else first) + 1))
-    if not layers or max(layers) >= n_layer:
-        raise UserError(f"--layers {text!r} names a layer this model lacks; it has layers 0..{n_layer - 1}")
+        if high >= n_layer:
+            raise UserError(f"--layers {text!r} names a layer this model lacks; it has layers 0..{n_layer - 1}")
+        layers.update(range(low, high + 1))
     return sorted(layers)
 
 

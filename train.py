@@ -51,7 +51,7 @@ from training.checkpoints import recover, rng_state, save_checkpoint, set_rng_st
 from training.config import RunConfig, TrainConfig, load_config
 from training.distributed import Distributed
 from training.evaluation import evaluate, final_scores, sample_text
-from training.hardware import peak_flops, step_settings
+from training.hardware import check_memory, peak_flops, step_settings
 from training.lock import RunLock
 from training.metrics import RunLog, Speedometer
 from training.recipe import resolve_auto, resolved_values
@@ -91,6 +91,7 @@ def train(cfg: RunConfig, out_dir, resume: bool = False, overwrite: bool = False
             start.check_encodes(prepared.meta, cfg.data.tokenizer)
         elif not tc.init_from:  # from scratch the embedding has one row per token; a checkpoint's may have more
             cfg = replace(cfg, model=replace(cfg.model, vocab_size=prepared.meta["vocab_size"]))
+        check_memory(cfg, device)  # before anything of that size is allocated
         precision, use_compile, autocast = step_settings(device, tc)
         cfg = resolve_auto(cfg, prepared.meta, saved, device, autocast, ddp)  # the "auto" settings: training/recipe.py
         tc = cfg.train

@@ -8,7 +8,7 @@ training/config.py reads it from a TOML file with the other tables (`load_config
 import codecs
 from dataclasses import dataclass, fields
 
-from model.errors import UserError
+from model.errors import UserError, check_utf8
 
 
 class DataError(UserError):
@@ -20,6 +20,9 @@ class DataError(UserError):
 # than 4096 was not measured, so the rule stops there.
 VOCAB_STEPS = ((300_000, 2048),)
 LARGEST_AUTO_VOCAB = 4096
+# The BPE trainer allocates tables in proportion to the size asked for (57 bytes a token: 10**10 would be 570 GB);
+# the largest vocabularies in use have about 256,000 tokens.
+MAX_VOCAB = 1 << 20
 
 
 def auto_vocab_size(train_chars: int) -> int:
@@ -57,7 +60,13 @@ class DataConfig:
             raise DataError(
                 f"data.vocab_size must be at least 300 (256 byte tokens, <|endoftext|> and some characters), "
                 f"got {self.vocab_size}; try 2048")
+        if self.vocab_size != "auto" and self.vocab_size > MAX_VOCAB:
+            raise DataError(f"data.vocab_size = {self.vocab_size} is absurdly large (at most {MAX_VOCAB:,}); try 2048")
         try:
-            codecs.lookup(self.encoding)
+            codec = codecs.lookup(self.encoding)
         except LookupError:
             raise DataError(f"unknown data.encoding {self.encoding!r}; try utf-8, cp949 or euc-kr") from None
+        if not codec._is_text_encoding:  # base64, rot13, zlib: codecs that turn bytes into bytes
+            raise DataError(f"data.encoding {self.encoding!r} is not a text encoding; try utf-8, cp949 or euc-kr")
+        # the tokenizers library writes and reads the cache, and takes only UTF-8 paths
+        check_utf8(self.cache_dir, f"data.cache_dir {self.cache_dir!r}", "give a directory whose name is UTF-8")

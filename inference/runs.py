@@ -9,7 +9,6 @@ tokenizer is the `tokenizer.json` saved beside the weights, so text is always en
 model was trained. Every problem with the files is a `UserError` with a one-line message.
 """
 
-import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,10 +18,9 @@ import torch
 from data.token_bytes import token_bytes
 from model import GPT
 from model.device import resolve_device
-from model.errors import UserError
+from model.errors import UserError, check_utf8
 from storage.checkpoint import checkpoint_tokenizer, find_checkpoint, load_model
 
-LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 TRAIN_HINT = "train one first: python train.py (or python train.py --config configs/tiny.toml, seconds on a CPU)"
 
 
@@ -84,12 +82,7 @@ class Run:
 def check_text(text: str, what: str) -> None:
     """UserError for a lone surrogate: a byte that was not UTF-8, which Python keeps that way in sys.argv
     and in stdin under a C locale (cp949 bytes from a Korean Windows console, an encoded surrogate)."""
-    found = LONE_SURROGATE.search(text)
-    if found:
-        c = ord(found.group())
-        what_char = f"byte 0x{c - 0xDC00:02X}" if 0xDC80 <= c <= 0xDCFF else f"U+{c:04X}"
-        raise UserError(f"{what} is not valid UTF-8 ({what_char} at position {found.start()}); give UTF-8 text "
-                        f"(convert cp949 with iconv -f cp949 -t utf-8)")
+    check_utf8(text, what, "give UTF-8 text (convert cp949 with iconv -f cp949 -t utf-8)")
 
 
 def crop(ids: list[int], block_size: int, what: str) -> list[int]:

@@ -19,6 +19,7 @@ from model import ModelInputError
 from model.sampling import MAX_SEED, check_options, stream
 
 TEMPERATURE = 0.8  # the default of generate.py and of these functions
+MAX_SAMPLES = 4096  # rows decoded together; more is no batch anyone reads, and a list per sample is built first
 
 
 class Utf8Stream:
@@ -47,6 +48,8 @@ def check_sampling(temperature=TEMPERATURE, top_k=None, top_p=None, repetition_p
         raise ModelInputError(f"max_new_tokens {max_new_tokens} must be >= 0; use 0 for none")
     if num_samples < 1:
         raise ModelInputError(f"num_samples {num_samples} must be >= 1")
+    if num_samples > MAX_SAMPLES:
+        raise ModelInputError(f"num_samples {num_samples} is more than {MAX_SAMPLES}; decode the samples in several runs")
 
 
 def stream_text(run: Run, prompt: str | list[int], max_new_tokens: int = 200, num_samples: int = 1,
@@ -64,7 +67,7 @@ def stream_text(run: Run, prompt: str | list[int], max_new_tokens: int = 200, nu
     sampling = dict(temperature=temperature, top_k=top_k, top_p=top_p, repetition_penalty=repetition_penalty)
     check_sampling(max_new_tokens=max_new_tokens, num_samples=num_samples, seed=seed, **sampling)
     ids = run.encode_prompt(prompt) if isinstance(prompt, str) else prompt
-    idx = torch.tensor([ids] * num_samples, dtype=torch.long, device=run.device)   # (B, T)
+    idx = torch.tensor([ids], dtype=torch.long, device=run.device).expand(num_samples, -1)  # (B, T), one row stored
     generator = None if seed is None else torch.Generator(device=run.device).manual_seed(seed)
     decoders = [Utf8Stream(run.token_bytes) for _ in range(num_samples)]
     eos = run.eot_id if stop_at_eot else None

@@ -14,6 +14,9 @@ from model.errors import UserError
 # The MLP's GELU by its transformers name -> nn.GELU's `approximate`. GPT-2's own code used the tanh
 # form, under two names (a Python formula and PyTorch's kernel: equal to ~1e-7).
 ACTIVATIONS = {"gelu": "none", "gelu_new": "tanh", "gelu_pytorch_tanh": "tanh"}
+# Far beyond any GPT trained (GPT-3: 96 layers, 96 heads, 12,288 wide, 2,048 positions, 50,257 tokens), and
+# small enough that a config asking for more is refused at once, not after minutes of building it.
+MAX_SIZES = {"vocab_size": 1 << 24, "block_size": 1 << 20, "n_layer": 1 << 10, "n_head": 1 << 10, "n_embd": 1 << 16}
 
 
 class ModelConfigError(UserError, ValueError):
@@ -41,10 +44,13 @@ class GPTConfig:
     activation: str = "gelu"  # a key of ACTIVATIONS; "gelu" is the exact erf form
 
     def __post_init__(self):
-        for name in ("vocab_size", "block_size", "n_layer", "n_head", "n_embd"):
+        for name, largest in MAX_SIZES.items():
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
                 raise ModelConfigError(f"model.{name} = {value!r} must be a positive integer; fix the [model] table")
+            if value > largest:
+                raise ModelConfigError(f"model.{name} = {value} is absurdly large (at most {largest:,}); fix the "
+                                       f"[model] table")
         if self.n_embd % self.n_head != 0:
             raise ModelConfigError(
                 f"model.n_embd = {self.n_embd} is not divisible by model.n_head = {self.n_head}; "
@@ -54,9 +60,9 @@ class GPTConfig:
             raise ModelConfigError(f"model.dropout = {self.dropout!r} must be a number in [0, 1); 0.0 turns it off")
         if not isinstance(self.bias, bool):
             raise ModelConfigError(f"model.bias = {self.bias!r} must be true or false")
-        if not is_number(self.layer_norm_eps) or self.layer_norm_eps <= 0:
+        if not is_number(self.layer_norm_eps) or not 0 < self.layer_norm_eps < 1:  # NaN fails both comparisons
             raise ModelConfigError(
-                f"model.layer_norm_eps = {self.layer_norm_eps!r} must be a positive number, e.g. 1e-5"
+                f"model.layer_norm_eps = {self.layer_norm_eps!r} must be a positive number below 1, e.g. 1e-5"
             )
 
         if self.activation not in ACTIVATIONS:

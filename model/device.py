@@ -3,15 +3,28 @@
     resolve_device("auto")            # cuda, then mps, then cpu
     resolve_device("cuda", local_rank=1)   # under torchrun: this process's GPU
     resolve_device("cpu", option="--device")  # `option` names the setting in the error message
+    check_device_name("cuda:1", "train.device")   # the name alone, when a config is read
 """
+
+import re
 
 import torch
 
 from model.errors import UserError
 
+# What this project computes on; torch takes more names ("meta" allocates nothing and computes nothing).
+DEVICE_NAME = re.compile(r"auto|cpu|mps|cuda(:[0-9]{1,4})?", re.ASCII)
+
+
+def check_device_name(name: str, option: str = "train.device") -> None:
+    """UserError unless `name` is auto, cpu, cuda, cuda:N or mps."""
+    if not (isinstance(name, str) and DEVICE_NAME.fullmatch(name)):
+        raise UserError(f'{option} = "{name}" is not one of "auto", "cpu", "cuda", "cuda:N", "mps"')
+
 
 def resolve_device(name: str, local_rank: int = 0, option: str = "train.device") -> torch.device:
-    """"auto" -> cuda, then mps, then cpu; "cuda" -> cuda:<local_rank>; any other name must work here."""
+    """"auto" -> cuda, then mps, then cpu; "cuda" -> cuda:<local_rank>; any other name must compute here."""
+    check_device_name(name, option)
     if name == "auto":
         name = "cuda" if torch.cuda.is_available() else "mps" if torch.backends.mps.is_available() else "cpu"
     if name.startswith("cuda") and not torch.cuda.is_available():
@@ -20,7 +33,8 @@ def resolve_device(name: str, local_rank: int = 0, option: str = "train.device")
         raise UserError(f'{option} = "mps" but MPS is not available here; use auto or cpu')
     try:
         device = torch.device(f"cuda:{local_rank}" if name == "cuda" else name)
-        torch.empty(0, device=device)  # a device index that does not exist fails here, not mid-run
+        # a device index that does not exist, or a GPU too old for this torch, fails here, not mid-run
+        (torch.ones(2, device=device) * 2).sum().item()
     except (RuntimeError, AssertionError) as e:
         raise UserError(f"{option} = {name!r} is not usable here ({str(e).splitlines()[0]}); use auto or cpu") from None
     return device

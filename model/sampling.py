@@ -29,6 +29,7 @@ import torch
 
 from model.config import ModelInputError
 from model.decode_step import DecodeStep
+from model.memory import check_fits, decoding_bytes
 
 MAX_SEED = 2**64 - 1  # the largest seed torch's generators take: generate.py's --seed and train.seed alike
 
@@ -44,7 +45,8 @@ def keep_top_p(logits, p: float):
     sorted_logits, order = torch.sort(logits, dim=-1, descending=True)  # (B, V)
     probs = sorted_logits.softmax(dim=-1)
     before = probs.cumsum(dim=-1) - probs  # probability of the tokens ranked above each one
-    drop_sorted = before >= p  # the set already reached p without this token; the top token has 0
+    drop_sorted = before >= p  # the set already reached p without this token
+    drop_sorted[:, 0] = False  # the top token stays, even for a p that rounds to 0 in the logits' dtype
     drop = drop_sorted.scatter(-1, order, drop_sorted)  # back to vocabulary order
     return logits.masked_fill(drop, float("-inf"))
 
@@ -60,9 +62,11 @@ def seen_tokens(idx, vocab_size: int, eos_token_id: int | None = None):
 
 
 def penalize_repetition(logits, seen, penalty: float):
-    """CTRL-style: for tokens already seen, divide positive logits by penalty, multiply negative ones."""
+    """CTRL-style: for tokens already seen, divide positive logits by penalty, multiply negative ones (kept
+    finite: a penalty of 1e-300 would make them inf, and inf - inf is NaN)."""
     penalized = torch.where(logits > 0, logits / penalty, logits * penalty)
-    return torch.where(seen, penalized, logits)
+    largest = torch.finfo(logits.dtype).max
+    return torch.where(seen, penalized.clamp(-largest, largest), logits)
 
 
 def check_options(temperature, top_k, top_p, repetition_penalty) -> None:
@@ -78,7 +82,12 @@ def check_options(temperature, top_k, top_p, repetition_penalty) -> None:
 
 
 def choose_next(logits, temperature=1.0, top_k=None, top_p=None, generator=None):
-    """(B, V) logits -> (B,) token ids: argmax if temperature is 0, else a filtered sample."""
+    """(B, V) logits -> (B,) token ids: argmax if temperature is 0, else a filtered sample. A NaN or +inf
+    logit (weights that overflow in their dtype) raises ModelInputError, not a sample of NaNs; -inf is a
+    token filtered out."""
+    if bool((logits.isnan() | logits.isposinf()).any()):
+        raise ModelInputError("the model's logits hold NaN or inf at this step (its weights overflow in "
+                              f"{str(logits.dtype).removeprefix('torch.')}); use other weights or another dtype")
     if temperature == 0:  # max's kernel is ~2x argmax's on CPU; both return the first maximum's index
         return logits.max(dim=-1).indices
     # The max first, so a tiny temperature sends the others to -inf (never inf - inf = nan); and no smaller
@@ -126,12 +135,10 @@ def stream_with_logits(
             f"prompt ids must lie in [0, {model.config.vocab_size}); was it encoded by this model's tokenizer?"
         )
     block_size = model.config.block_size
-    try:
-        out = torch.empty(B, T + max_new_tokens, dtype=torch.long, device=idx.device)  # the whole sequence
-        cache = model.new_kv_cache(B) if use_cache else None
-    except (RuntimeError, MemoryError):  # torch reports a failed allocation as a RuntimeError
-        raise ModelInputError(f"{B} x {T + max_new_tokens} tokens (a {B * (T + max_new_tokens) * 8 / 1e9:,.1f} GB buffer, "
-                              f"and the cache) do not fit in memory; ask for fewer new tokens or samples") from None
+    check_fits(decoding_bytes(model.config, B, T + max_new_tokens, recording=attention is not None), idx.device,
+               f"decoding {B} x {T + max_new_tokens:,} tokens", "ask for fewer new tokens or samples")
+    out = torch.empty(B, T + max_new_tokens, dtype=torch.long, device=idx.device)  # the whole sequence
+    cache = model.new_kv_cache(B) if use_cache else None
     out[:, :T] = idx
     seen = seen_tokens(idx, model.config.vocab_size, eos_token_id) if repetition_penalty != 1 else None
     done = torch.zeros(B, dtype=torch.bool, device=idx.device) if eos_token_id is not None else None

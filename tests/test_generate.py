@@ -510,7 +510,7 @@ BAD = [
     (["--prompt", "가", "--num-samples", "0"], "num_samples 0 must be >= 1"),
     (["--prompt", "가", "--temperature", "hot"], "invalid float value: 'hot'"),
     (["--prompt", "가", "--bogus"], "unrecognized arguments: --bogus"),
-    (["--prompt", "가", "--device", "tpu9"], "--device = 'tpu9' is not usable"),
+    (["--prompt", "가", "--device", "tpu9"], "--device = \"tpu9\" is not one of"),
     (["--attention", "{d}/out"], "need --prompt"),
     (["--score", "{d}/cp949.txt", "--prompt", "가"], "--score scores a file"),
     (["--ckpt", "{d}/truncated", "--prompt", "가"], "is damaged or truncated"),

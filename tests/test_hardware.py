@@ -60,7 +60,7 @@ def test_resolver():
     if not torch.backends.mps.is_available():
         assert resolve_device("auto") == torch.device("cuda:0" if torch.cuda.is_available() else "cpu")
     assert resolve_device("cpu") == torch.device("cpu")
-    with pytest.raises(UserError, match=r"--device = 'tpu0' is not usable"):
+    with pytest.raises(UserError, match=r'--device = "tpu0" is not one of'):
         resolve_device("tpu0", option="--device")
     if not torch.cuda.is_available():
         with pytest.raises(UserError, match=r'train.device = "cuda:1" but CUDA is not available here'):

@@ -22,12 +22,18 @@ import typing
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 
+from cli.command import INT_RANGE
 from data.config import DataConfig
 from hf.pretrained import open_pretrained
 from model.config import GPTConfig
+from model.device import check_device_name
 from model.errors import UserError
 from model.sampling import MAX_SEED
 from training.recipe import AUTO, MANY_EPOCHS_BATCH, parse_duration
+
+
+MAX_THREADS = 4096  # torch takes a C int; more threads than this is no machine
+MAX_STRING = 4096  # characters: the longest path Linux takes, far beyond any name a setting holds
 
 
 class ConfigError(UserError):
@@ -90,9 +96,9 @@ class TrainConfig:
             raise ConfigError(f'train.dtype = "{self.dtype}" is not one of "auto", "fp32", "bf16", "fp16"')
         if self.compile not in ("auto", "on", "off", True, False):
             raise ConfigError(f'train.compile = {self.compile!r} is not one of "auto", "on", "off", true, false')
-        kind, colon, index = self.device.partition(":")
-        if kind not in ("auto", "cpu", "cuda", "mps") or (colon and not (kind == "cuda" and index.isdigit())):
-            raise ConfigError(f'train.device = "{self.device}" is not one of "auto", "cpu", "cuda", "cuda:N", "mps"')
+        check_device_name(self.device)
+        if self.threads > MAX_THREADS:
+            raise ConfigError(f"train.threads = {self.threads} is more than {MAX_THREADS}; 0 uses one per core")
 
 
 @dataclass
@@ -160,6 +166,8 @@ def parse_override(arg: str) -> tuple[str, str, object]:
         value = tomllib.loads(f"v = {text}")["v"]
     except tomllib.TOMLDecodeError:
         value = text
+    except ValueError:  # an integer of more than 4,300 digits, which Python will not convert
+        raise ConfigError(f"{name} = {text[:40]}... is out of range: it does not fit in 64 bits") from None
     return section, key, value
 
 
@@ -206,9 +214,23 @@ def check_table(section: str, cls, table: dict) -> dict:
     return out
 
 
+def short(value) -> str:
+    """A value for a message: its repr, cut to 60 characters (an integer of 5,000 digits has no str at all)."""
+    if isinstance(value, int) and value.bit_length() > 200:
+        return f"(an integer of {value.bit_length() * 0.30103:.0f} digits)"
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
 def check_type(name: str, value, hint):
     """`value` if it fits the annotation `hint` (int, float, str, bool or a union of them), else ConfigError."""
     allowed = typing.get_args(hint) if isinstance(hint, types.UnionType) else (hint,)
+    if isinstance(value, int) and not isinstance(value, bool) and not INT_RANGE[0] <= value <= INT_RANGE[1]:
+        raise ConfigError(f"{name} = {short(value)} is out of range: it does not fit in 64 bits")
+    if isinstance(value, str) and "\0" in value:
+        raise ConfigError(f"{name} = {short(value)} holds a NUL byte, which no name or path may hold")
+    if isinstance(value, str) and len(value) > MAX_STRING:
+        raise ConfigError(f"{name} is {len(value):,} characters long; a setting holds at most {MAX_STRING:,}")
     for t in allowed:
         if t is float and isinstance(value, int) and not isinstance(value, bool):
             return float(value)
@@ -217,4 +239,4 @@ def check_type(name: str, value, hint):
         if isinstance(value, t):
             return value
     expected = " or ".join({int: "an integer", float: "a number", str: "a string", bool: "true/false"}[t] for t in allowed)
-    raise ConfigError(f"{name} = {value!r} must be {expected}")
+    raise ConfigError(f"{name} = {short(value)} must be {expected}")

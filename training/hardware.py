@@ -1,10 +1,11 @@
-"""What the device offers a training run: the default precision and compile, the FLOP peak.
+"""What the device offers a training run: the default precision and compile, the FLOP peak, room in memory.
 
     precision, use_compile, autocast = step_settings(device, cfg.train)   # dtype and compile, "auto" resolved
     default_precision(device)                 # what train.dtype = "auto" means
     default_compile(device)                   # what train.compile = "auto" means
     peak_flops(device, configured=0.0)        # the denominator of MFU (0 = unknown)
     mfu(flops_per_token, tokens_per_s, peak)  # model FLOPs utilisation of one device
+    check_memory(cfg, device)                 # the model and a batch fit, refused before they are allocated
 
 The CPU defaults come from bench/train_speed.py (tokens/s at equal validation loss); change them here.
 """
@@ -13,6 +14,8 @@ import re
 from pathlib import Path
 
 import torch
+
+from model.memory import check_fits, decoding_bytes, param_count, training_bytes
 
 PRECISIONS = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}  # train.dtype -> autocast
 # Dense bf16 tensor-core peaks (FLOP/s, the vendors' data sheets), by the words of torch.cuda.get_device_name:
@@ -78,3 +81,12 @@ def table_peak(device_name: str) -> float:
     """The GPU_PEAK_FLOPS entry whose words all occur as whole words in `device_name`; 0 if none."""
     words = set(re.split(r"[\s\-_/]+", device_name.upper()))
     return next((flops for key, flops in GPU_PEAK_FLOPS.items() if set(key.upper().split()) <= words), 0.0)
+
+
+def check_memory(cfg, device: torch.device) -> None:
+    """Refuse, before any of it is allocated, a run whose model, batch and evaluation buffers (the losses of
+    eval_iters batches, the sample of sample_tokens) need more memory than `device` has free."""
+    c, tc = cfg.model, cfg.train
+    needed = training_bytes(c, tc.batch_size) + decoding_bytes(c, 1, 1 + tc.sample_tokens) + 4 * tc.eval_iters
+    check_fits(needed, device, f"a model of {param_count(c) / 1e6:,.1f}M parameters trained on {tc.batch_size} x "
+               f"{c.block_size} tokens a step", "lower train.batch_size, the [model] sizes or train.sample_tokens")
