@@ -11,20 +11,19 @@ import functools
 import hashlib
 import importlib.util
 import json
-import re
+import stat
 import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
 from data.config import DataConfig, DataError
+from model.errors import LONE_SURROGATE  # a JSON escape like "\ud800" puts half a UTF-16 pair in a string
 
 Chunks = Iterator[tuple[bool, str]]
 CHUNK_CHARS = 1 << 13
 READ_BYTES = 1 << 20
 TABLE_KINDS = {".csv": "csv", ".parquet": "parquet"}
-# A JSON escape like "\ud800" can put half a UTF-16 pair into a string; it is not text and cannot be encoded.
-LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 @dataclass
@@ -39,23 +38,58 @@ def open_source(spec: str, cfg: DataConfig) -> Source:
     if spec == "builtin":
         files = builtin_files()
         digest = hashlib.sha256(b"".join(f.read_bytes() for f in files)).hexdigest()
-        return Source("builtin", digest, lambda: text_files_chunks(files, "utf-8"))
+        return Source("builtin", digest, reading(lambda: text_files_chunks(files, "utf-8"), "builtin"))
     if spec.startswith("hf:"):
         return dataset_source(load_hf(spec[3:], cfg), cfg.text_field, spec)
     path = Path(spec).expanduser()
-    if not path.exists():
-        raise DataError(f"data source {spec} does not exist; give a file, a directory, \"builtin\" or \"hf:NAME\"")
-    files = sorted(f for f in path.rglob("*.txt") if f.is_file()) if path.is_dir() else [path]
+    is_dir = check_source_path(path, spec)
+    files = sorted(f for f in path.rglob("*.txt") if f.is_file()) if is_dir else [path]
     if not files:
         raise DataError(f"no *.txt files under {spec}; put one document per .txt file there")
     fingerprint = contents_fingerprint(files, path)
-    kind = path.suffix.lower()
+    kind = "" if is_dir else path.suffix.lower()  # a folder is a folder of .txt files, whatever its name
     if kind in TABLE_KINDS:
         table = functools.cache(lambda: load_table(path, TABLE_KINDS[kind], cfg))
         return Source(spec, fingerprint, lambda: dataset_chunks(table(), cfg.text_field, spec))
     if kind in (".jsonl", ".json"):
-        return Source(spec, fingerprint, lambda: json_chunks(path, cfg.encoding, cfg.text_field))
-    return Source(spec, fingerprint, lambda: text_files_chunks(files, cfg.encoding))
+        return Source(spec, fingerprint, reading(lambda: json_chunks(path, cfg.encoding, cfg.text_field), spec))
+    return Source(spec, fingerprint, reading(lambda: text_files_chunks(files, cfg.encoding), spec))
+
+
+SPECIAL_FILES = {stat.S_ISFIFO: "a FIFO (named pipe)", stat.S_ISCHR: "a character device", stat.S_ISBLK: "a block device",
+                 stat.S_ISSOCK: "a socket"}  # fmt: skip
+
+
+def check_source_path(path: Path, spec: str) -> bool:
+    """Whether the corpus path is a directory (else a regular file); anything else is refused before it is read,
+    since a FIFO or a device never ends (or blocks forever)."""
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        raise DataError(f"data source {spec} does not exist; give a file, a directory, \"builtin\" or \"hf:NAME\"") from None
+    except OSError as e:  # a name too long, a loop of symbolic links, a missing permission
+        raise read_failure(path, e) from None
+    if stat.S_ISDIR(mode) or stat.S_ISREG(mode):
+        return stat.S_ISDIR(mode)
+    kind = next((name for test, name in SPECIAL_FILES.items() if test(mode)), "not a regular file")
+    raise DataError(f"data source {spec} is {kind}, not a file or a directory; give a text file or a folder of them")
+
+
+def read_failure(path, e: OSError) -> DataError:
+    """The one line for a corpus file that could not be read."""
+    return DataError(f"cannot read {path} ({e.strerror or e}); check that it is a readable file")
+
+
+def reading(chunks: Callable[[], Chunks], spec: str) -> Callable[[], Chunks]:
+    """`chunks`, with an OSError raised while reading (a file removed or made unreadable meanwhile, a disk
+    error) as a DataError naming the file, so it is never mistaken for a failure to write the cache."""
+    def guarded() -> Chunks:
+        try:
+            yield from chunks()
+        except OSError as e:
+            raise read_failure(e.filename or spec, e) from None
+
+    return guarded
 
 
 def contents_fingerprint(files: list[Path], root: Path) -> str:
@@ -68,7 +102,7 @@ def contents_fingerprint(files: list[Path], root: Path) -> str:
             with open(f, "rb") as stream:
                 digest.update(hashlib.file_digest(stream, "sha256").digest())
         except OSError as e:
-            raise DataError(f"cannot read {f} ({e.strerror}); check that it is a readable file") from None
+            raise read_failure(f, e) from None
     return digest.hexdigest()
 
 
@@ -97,14 +131,13 @@ def text_files_chunks(files: list[Path], encoding: str) -> Chunks:
 
 def decode_file(path: Path, encoding: str) -> Iterator[str]:
     """Decode a file incrementally into pieces; a bad byte is a DataError naming the file and offset."""
-    codec = codecs.lookup(encoding).name
-    utf8, wide = codec == "utf-8", codec.startswith(("utf-16", "utf-32"))  # wide ones are full of NUL bytes
+    wide = codecs.lookup(encoding).name.startswith(("utf-16", "utf-32"))  # wide ones are full of NUL bytes
     decoder = codecs.getincrementaldecoder(encoding)()
     offset, pending = 0, ""
     try:
         f = open(path, "rb")
     except OSError as e:
-        raise DataError(f"cannot read {path} ({e.strerror}); check that it is a readable file") from None
+        raise read_failure(path, e) from None
     with f:
         while True:
             data = f.read(READ_BYTES)
@@ -113,12 +146,9 @@ def decode_file(path: Path, encoding: str) -> Iterator[str]:
             held = len(decoder.getstate()[0])  # bytes of a character split by the previous read
             try:
                 text = pending + decoder.decode(data, final=not data)
-            except UnicodeDecodeError as e:
-                hint = ("if it is a Korean Windows (cp949/EUC-KR) file, pass --data.encoding=cp949" if utf8
-                        else "check data.encoding (for UTF-8 pass --data.encoding=utf-8)")
-                raise DataError(f"{path} is not valid {encoding} at byte {offset - held + e.start} ({e.reason}); "
-                                f"{hint}") from None
-            if offset == 0 and utf8:
+            except UnicodeError as e:
+                raise decode_error(path, encoding, e, offset - held) from None
+            if offset == 0 and codecs.lookup(encoding).name == "utf-8":
                 text = text.removeprefix("\ufeff")
             offset += len(data)
             end = cut_point(text) if data else len(text)
@@ -126,6 +156,16 @@ def decode_file(path: Path, encoding: str) -> Iterator[str]:
             pending = text[end:]
             if not data:
                 return
+
+
+def decode_error(path, encoding: str, e: UnicodeError, offset: int = 0) -> DataError:
+    """The one line for text that is not in its encoding: any UnicodeError (a codec may raise the bare type,
+    with no position), `offset` the position of the decoded bytes in the file."""
+    where = f" at byte {offset + e.start}" if isinstance(e, UnicodeDecodeError) else ""
+    reason = e.reason if isinstance(e, UnicodeDecodeError) else str(e) or type(e).__name__
+    hint = ("if it is a Korean Windows (cp949/EUC-KR) file, pass --data.encoding=cp949"
+            if codecs.lookup(encoding).name == "utf-8" else "check data.encoding (for UTF-8 pass --data.encoding=utf-8)")
+    return DataError(f"{path} is not valid {encoding}{where} ({reason}); {hint}")
 
 
 def cut_point(text: str) -> int:
@@ -157,7 +197,9 @@ def json_chunks(path: Path, encoding: str, field: str) -> Chunks:
     if path.suffix.lower() == ".json":
         try:
             records = json.loads(path.read_bytes().decode(encoding).removeprefix("\ufeff"))
-        except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        except UnicodeError as e:
+            raise decode_error(path, encoding, e) from None
+        except json.JSONDecodeError as e:
             raise DataError(f"{path} is not a valid JSON file ({e}); for one object per line use .jsonl") from None
         if not isinstance(records, list):
             raise DataError(f"{path} must hold a JSON list of objects; for one object per line use .jsonl")
@@ -171,20 +213,28 @@ def json_chunks(path: Path, encoding: str, field: str) -> Chunks:
 def jsonl_text(line: bytes, n: int, path: Path, encoding: str, field: str) -> str:
     try:
         record = json.loads(line.decode(encoding).removeprefix("\ufeff"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+    except UnicodeError as e:
+        raise decode_error(f"{path} line {n}", encoding, e) from None
+    except json.JSONDecodeError as e:
         raise DataError(f"{path} line {n} is not valid JSON ({e}); each line must be one JSON object") from None
     return record_text(record, field, f"{path} line {n}")
 
 
 def record_text(record, field: str, where: str) -> str:
+    """The text of one JSON record: an object's `field`, or a bare string."""
     if isinstance(record, str):
         return LONE_SURROGATE.sub("\ufffd", record)
     if not isinstance(record, dict) or field not in record:
         keys = ", ".join(record) if isinstance(record, dict) else type(record).__name__
         raise DataError(f"{where} has no {field!r} field (it has: {keys}); set --data.text_field=NAME")
-    text = record[field]
+    return field_text(record[field], field, where)
+
+
+def field_text(text, field: str, where: str) -> str:
+    """A text field's value (None: no text); anything but a string is refused with its type."""
     if text is not None and not isinstance(text, str):
-        raise DataError(f"{where}: field {field!r} is {type(text).__name__}, not text; set --data.text_field")
+        raise DataError(f"{where}: field {field!r} is {type(text).__name__}, not text; set --data.text_field "
+                        f"to a text field")
     return LONE_SURROGATE.sub("\ufffd", text or "")
 
 
@@ -206,7 +256,7 @@ def dataset_chunks(ds, field: str, name: str) -> Chunks:
         raise DataError(f"{name} has no column {field!r} (it has: {', '.join(ds.column_names)}); "
                         f"set --data.text_field=NAME")
     for batch in ds.select_columns([field]).iter(batch_size=1000):
-        yield from documents_chunks(record_text(t, field, name) for t in batch[field])
+        yield from documents_chunks(field_text(t, field, name) for t in batch[field])
 
 
 def load_table(path: Path, kind: str, cfg: DataConfig):

@@ -93,7 +93,7 @@ def load_tokenizer(path: str | Path, hint: str = "run `python -m data.prepare` t
     """A tokenizer.json; `error(...)` ending with `hint` if it is missing or damaged."""
     path = Path(path)
     if not path.is_file():
-        raise error(f"{path} is missing; {hint}")
+        raise error(f"{path} is {'not a readable file' if path.is_symlink() or path.exists() else 'missing'}; {hint}")
     try:
         tok = Tokenizer.from_file(str(path))
     except Exception as e:  # tokenizers raises a bare Exception for unreadable JSON

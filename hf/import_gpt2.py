@@ -47,7 +47,8 @@ from hf import gpt2_names
 from model.config import ACTIVATIONS, GPTConfig, ModelConfigError
 from model.errors import UserError
 from storage.atomic import check_out_dir, write_directory, write_json
-from storage.checkpoint import CONFIG, META, TOKENIZER, WEIGHTS, Pretrained, expected_shapes, read_json
+from storage.checkpoint import (CONFIG, META, TOKENIZER, WEIGHTS, Pretrained, check_finite_weights, check_utf8_path,
+                                expected_shapes, read_json)  # fmt: skip
 
 SIZES = ("vocab_size", "n_positions", "n_embd", "n_layer", "n_head")  # no default we would trust
 # GPT2Config's defaults for the settings a config.json may leave out (transformers fills them the same way)
@@ -83,6 +84,7 @@ def find_source(src: str) -> tuple[Path, str]:
     """SRC as a directory and as the words to record in meta.json: a path, or hub id @ cached revision."""
     path = Path(src).expanduser()
     if path.is_dir():
+        check_utf8_path(path)
         return path, str(path.resolve())
     if path.exists():
         raise HFImportError(f"{src} is a file; give the directory that holds config.json and the weights")
@@ -117,21 +119,23 @@ def model_config(hf: dict, file: Path) -> GPTConfig:
             raise HFImportError(
                 f"{file} sets {key} = {json.dumps(hf[key])}; this GPT-2 implements only {key} = {json.dumps(ours)}"
             )
-    if hf["activation_function"] not in ACTIVATIONS:
+    if not isinstance(hf["activation_function"], str) or hf["activation_function"] not in ACTIVATIONS:
         raise HFImportError(
             f"{file} sets activation_function = {hf['activation_function']!r}; "
             f"only {', '.join(ACTIVATIONS)} are implemented"
         )
-    if hf["n_inner"] is not None and hf["n_inner"] != 4 * hf["n_embd"]:
-        raise HFImportError(
-            f"{file} sets n_inner = {hf['n_inner']}; this GPT-2's MLP is 4 * n_embd = {4 * hf['n_embd']} wide"
-        )
     try:
-        # GPT-2 has three dropout rates; ours is one (fine-tuning sets its own anyway)
-        return GPTConfig(**{ours: hf[theirs] for ours, theirs in gpt2_names.CONFIG.items()},
-                         dropout=hf["resid_pdrop"], bias=True)  # fmt: skip
+        # GPT-2 has three dropout rates; ours is one (fine-tuning sets its own anyway). GPTConfig checks every
+        # value's type and range (sizes bounded) before any of them reaches arithmetic.
+        config = GPTConfig(**{ours: hf[theirs] for ours, theirs in gpt2_names.CONFIG.items()},
+                           dropout=hf["resid_pdrop"], bias=True)  # fmt: skip
     except (TypeError, ModelConfigError) as e:
         raise HFImportError(f"{file} has settings this model cannot take ({e})") from e
+    if hf["n_inner"] is not None and hf["n_inner"] != 4 * config.n_embd:
+        raise HFImportError(
+            f"{file} sets n_inner = {hf['n_inner']!r}; this GPT-2's MLP is 4 * n_embd = {4 * config.n_embd} wide"
+        )
+    return config
 
 
 def read_weights(src: Path) -> tuple[dict[str, torch.Tensor], Path]:
@@ -140,10 +144,12 @@ def read_weights(src: Path) -> tuple[dict[str, torch.Tensor], Path]:
     safe, pt = src / "model.safetensors", src / "pytorch_model.bin"
     if safe.is_file():
         try:
-            return safetensors.torch.load_file(safe), safe
+            tensors = safetensors.torch.load_file(safe)
         except Exception as e:  # safetensors raises its own error type for truncated or garbled files
             reason = " ".join(str(e).split())  # one line
             raise HFImportError(f"{safe} is damaged or truncated ({reason}); download it again") from e
+        check_finite_weights(tensors, safe, HFImportError)
+        return tensors, safe
     if pt.is_file():
         try:
             tensors = torch.load(pt, map_location="cpu", weights_only=True)
@@ -156,6 +162,7 @@ def read_weights(src: Path) -> tuple[dict[str, torch.Tensor], Path]:
             raise HFImportError(f"{pt} is damaged or not a PyTorch file ({' '.join(str(e).split())[:200]})") from e
         if not isinstance(tensors, dict) or not all(isinstance(t, torch.Tensor) for t in tensors.values()):
             raise HFImportError(f"{pt} is not a dict of tensors (a state_dict); get the model.safetensors instead")
+        check_finite_weights(tensors, pt, HFImportError)
         return tensors, pt
     sharded = [p.name for p in src.glob("*.index.json")]
     hint = f" (sharded weights, {sharded[0]}, are not supported)" if sharded else ""
@@ -212,7 +219,7 @@ def find_eot(src: Path, hf: dict, tok: Tokenizer) -> tuple[str, int]:
     eos = hf.get("eos_token_id")
     eos = eos[0] if isinstance(eos, list) and eos else eos  # some configs list several; the first is the main one
     if isinstance(eos, int) and not isinstance(eos, bool):
-        token = tok.id_to_token(eos)
+        token = tok.id_to_token(eos) if 0 <= eos < 1 << 32 else None  # the tokenizer takes an unsigned 32-bit id
         if token is None:
             raise HFImportError(f"{src / 'config.json'} names eos_token_id {eos}, which tokenizer.json does not have")
         return token, eos

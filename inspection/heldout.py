@@ -39,8 +39,10 @@ def validation_split(ckpt: Path) -> tuple[Path, str] | None:
         cache, fingerprint = Path(meta["data"]["cache_dir"]), meta["source_fingerprint"]
         for d in sorted(cache.glob(f"*-{meta['data']['vocab_size']}-{fingerprint[:16]}")):
             theirs = json.loads((d / "meta.json").read_text(encoding="utf-8"))  # the data cache's own record
-            if theirs.get("tokenizer_hash") == meta.get("tokenizer_hash") and (d / "val.bin").is_file():
-                return d / "val.bin", meta.get("dtype", "uint16")
+            # its dtype, not the checkpoint's: that val.bin was written in it (a meta.json may say anything)
+            if (theirs.get("tokenizer_hash") == meta.get("tokenizer_hash") and (d / "val.bin").is_file()
+                    and theirs.get("dtype") in ("uint16", "uint32")):
+                return d / "val.bin", theirs["dtype"]
     except (CheckpointError, OSError, ValueError, KeyError, TypeError):  # no meta.json, or one from elsewhere
         return None
     return None

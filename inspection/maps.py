@@ -11,6 +11,7 @@ from one forward; each later row from one cached decoding step), all loadable wi
     maps = attention_from_decoding(run, ids, recorded)   # the rows of generated tokens, as decoding made them
 """
 
+import functools
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,10 +22,10 @@ import torch
 from inference.runs import Run, crop, warn
 from inspection.html import save_html
 from inspection.labels import token_labels, token_pieces
-from inspection.plot import save_layer_pngs
+from inspection.plot import save_layer_png
 from inspection.trace import save_trace
 from model.errors import UserError
-from storage.atomic import write_npz
+from storage.atomic import write_files, write_npz
 
 
 @dataclass
@@ -120,15 +121,19 @@ def write_attention(maps: AttentionMaps, out_dir: str | os.PathLike, title: str 
                     trace=None, roles: list[list[str]] | None = None, layers: list[int] | None = None) -> list[Path]:
     """layer_<L>.png per layer, attention.html and attention.npz in `out_dir` (created if needed), and
     explain.npz given a `Trace` (inspection/trace.py). `roles`: captions per head for the titles;
-    `layers`: the layers of the PNGs and the page (the npz files keep every layer)."""
+    `layers`: the layers of the PNGs and the page (the npz files keep every layer). The files are moved in
+    together once all are written (storage.atomic.write_files): never new PNGs beside an old npz."""
     out_dir = make_out_dir(out_dir)
-    written = save_layer_pngs(maps.weights, maps.labels, out_dir, roles, layers)
-    page = save_html(maps.weights, maps.labels, out_dir / "attention.html", title, trace=trace, roles=roles,
-                     layers=layers, prefill=maps.prefill)
+    writers = {f"layer_{layer}.png": functools.partial(save_layer_png, maps.weights, maps.labels, layer, roles)
+               for layer in (range(maps.weights.shape[0]) if layers is None else layers)}  # fmt: skip
+    writers["attention.html"] = lambda path: save_html(maps.weights, maps.labels, path, title, trace=trace,
+                                                       roles=roles, layers=layers, prefill=maps.prefill)
+    writers["attention.npz"] = lambda path: save_npz(maps, path)
+    if trace is not None:
+        writers["explain.npz"] = lambda path: save_trace(trace, path)
+    written = write_files(out_dir, writers, UserError)
+    page = out_dir / "attention.html"
     if page.stat().st_size > PAGE_WARN_BYTES:
         warn(f"{page} is {page.stat().st_size / 1e6:.0f} MB and may load slowly; keep fewer layers with "
              f"--layers, e.g. --layers 0,{maps.weights.shape[0] - 1}")
-    written += [page, save_npz(maps, out_dir / "attention.npz")]
-    if trace is not None:
-        written.append(save_trace(trace, out_dir / "explain.npz"))
     return written

@@ -127,9 +127,14 @@ def save_figure(fig, path: str | os.PathLike) -> Path:
     return atomic_write(Path(path), write)
 
 
+def save_layer_png(weights: np.ndarray, labels: list[str], layer: int, roles: list[list[str]] | None,
+                   path: str | os.PathLike) -> Path:
+    """The heatmaps of every head of one layer of `weights` (L, H, T, T) as a PNG at `path`."""
+    return save_figure(draw_layer(weights, labels, layer, roles=roles), path)
+
+
 def save_layer_pngs(weights: np.ndarray, labels: list[str], out_dir: str | os.PathLike,
                     roles: list[list[str]] | None = None, layers: list[int] | None = None) -> list[Path]:
     """`layer_<L>.png` for every layer of `weights` (L, H, T, T), or those in `layers`, in `out_dir`."""
     layers = range(weights.shape[0]) if layers is None else layers
-    return [save_figure(draw_layer(weights, labels, layer, roles=roles), Path(out_dir) / f"layer_{layer}.png")
-            for layer in layers]
+    return [save_layer_png(weights, labels, layer, roles, Path(out_dir) / f"layer_{layer}.png") for layer in layers]

@@ -4,12 +4,16 @@
     write_text_atomic(path, text); write_json(path, {"a": 1}); write_npz(path, {"weights": array})
     write_directory(out, fill, ExportError)      # a whole directory, filled by fill(tmp), renamed into place
     swap_directory(tmp, final, old)              # the rename step alone (training's last/ and best/)
+    write_files(out, {"a.png": write_a, "b.npz": write_b})   # a set of files beside others, moved in together
+    with signals_held(): ...                     # Ctrl-C and SIGTERM wait until the block is done
 
 A file is written under a temporary name in its own directory, synced and renamed over the real name, so
 a crash leaves either the old file or the new one. A directory is filled under a temporary name, its files
 synced, then the old one is renamed aside, the new one renamed in and the old one deleted: a crash between
-the two renames leaves `old`, which the caller's crash repair renames back (training.checkpoints.recover).
-A write that fails (a full or read-only disk, a path through a file) raises `DiskError`, one line.
+the two renames leaves `old`, which the caller's crash repair renames back (training.checkpoints.recover);
+Ctrl-C and SIGTERM are held between them, so only a crash can. A set of files is written into a hidden
+temporary directory and moved in only once every one is written. A write that fails (a full or read-only
+disk, a path through a file) raises `DiskError`, one line.
 """
 
 import contextlib

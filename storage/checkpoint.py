@@ -28,7 +28,7 @@ import torch
 
 from data.tokenizer import check_fits, load_tokenizer, special_ids, tokenizer_hash
 from model import GPT, GPTConfig, ModelConfigError
-from model.errors import UserError
+from model.errors import UserError, check_utf8
 from storage.atomic import atomic_write, write_json
 
 WEIGHTS, CONFIG, TOKENIZER, META = "model.safetensors", "config.json", "tokenizer.json", "meta.json"
@@ -61,6 +61,7 @@ def find_checkpoint(path) -> Path:
     path = Path(path)
     if not path.exists():
         raise CheckpointError(f"{path} does not exist; pass a run directory (runs/<name>) or a checkpoint directory")
+    check_utf8_path(path)
     if path.is_file() and path.name == WEIGHTS:
         return path.parent
     for candidate in (path, path / "best", path / "last"):
@@ -72,10 +73,17 @@ def find_checkpoint(path) -> Path:
     )
 
 
+def check_utf8_path(path) -> None:
+    """UserError for a path with a byte that is not UTF-8, which safetensors and tokenizers cannot open (they
+    would call the file damaged)."""
+    check_utf8(str(path), f"the path {path}", "rename it: the safetensors and tokenizers libraries open only UTF-8 paths")
+
+
 def is_checkpoint(path: Path) -> bool:
-    """A run or checkpoint dir of this project: model.safetensors beside a config.json with a "model" table."""
+    """A run or checkpoint dir of this project: a config.json with a "model" table (and no Hugging Face
+    model_type), whatever state its weights are in (find_checkpoint names what is wrong with them)."""
     for candidate in (path, path / "best", path / "last"):
-        if (candidate / WEIGHTS).is_file() and (candidate / CONFIG).is_file():
+        if (candidate / CONFIG).is_file():
             try:
                 config = json.loads((candidate / CONFIG).read_text(encoding="utf-8"))
             except (OSError, UnicodeDecodeError, json.JSONDecodeError):
@@ -87,13 +95,10 @@ def is_checkpoint(path: Path) -> bool:
 def read_model_table(ckpt: Path) -> dict:
     """The `model` table of ckpt/config.json, checked to hold the sizes a GPT needs."""
     file = ckpt / CONFIG
-    if not file.is_file():
+    config = read_json(file, "restore it or re-save the checkpoint")
+    if config is None:
         raise CheckpointError(f"{file} is missing; a checkpoint needs {CONFIG} beside {WEIGHTS} (re-save it)")
-    try:
-        config = json.loads(file.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise CheckpointError(f"{file} is not valid JSON ({e}); restore it or re-save the checkpoint") from e
-    model = config.get("model") if isinstance(config, dict) else None
+    model = config.get("model")
     if not isinstance(model, dict):
         raise CheckpointError(f'{file} has no "model" object; re-save the checkpoint with storage.checkpoint.save_model')
     missing = [k for k in REQUIRED if k not in model]
@@ -151,10 +156,20 @@ def read_weights(ckpt: Path, config: GPTConfig) -> dict[str, torch.Tensor]:
     file = ckpt / WEIGHTS
     check_shapes(expected_shapes(config), stored_shapes(ckpt), file)  # the header: the tensors are what it says
     try:
-        return safetensors.torch.load_file(file)
+        tensors = safetensors.torch.load_file(file)
     except Exception as e:  # safetensors raises its own error type for truncated or garbled files
         reason = " ".join(str(e).split())  # one line
         raise CheckpointError(f"{file} is damaged or truncated ({reason}); restore it or use another checkpoint") from e
+    check_finite_weights(tensors, file, CheckpointError)
+    return tensors
+
+
+def check_finite_weights(tensors: dict[str, torch.Tensor], file: Path, error: type[UserError]) -> None:
+    """Refuse weights holding NaN or inf: every logit, score and page drawn from them would be NaN."""
+    bad = next((name for name, t in tensors.items() if t.is_floating_point() and not torch.isfinite(t).all()), None)
+    if bad is not None:
+        raise error(f"{file} holds NaN or infinite values ({bad}), so nothing can be computed with it; use "
+                    f"another checkpoint (a run's last/ keeps the last finite weights)")
 
 
 def load_weights(model: GPT, ckpt: Path) -> None:
@@ -181,12 +196,15 @@ def checkpoint_step(ckpt: Path) -> int | None:
 
 
 def read_json(file: Path, hint: str, error: type[UserError] = CheckpointError) -> dict | None:
-    """The JSON object in `file`, or None if the file is absent; a damaged one raises `error` ending with `hint`."""
-    if not file.is_file():
+    """The JSON object in `file`, or None if nothing is there; one that cannot be read (a directory, a loop of
+    links) or is damaged raises `error` ending with `hint`."""
+    if not (file.is_symlink() or file.exists()):
         return None
     try:
         obj = json.loads(file.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+    except OSError as e:
+        raise error(f"cannot read {file} ({e.strerror or e}); {hint}") from None
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
         raise error(f"{file} is not valid JSON ({' '.join(str(e).split())}); {hint}") from None
     if not isinstance(obj, dict):
         raise error(f"{file} is not a JSON object; {hint}")
@@ -307,5 +325,6 @@ def open_checkpoint(path) -> Pretrained:
     ckpt = find_checkpoint(path)
     config = read_config(ckpt)
     tok, eot_id = checkpoint_tokenizer(ckpt, config.vocab_size, need_eot=True)
+    check_shapes(expected_shapes(config), stored_shapes(ckpt), ckpt / WEIGHTS)  # the header now, before any data work
     return Pretrained(ckpt, str(ckpt.resolve()), config, tok, ckpt / TOKENIZER, tok.id_to_token(eot_id), eot_id,
                       lambda: read_weights(ckpt, config))  # fmt: skip

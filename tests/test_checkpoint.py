@@ -105,7 +105,7 @@ def test_garbage_weights(tmp_path):
     "text, words",
     [
         ("{not json", "not valid JSON"),
-        ('["a list"]', 'no "model" object'),
+        ('["a list"]', 'is not a JSON object'),
         ('{"train": {}}', 'no "model" object'),
         ('{"model": {"vocab_size": 64, "block_size": 16}}', "lacks model.n_layer, model.n_head, model.n_embd"),
         (
