@@ -1,11 +1,13 @@
 """What several test files share: the repository's paths, the tiny shapes, one prepared-data cache, a tiny
-run config, a model with random biases, headless Chromium, and train.py with its test hooks in a process."""
+run config, a tiny trained run, a model with random biases, headless Chromium, and train.py with its test
+hooks in a process."""
 
 import os
 import shutil
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -29,6 +31,20 @@ def data_cache(tmp_path_factory):
 def tiny(data_cache, *overrides):
     """configs/tiny.toml on the session's data cache and one thread, with `--section.key=value` overrides."""
     return load_config(TINY, [f"--data.cache_dir={data_cache}", "--train.threads=1", *overrides])
+
+
+def trained_tiny_run(tmp_path_factory, name: str) -> SimpleNamespace:
+    """A tiny run trained two steps in a fresh directory, in this process, and its Hugging Face export: .root,
+    .run, .cache (the session's data cache), .base (the arguments every train.py call of the tests shares)."""
+    import train
+    from hf.export_gpt2 import export
+
+    root = tmp_path_factory.mktemp(name)
+    cache = tmp_path_factory.getbasetemp() / "train-data-cache"
+    base = ["--config", str(TINY), f"--data.cache_dir={cache}", "--train.threads=1", "--train.sample_tokens=0"]
+    assert train.main([*base, "--train.max_steps=2", "--train.eval_interval=2", "--out", str(root / "run")]) == 0
+    export(root / "run", root / "hf")
+    return SimpleNamespace(root=root, run=root / "run", cache=cache, base=base)
 
 
 def biased_model(seed=0, block_size=16):
