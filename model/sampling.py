@@ -85,15 +85,16 @@ def choose_next(logits, temperature=1.0, top_k=None, top_p=None, generator=None)
     """(B, V) logits -> (B,) token ids: argmax if temperature is 0, else a filtered sample. A NaN or +inf
     logit (weights that overflow in their dtype) raises ModelInputError, not a sample of NaNs; -inf is a
     token filtered out."""
-    if bool((logits.isnan() | logits.isposinf()).any()):
+    top = logits.max(dim=-1, keepdim=True)  # one pass for the checks, greedy decoding and the shift below
+    if not bool(top.values.isfinite().all()):  # a NaN anywhere in a row is its max, and so is +inf
         raise ModelInputError("the model's logits hold NaN or inf at this step (its weights overflow in "
                               f"{str(logits.dtype).removeprefix('torch.')}); use other weights or another dtype")
     if temperature == 0:  # max's kernel is ~2x argmax's on CPU; both return the first maximum's index
-        return logits.max(dim=-1).indices
+        return top.indices.squeeze(1)
     # The max first, so a tiny temperature sends the others to -inf (never inf - inf = nan); and no smaller
     # than the dtype's smallest normal, which 1e-300 would underflow past to 0 (0 / 0 = nan).
     temperature = max(temperature, torch.finfo(logits.dtype).tiny)
-    logits = (logits - logits.amax(dim=-1, keepdim=True)) / temperature
+    logits = (logits - top.values) / temperature
     if top_k is not None:
         logits = keep_top_k(logits, top_k)
     if top_p is not None and top_p < 1:

@@ -2,10 +2,12 @@
 run config, a tiny trained run, a model with random biases, headless Chromium, and train.py with its test
 hooks in a process."""
 
+import json
 import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -92,3 +94,101 @@ def train_paused_in_a_save(args, pause: str):
             return proc
     proc.wait(timeout=60)
     pytest.fail(f"the run ended without reaching its save ({pause})")
+
+
+class Browser:
+    """Headless Chromium driven over the DevTools protocol on a pipe (fds 3 and 4): no extra packages.
+
+    `evaluate(js)` runs JavaScript in the page; `move(x, y)` and `click(x, y)` send real mouse input.
+    """
+
+    def __init__(self, url, profile):
+        to_chrome, self._send = os.pipe()
+        self._recv, from_chrome = os.pipe()
+
+        def connect():  # in the child: the protocol pipes must be fds 3 (commands) and 4 (replies)
+            a, b = os.dup(to_chrome), os.dup(from_chrome)
+            os.dup2(a, 3, inheritable=True)
+            os.dup2(b, 4, inheritable=True)
+
+        self.proc = subprocess.Popen(
+            [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--remote-debugging-pipe", "--no-first-run",
+             "--disable-background-networking", "--disable-component-update", "--disable-sync",
+             "--window-size=1200,900", f"--user-data-dir={profile}", url],
+            preexec_fn=connect, close_fds=False, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        os.close(to_chrome)
+        os.close(from_chrome)
+        self._buffer, self._id, self.events = b"", 0, []
+        page = next(t for t in self.call("Target.getTargets")["targetInfos"] if t["type"] == "page")
+        self.session = self.call("Target.attachToTarget", targetId=page["targetId"], flatten=True)["sessionId"]
+        self.call("Runtime.enable", session=self.session)
+        for _ in range(200):  # the first document may still be about:blank
+            if self.evaluate("location.protocol === 'file:' && document.readyState === 'complete'"):
+                break
+            time.sleep(0.05)
+
+    def call(self, method, session=None, **params):
+        self._id += 1
+        message = {"id": self._id, "method": method, "params": params}
+        if session:
+            message["sessionId"] = session
+        os.write(self._send, json.dumps(message).encode() + b"\0")
+        while True:
+            while b"\0" not in self._buffer:
+                chunk = os.read(self._recv, 1 << 16)
+                assert chunk, "chromium closed the DevTools pipe"
+                self._buffer += chunk
+            line, self._buffer = self._buffer.split(b"\0", 1)
+            reply = json.loads(line)
+            if reply.get("id") == self._id:
+                assert "error" not in reply, reply["error"]
+                return reply["result"]
+            self.events.append(reply)  # console messages, exceptions, ...
+
+    def evaluate(self, js):
+        result = self.call("Runtime.evaluate", session=self.session, expression=js, returnByValue=True)
+        assert "exceptionDetails" not in result, result["exceptionDetails"]
+        return result["result"].get("value")
+
+    def move(self, x, y):
+        self.call("Input.dispatchMouseEvent", session=self.session, type="mouseMoved", x=x, y=y)
+
+    def click(self, x, y):
+        for kind in ("mousePressed", "mouseReleased"):
+            self.call("Input.dispatchMouseEvent", session=self.session, type=kind, x=x, y=y, button="left", clickCount=1)
+
+    def centre(self, selector, index=0):
+        """Viewport coordinates of the centre of the index-th element matching selector (scrolled into view)."""
+        return self.evaluate(f"""(() => {{ const e = document.querySelectorAll({json.dumps(selector)})[{index}];
+            e.scrollIntoView({{block: "center"}}); const r = e.getBoundingClientRect();
+            return [r.left + r.width / 2, r.top + r.height / 2]; }})()""")
+
+    def texts(self, selector):
+        return self.evaluate(f"Array.from(document.querySelectorAll({json.dumps(selector)}), e => e.textContent)")
+
+    def problems(self):
+        """Uncaught exceptions and console errors so far, and what the page's error hook recorded."""
+        bad = [e for e in self.events if e.get("method") == "Runtime.exceptionThrown"
+               or (e.get("method") == "Runtime.consoleAPICalled" and e["params"]["type"] in ("error", "warning"))]
+        return bad, self.evaluate("document.getElementById('errors').textContent")
+
+    def close(self):
+        try:
+            self.call("Browser.close")
+        finally:
+            self.proc.wait(timeout=30)
+            os.close(self._send)
+            os.close(self._recv)
+
+
+@pytest.fixture
+def browser(tmp_path):
+    opened = []
+
+    def open_page(path, fragment=""):
+        opened.append(Browser(path.as_uri() + fragment, tmp_path / f"profile{len(opened)}"))
+        return opened[-1]
+
+    yield open_page
+    for b in opened:
+        b.close()

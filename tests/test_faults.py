@@ -41,7 +41,6 @@ from storage.checkpoint import load_model
 from inspection.trace import trace_ids
 from tests.conftest import CHROMIUM, ROOT, TINY, biased_model, trained_tiny_run
 from tests.test_bad_input import NOT_UTF8, read_only_dir, snapshot
-from tests.test_inspection import browser  # noqa: F401  (the fixture)
 from training.checkpoints import recover
 
 
