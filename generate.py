@@ -7,12 +7,15 @@
     python generate.py --prompt "대한민국의 수도는" --attention out/ --head 1.0
     python generate.py --prompt "대한민국의 수도는" --explain 1.0 --query -1   # one head, step by step
     python generate.py --heads --attention out/                   # what each head does -> out/heads.json
+    python generate.py --prompt "국회는" --attention out/ --over-training runs/heads   # every snapshot, one page
 
 --attention writes layer_<L>.png, attention.html (open it in any browser, offline), attention.npz and
 explain.npz (every intermediate tensor, inspection/trace.py), and prints one row of statistics per head
 (defined in inspection/stats.py). --explain walks through one head at one query token with the model's
-own numbers (inspection/explain.py); --heads scores every head's role (inspection/heads.py). The work is
-done by the `inference` and `inspection` packages, whose functions are the same in a notebook.
+own numbers (inspection/explain.py); --heads scores every head's role (inspection/heads.py);
+--over-training draws the text at every snapshot of a run (train.snapshots) on one page with a slider
+(inspection/over_training.py). The work is done by the `inference` and `inspection` packages, whose
+functions are the same in a notebook.
 """
 
 if __name__ == "__main__":  # Ctrl-C while torch loads ends with one line, not a traceback
@@ -21,6 +24,7 @@ if __name__ == "__main__":  # Ctrl-C while torch loads ends with one line, not a
     stop_quietly_while_loading()
 
 import sys
+from pathlib import Path
 
 from cli.command import ArgumentParser, integer, run_command
 from inference.runs import check_text, load_run
@@ -29,10 +33,15 @@ from inference.textgen import TEMPERATURE, check_sampling, stream_text
 from inspection.explain import explain_head, resolve_query
 from inspection.heads import format_roles_table, measure_heads, save_roles
 from inspection.heldout import held_out_ids, usable_ids
+from inspection.html import frames_page
 from inspection.maps import attention_for_ids, attention_from_decoding, check_head, make_out_dir, write_attention
+from inspection.over_training import format_snapshot_table, snapshot_frames
 from inspection.stats import format_stats_table, format_top_attended, head_stats
 from inspection.trace import trace_ids
 from model.errors import UserError
+from storage.atomic import write_files, write_text_atomic
+from storage.checkpoint import read_config, snapshot_dirs
+from training.metrics import read_metrics
 
 
 def parse_args(argv):
@@ -58,6 +67,8 @@ def parse_args(argv):
     p.add_argument("--heads", action="store_true", help="score what each head does (no prompt needed)")
     p.add_argument("--heads-text", metavar="FILE", help="held-out text for --heads (default: the run's validation split)")
     p.add_argument("--layers", metavar="LIST", help="layers of the page and PNGs, e.g. 0,2 or 0-3 (default: all)")
+    p.add_argument("--over-training", metavar="RUN", help="with --prompt and --attention DIR: one page with a slider over "
+                   "the snapshots of RUN (train.snapshots), DIR/over_training.html")
     return p.parse_args(argv)
 
 
@@ -120,8 +131,7 @@ def inspect_attention(run, ids: list[int], args, head, recorded: list | None = N
         text = b"".join(run.token_bytes[i] for i in maps.ids).decode("utf-8", errors="ignore")
         title = f"Attention maps of {run.ckpt_dir}: {text[:60] + '…' if len(text) > 60 else text}"
         layers = parse_layers(args.layers, run.model.config.n_layer) if args.layers else None
-        written = write_attention(maps, args.attention, title, trace=trace, layers=layers,
-                                  roles=roles.labels() if roles is not None else None)
+        written = write_attention(maps, args.attention, title, trace=trace, layers=layers, roles=roles)
         print(f"wrote {', '.join(str(p) for p in written)}")
     print(f"attention statistics per head over {len(maps.ids)} tokens (inspection/stats.py defines them):")
     print(format_stats_table(head_stats(maps.weights)))
@@ -143,6 +153,25 @@ def print_heads(run, args):
     if args.attention:
         print(f"wrote {save_roles(roles, make_out_dir(args.attention) / 'heads.json')}")
     return roles
+
+
+def write_over_training(args) -> None:
+    """--over-training RUN: the prompt's maps at every snapshot of RUN on one page, and each one's strongest heads."""
+    run_dir = Path(args.over_training)
+    snapshots = snapshot_dirs(run_dir)
+    if not snapshots:
+        raise UserError(f"{run_dir} holds no snapshots/ of a training run; train it with --train.snapshots=8 "
+                        "(evenly spaced copies of the weights), then look again")
+    n_layer = read_config(snapshots[0]).n_layer
+    layers = parse_layers(args.layers, n_layer) if args.layers else list(range(n_layer))
+    frames, labels, run = snapshot_frames(snapshots, args.prompt, read_metrics(run_dir / "metrics.jsonl"), args.device,
+                                          layers)  # fmt: skip
+    title = f"{args.prompt[:60]}{'…' if len(args.prompt) > 60 else ''}: {len(frames)} snapshots of {run_dir}"
+    page = frames_page(frames, labels, title, layers, run.model.config.n_head)
+    written = write_files(make_out_dir(args.attention), {"over_training.html": lambda path: write_text_atomic(path, page)},
+                          UserError)  # fmt: skip
+    print(f"wrote {written[0]} ({len(frames)} snapshots, {len(labels)} tokens); the strongest heads at each step:")
+    print(format_snapshot_table(frames, layers))
 
 
 def print_score(run, path: str, text: str) -> None:
@@ -188,6 +217,13 @@ def check_inspection_options(args) -> None:
         raise UserError("--query picks the token of --explain; add --explain LAYER.HEAD")
     if args.layers is not None and args.attention is None:
         raise UserError("--layers picks the layers that --attention draws; add --attention DIR")
+    if args.over_training is not None:
+        others = [name for name, value in (("--ckpt", args.ckpt), ("--head", args.head), ("--explain", args.explain),
+                                           ("--heads", args.heads or None), ("--score", args.score),
+                                           ("--max-new-tokens", args.max_new_tokens or None)) if value is not None]  # fmt: skip
+        if args.prompt is None or args.attention is None or others:
+            raise UserError("--over-training RUN draws the maps of --prompt TEXT at every snapshot of RUN into --attention "
+                            f"DIR{'; drop ' + ', '.join(others) if others else ''}")
 
 
 def main(argv=None) -> int:
@@ -204,6 +240,8 @@ def generate(args) -> None:
     if args.prompt == "":
         raise UserError('the prompt is empty; give some text, e.g. --prompt "대한민국은"')
     check_inspection_options(args)
+    if args.over_training is not None:
+        return write_over_training(args)
     if args.score is not None and (args.prompt is not None or inspecting):
         raise UserError("--score scores a file; use it without --prompt, --attention, --head, --explain and --heads")
     head = parse_head(args.head) if args.head is not None else None

@@ -7,8 +7,9 @@
     python train.py --config configs/tiny.toml --out runs/t1 --overwrite  # replace that run
     torchrun --standalone --nproc_per_node=2 train.py --config configs/tiny.toml
 
-The run directory gets config.json, metrics.jsonl, loss.png, last/ (every evaluation) and best/ (lowest
-validation loss). The run ends with the exact loss over the whole validation split and its bits per
+The run directory gets config.json, metrics.jsonl (with every head's role scores at each evaluation),
+loss.png, heads.png, last/ (every evaluation), best/ (lowest validation loss) and, with train.snapshots,
+snapshots/. The run ends with the exact loss over the whole validation split and its bits per
 character, for the best and the last weights. Exit codes: 0 done; 2 bad input (config, data, checkpoint);
 3 the loss became NaN/inf (last/ keeps the last good weights); 130 Ctrl-C and 143 SIGTERM, after
 finishing the step and saving last/ (the printed command resumes; a second Ctrl-C aborts without saving).
@@ -40,17 +41,19 @@ from tqdm import tqdm
 from cli.command import ArgumentParser, run_command
 from data.loader import BatchLoader
 from data.prepare import check_splits, prepare
-from data.tokenizer import load_tokenizer
+from data.lessons import CopyLessons
+from data.tokenizer import load_tokenizer, ordinary_ids
 from hf.pretrained import open_pretrained
 from model import GPT
 from model.nll import windows_read
 from storage.atomic import write_json
-from storage.checkpoint import load_weights
+from storage.checkpoint import load_weights, snapshot_dirs
 from training.budget import TimeBudget
-from training.checkpoints import recover, rng_state, save_checkpoint, set_rng_state
+from training.checkpoints import (drop_snapshots_after, recover, rng_state, save_checkpoint, save_snapshot, set_rng_state,
+                                  snapshot_due)  # fmt: skip
 from training.config import RunConfig, TrainConfig, load_config
 from training.distributed import Distributed
-from training.evaluation import evaluate, final_scores, sample_text
+from training.evaluation import evaluate, final_scores, sample_text, score_heads
 from training.hardware import check_memory, peak_flops, step_settings
 from training.lock import RunLock
 from training.metrics import RunLog, Speedometer
@@ -116,8 +119,10 @@ def train(cfg: RunConfig, out_dir, resume: bool = False, overwrite: bool = False
                                       lr=tc.lr, betas=(tc.beta1, tc.beta2), fused=device.type == "cuda")  # fmt: skip
         model = ddp.wrap(torch.compile(raw) if use_compile else raw)  # what the step calls; raw is saved
         scaler = torch.amp.GradScaler(device.type, enabled=precision == "fp16")
-        loader = BatchLoader(prepared.dir / "train.bin", cfg.model.block_size, tc.batch_size, tc.seed, device, ddp.rank)
         tokenizer = load_tokenizer(prepared.tokenizer_path)
+        lessons = CopyLessons(tc.copy_lessons, ordinary_ids(tokenizer, cfg.model.vocab_size)) if tc.copy_lessons else None
+        loader = BatchLoader(prepared.dir / "train.bin", cfg.model.block_size, tc.batch_size, tc.seed, device, ddp.rank,
+                             lessons=lessons)  # fmt: skip
         tokens_per_step = tc.batch_size * cfg.model.block_size * tc.grad_accum * ddp.world
 
         # where the loop starts: step 0, or exactly where last/ left off
@@ -140,6 +145,8 @@ def train(cfg: RunConfig, out_dir, resume: bool = False, overwrite: bool = False
         if ddp.master:
             if overwrite:
                 clear_run(out_dir)  # only now that everything else checked out
+            elif saved:
+                drop_snapshots_after(out_dir, step)  # this run takes them again, the same
             write_json(out_dir / "config.json", cfg.to_dict())
             print(cfg.describe())
             print(f"{raw.num_params() / 1e6:.2f}M parameters on {device}, {precision}, compile {'on' if use_compile else 'off'}, "
@@ -203,15 +210,18 @@ def train(cfg: RunConfig, out_dir, resume: bool = False, overwrite: bool = False
                     t_eval = time.perf_counter()
                     losses = evaluate(raw, prepared.dir, tc, device, autocast, ddp.rank, ddp.world)
                     t_scored = time.perf_counter()
+                    heads = score_heads(raw, prepared.dir, prepared.meta, tokenizer) if ddp.master else None  # --heads's roles
                     check_finite("the validation loss", losses["val"], step, out_dir)
                     improved = losses["val"] < best_val
                     if improved:
                         best_val, best_step = losses["val"], step
                     evals_since_best = 0 if improved else evals_since_best + 1
+                    if ddp.master and snapshot_due(step, tc.max_steps, len(snapshot_dirs(out_dir)), tc.snapshots):
+                        save_snapshot(out_dir, step, raw, cfg.to_dict(), prepared.dir)  # before last/: see drop_snapshots_after
                     save(["last", "best"] if improved else ["last"])
                     if log:
                         record = {"kind": "eval", "step": step, "train_loss": round(losses["train"], 6),
-                                  "val_loss": round(losses["val"], 6), "best_val_loss": round(best_val, 6)}  # fmt: skip
+                                  "val_loss": round(losses["val"], 6), "best_val_loss": round(best_val, 6), "heads": heads}  # fmt: skip
                         if tc.sample_tokens:
                             record["sample"] = sample_text(raw, tokenizer, prepared.meta["eot_id"], tc.sample_tokens, device)
                         log.write(record)

@@ -2,10 +2,12 @@
 
     python bench/page_speed.py                       # 128, 512 and 1,024 tokens, a random 4-layer, 4-head model
     python bench/page_speed.py --tokens 1024 --layers 0 --repeat 5
+    python bench/page_speed.py --snapshots 8 --n-layer 4 --n-head 6 --n-embd 192 --tokens 32,128   # --over-training
 
 Random weights (n_embd 64, block 1024, seed 0) over random Hangul tokens: the page's cost depends on
 the shape, not on what the model learned. Each page holds every weight of the chosen layers and the
-walkthrough's tensors (explain.npz's q, k, v, y), as `generate.py --attention` writes it. "ready" is
+walkthrough's tensors (explain.npz's q, k, v, y), as `generate.py --attention` writes it; with --snapshots N,
+N such frames of N models (seeds 0..N-1), as `generate.py --over-training` writes them. "ready" is
 the page's own clock when its script has drawn the first view (all heads of the first layer: their
 heatmaps on canvases, their token strips), read from `data-ready-ms` in the dumped DOM; "wall" is the
 whole Chromium run, start-up included. The figures are medians of --repeat runs, sizes taken in turn.
@@ -25,7 +27,7 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from inspection.html import save_html  # noqa: E402
+from inspection.html import frame_data, frames_page  # noqa: E402
 from inspection.trace import trace_ids  # noqa: E402
 from model import GPT, GPTConfig  # noqa: E402
 
@@ -53,25 +55,33 @@ def main(argv=None):
     p.add_argument("--layers", help="comma list of the layers the page keeps (default: all)")
     p.add_argument("--repeat", type=int, default=3, help="loads per size; the median is printed")
     p.add_argument("--threads", type=int, default=1, help="torch threads for the forward pass")
+    p.add_argument("--n-embd", type=int, default=64)
+    p.add_argument("--snapshots", type=int, default=1, help="frames on the page, one model each (a slider over them)")
     args = p.parse_args(argv)
     chromium = shutil.which("chromium") or shutil.which("chromium-browser")
     if chromium is None:
         raise SystemExit("chromium is not installed (apt-get install chromium)")
     torch.set_num_threads(args.threads)
-    torch.manual_seed(0)
-    model = GPT(GPTConfig(vocab_size=2048, block_size=1024, n_layer=args.n_layer, n_head=args.n_head, n_embd=64)).eval()
-    layers = [int(x) for x in args.layers.split(",")] if args.layers else None
+    config = GPTConfig(vocab_size=2048, block_size=1024, n_layer=args.n_layer, n_head=args.n_head, n_embd=args.n_embd)
+    models = []
+    for seed in range(args.snapshots):
+        torch.manual_seed(seed)
+        models.append(GPT(config).eval())
+    layers = [int(x) for x in args.layers.split(",")] if args.layers else list(range(args.n_layer))
     sizes = [int(t) for t in args.tokens.split(",")]
     ids = torch.randint(0, 2048, (max(sizes),), generator=torch.Generator().manual_seed(0)).tolist()
     labels = [chr(0xAC00 + i) for i in ids]  # a Hangul syllable per token
-    print(f"{args.n_layer} layers x {args.n_head} heads, n_embd 64, layers on the page: {layers or 'all'}; "
-          f"{chromium}, median of {args.repeat}")
+    print(f"{args.n_layer} layers x {args.n_head} heads, n_embd {args.n_embd}, {args.snapshots} snapshot(s), layers on "
+          f"the page: {layers}; {chromium}, median of {args.repeat}")
     with tempfile.TemporaryDirectory() as tmp:
         pages = {}
         for T in sizes:
-            trace = trace_ids(model, ids[:T])
-            pages[T] = save_html(trace.weights, labels[:T], Path(tmp) / f"page_{T}.html", f"{T} tokens",
-                                 trace=trace, layers=layers)
+            frames = []
+            for step, model in enumerate(models):
+                trace = trace_ids(model, ids[:T])
+                frames.append(frame_data(trace.weights, layers, trace=trace, step=step if len(models) > 1 else None))
+            pages[T] = Path(tmp) / f"page_{T}.html"
+            pages[T].write_text(frames_page(frames, labels[:T], f"{T} tokens", layers, args.n_head), encoding="utf-8")
         times = {T: [] for T in sizes}
         for r in range(args.repeat):
             for T in sizes:  # in turn, so a burst of load on the machine hits every size alike

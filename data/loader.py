@@ -26,8 +26,9 @@ def load_tokens(bin_path: str | Path, dtype: str) -> np.memmap:
 
 class BatchLoader:
     def __init__(self, bin_path, block_size: int, batch_size: int, seed: int, device="cpu", rank: int = 0,
-                 dtype: str | None = None):
-        """`dtype` defaults to the one in the shard's meta.json."""
+                 dtype: str | None = None, lessons=None):
+        """`dtype` defaults to the one in the shard's meta.json; `lessons`: a data.lessons.CopyLessons that
+        rewrites a share of the windows (training only)."""
         bin_path = Path(bin_path)
         if dtype is None:
             meta_path = bin_path.with_name("meta.json")
@@ -39,7 +40,7 @@ class BatchLoader:
         if len(self.tokens) < block_size + 1:
             raise DataError(f"{bin_path} holds {len(self.tokens)} tokens, fewer than block_size + 1 = "
                             f"{block_size + 1}; use a smaller block_size or more text")
-        self.block_size, self.batch_size, self.device = block_size, batch_size, torch.device(device)
+        self.block_size, self.batch_size, self.device, self.lessons = block_size, batch_size, torch.device(device), lessons
         self.generator = torch.Generator().manual_seed((seed + rank) % 2**64)  # a seed up to 2**64 - 1 on any rank
         self.window = np.arange(block_size + 1)
 
@@ -47,6 +48,8 @@ class BatchLoader:
         starts = torch.randint(len(self.tokens) - self.block_size, (self.batch_size,), generator=self.generator)
         rows = self.tokens[starts.numpy()[:, None] + self.window]  # (B, T+1), one gather from the memmap
         batch = torch.from_numpy(rows.astype(np.int64))
+        if self.lessons is not None:
+            batch = self.lessons.apply(batch, self.generator)
         if self.device.type == "cuda":
             batch = batch.pin_memory().to(self.device, non_blocking=True)
         else:

@@ -120,3 +120,10 @@ def check_fits(tok: Tokenizer, rows: int, file: Path, error: type[UserError]) ->
 def special_ids(tok: Tokenizer) -> list[int]:
     """The ids of the tokenizer's special tokens (`<|endoftext|>`, KoGPT2's `</s>`, ...), in id order."""
     return sorted(i for i, t in tok.get_added_tokens_decoder().items() if t.special)
+
+
+def ordinary_ids(tok: Tokenizer, vocab_size: int) -> list[int]:
+    """The ids below `vocab_size` (the model's embedding rows) that the tokenizer has and that are not special
+    tokens: what the random sequences of the induction test are drawn from."""
+    special = set(special_ids(tok))
+    return [i for i in range(min(tok.get_vocab_size(), vocab_size)) if i not in special]

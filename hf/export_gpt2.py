@@ -45,7 +45,7 @@ from storage.atomic import check_out_dir, write_directory, write_json
 from storage.checkpoint import TOKENIZER, WEIGHTS, checkpoint_tokenizer, find_checkpoint, load_model
 
 # GPTConfig fields that GPT-2 can express; any other field is an option the export must refuse
-EXPRESSIBLE = (*gpt2_names.CONFIG, "dropout", "bias")
+EXPRESSIBLE = (*gpt2_names.CONFIG, "dropout", "bias", "mlp")
 DTYPE_NAMES = {torch.float32: "float32", torch.bfloat16: "bfloat16", torch.float16: "float16"}
 # what an export holds: --force replaces a directory of these names only
 WRITES = (WEIGHTS, "config.json", "generation_config.json", TOKENIZER, "tokenizer_config.json", "special_tokens_map.json")
@@ -70,7 +70,7 @@ def activation_name(model: GPT) -> str:
     """The transformers name of the MLP activation: the config's, checked against the modules themselves."""
     kinds = {m.approximate for m in model.modules() if isinstance(m, nn.GELU)}
     name = model.config.activation
-    if kinds != {ACTIVATIONS[name]}:
+    if kinds != ({ACTIVATIONS[name]} if model.config.mlp else set()):
         raise ExportError(
             f"the MLP activations are nn.GELU(approximate={sorted(kinds)}) but model.activation is {name!r}; "
             "GPT-2 needs every layer to use the one activation its config names"
@@ -98,14 +98,13 @@ def gpt2_config(model: GPT, eot_id: int) -> dict:
         "architectures": ["GPT2LMHeadModel"],
         "model_type": "gpt2",
         **{theirs: getattr(c, ours) for ours, theirs in gpt2_names.CONFIG.items()},
-        "n_inner": model.blocks[0].mlp.c_fc.out_features,
+        "n_inner": 4 * c.n_embd,  # an attention-only model is exported with MLPs of zeros
         **{name: c.dropout for name in gpt2_names.DROPOUTS},
         "scale_attn_weights": True,  # scores / sqrt(head_dim), as in model/attention.py
         "scale_attn_by_inverse_layer_idx": False,
         "reorder_and_upcast_attn": False,
         "add_cross_attention": False,
         "tie_word_embeddings": True,
-        "initializer_range": 0.02,
         "bos_token_id": eot_id,
         "eos_token_id": eot_id,
         "use_cache": True,

@@ -24,8 +24,13 @@ CONFIG = {
     "n_embd": "n_embd",
     "layer_norm_eps": "layer_norm_epsilon",
     "activation": "activation_function",
+    "init_std": "initializer_range",
 }
 DROPOUTS = ("resid_pdrop", "embd_pdrop", "attn_pdrop")
+# GPT-2's shapes of a block's MLP and ln_2 tensors, C wide (Conv1D weights are (in, out))
+MLP_SHAPES = {"ln_2.weight": lambda C: (C,), "ln_2.bias": lambda C: (C,), "mlp.c_fc.weight": lambda C: (C, 4 * C),
+              "mlp.c_fc.bias": lambda C: (4 * C,), "mlp.c_proj.weight": lambda C: (4 * C, C),
+              "mlp.c_proj.bias": lambda C: (C,)}  # fmt: skip
 
 
 def weight_names(n_layer: int) -> list[tuple[str, str, bool]]:
@@ -41,10 +46,15 @@ def weight_names(n_layer: int) -> list[tuple[str, str, bool]]:
 
 def to_gpt2(state: dict[str, torch.Tensor], n_layer: int) -> dict[str, torch.Tensor]:
     """Our tensors (tied head left out) under GPT-2's names; a missing bias (bias = false) becomes zeros,
-    which computes the same thing. Returns only the tensors of the table, so callers check what is left."""
-    tensors = {}
+    and so does the MLP of an attention-only block (mlp = false), with its ln_2: both compute the same
+    thing (an MLP whose weights are all zero adds nothing). Returns only the tensors of the table, so
+    callers check what is left."""
+    tensors, C = {}, state["tok_emb.weight"].size(1)
     for ours, theirs, linear in weight_names(n_layer):
-        if ours.endswith(".bias") and ours not in state:
+        if ours not in state and ours.split(".", 2)[-1] in MLP_SHAPES:
+            shape = MLP_SHAPES[ours.split(".", 2)[-1]](C)
+            tensors[theirs] = torch.zeros(shape, dtype=state["tok_emb.weight"].dtype)
+        elif ours.endswith(".bias") and ours not in state:
             weight = state[ours.removesuffix("bias") + "weight"]
             tensors[theirs] = torch.zeros(weight.size(0), dtype=weight.dtype)  # (out,) for Linear and LayerNorm
         else:

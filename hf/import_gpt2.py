@@ -53,7 +53,7 @@ from storage.checkpoint import (CONFIG, META, TOKENIZER, WEIGHTS, Pretrained, ch
 SIZES = ("vocab_size", "n_positions", "n_embd", "n_layer", "n_head")  # no default we would trust
 # GPT2Config's defaults for the settings a config.json may leave out (transformers fills them the same way)
 DEFAULTS = {
-    "activation_function": "gelu_new", "layer_norm_epsilon": 1e-5, "n_inner": None, "resid_pdrop": 0.1,
+    "activation_function": "gelu_new", "layer_norm_epsilon": 1e-5, "initializer_range": 0.02, "n_inner": None, "resid_pdrop": 0.1,
     "scale_attn_weights": True, "scale_attn_by_inverse_layer_idx": False, "reorder_and_upcast_attn": False,
     "add_cross_attention": False, "tie_word_embeddings": True,
 }  # fmt: skip

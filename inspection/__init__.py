@@ -14,7 +14,7 @@
 Modules: maps (attention of a text + the files), labels (readable token labels), stats (per-head
 statistics), plot (PNG), html (interactive page, template page.html), trace (every intermediate of
 attention, explain.npz), explain (one head at one query, step by step), heads (what each head does),
-heldout (the text heads are measured on).
+heldout (the text heads are measured on), over_training (one text through every snapshot of a run).
 """
 
 from inspection.explain import explain_head

@@ -185,13 +185,14 @@ def format_roles_table(roles: HeadRoles) -> str:
     return "\n".join(lines)
 
 
+def number(x) -> float | None:
+    """A score as JSON has it: 6 decimals, NaN (no query to measure on) as null."""
+    return None if np.isnan(x) else round(float(x), 6)
+
+
 def roles_json(roles: HeadRoles) -> dict:
     """heads.json's content: every head's scores and role, the chance levels, the induction losses."""
     L, H = roles.scores[ROLES[0]].shape
-
-    def number(x):
-        return None if np.isnan(x) else round(float(x), 6)
-
     heads = [{"layer": l, "head": h, "role": roles.strongest(l, h)[0],
               **{r: number(roles.scores[r][l, h]) for r in ROLES}} for l in range(L) for h in range(H)]
     return {"text": roles.text, "chance": {r: number(c) for r, c in roles.chance.items()},
@@ -199,6 +200,25 @@ def roles_json(roles: HeadRoles) -> dict:
             "loss_first_copy": number(roles.loss_first), "loss_second_copy": number(roles.loss_second),
             "loss_drop": number(roles.loss_drop), "heads": heads,
             "definitions": "inspection/heads.py (module docstring)"}
+
+
+def roles_record(roles: HeadRoles) -> dict:
+    """The scores as a training run records them in metrics.jsonl: role -> (L, H) nested lists, with the
+    same rounding as heads.json; `roles_from_record` reads them back."""
+    return {"scores": {r: [[number(x) for x in row] for row in roles.scores[r]] for r in ROLES},
+            "chance": {r: number(c) for r, c in roles.chance.items()}, "repeat": roles.repeat,
+            "loss_first_copy": number(roles.loss_first), "loss_second_copy": number(roles.loss_second)}
+
+
+def roles_from_record(record: dict, text: str = "") -> HeadRoles:
+    """A HeadRoles from `roles_record`'s dict (null scores back to NaN)."""
+    def array(x):
+        return np.array(x, dtype=np.float64)  # None -> nan
+
+    return HeadRoles({r: array(record["scores"][r]) for r in ROLES},
+                     {r: float(array(record["chance"][r])) for r in ROLES},
+                     float(array(record["loss_first_copy"])), float(array(record["loss_second_copy"])),
+                     text, int(record["repeat"]))
 
 
 def save_roles(roles: HeadRoles, path: str | os.PathLike) -> Path:

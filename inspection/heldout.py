@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from data.tokenizer import special_ids
+from data.tokenizer import ordinary_ids
 from inference.scoring import read_text
 from inspection.heads import WINDOW
 from model.sampling import generate
@@ -27,8 +27,7 @@ SAMPLED_WINDOWS = 4  # windows of text the model writes when there is no validat
 
 def usable_ids(run) -> list[int]:
     """Token ids that are not special tokens: what the random induction sequences are drawn from."""
-    special = set(special_ids(run.tokenizer))
-    return [i for i in range(min(run.tokenizer.get_vocab_size(), run.model.config.vocab_size)) if i not in special]
+    return ordinary_ids(run.tokenizer, run.model.config.vocab_size)
 
 
 def validation_split(ckpt: Path) -> tuple[Path, str] | None:

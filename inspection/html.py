@@ -22,6 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
+from inspection.heads import HeadRoles, roles_record
 from inspection.plot import korean_font_path
 from inspection.stats import head_stats
 from storage.atomic import write_text_atomic
@@ -75,18 +76,42 @@ def font_face_css(text: str) -> str:
             f'src: url(data:font/ttf;base64,{data}) format("truetype"); }}')
 
 
+def frame_data(weights: np.ndarray, layers: list[int], *, trace=None, roles=None, step: int | None = None) -> dict:
+    """One frame of the page: the maps `weights` (L, H, T, T) of `layers`, their statistics, the walkthrough's
+    tensors given a `Trace`, and `roles`: a caption per head ((L, H) nested lists) or a `HeadRoles`, whose
+    scores the page shows too. `step`: the training step of a snapshot."""
+    labels = roles.labels() if isinstance(roles, HeadRoles) else roles
+    return {"step": step, "label": "" if step is None else f"step {step:,}",
+            "weights": pack_weights(weights[layers]),
+            "stats": {name: value.tolist() for name, value in head_stats(weights[layers]).items()},
+            "roles": None if labels is None else [labels[layer] for layer in layers],
+            "scores": roles_json_of(roles, layers), "explain": None if trace is None else explain_data(trace, layers)}
+
+
+def roles_json_of(roles, layers: list[int]) -> dict | None:
+    """The role scores of `layers` as the page reads them (inspection.heads.roles_record), if `roles` has them."""
+    if not isinstance(roles, HeadRoles):
+        return None
+    record = roles_record(roles)
+    record["scores"] = {r: [rows[layer] for layer in layers] for r, rows in record["scores"].items()}
+    return record
+
+
 def attention_page(weights: np.ndarray, labels: list[str], title: str = "Attention maps", *, trace=None,
-                   roles: list[list[str]] | None = None, layers: list[int] | None = None,
-                   prefill: int | None = None) -> str:
+                   roles=None, layers: list[int] | None = None, prefill: int | None = None) -> str:
     """The HTML text of the page for `weights` (L, H, T, T) and token `labels`; the options as in the
-    module docstring (`roles`: a caption per head, (L, H) nested lists)."""
-    L, H, T, _ = weights.shape
-    layers = list(range(L)) if layers is None else list(layers)
-    stats = {name: value.tolist() for name, value in head_stats(weights[layers]).items()}
-    data = {"n_layer": len(layers), "layers": layers, "n_head": H, "T": T, "tokens": list(labels), "stats": stats,
-            "weights": pack_weights(weights[layers]), "prefill": T if prefill is None else int(prefill),
-            "roles": None if roles is None else [roles[layer] for layer in layers],
-            "explain": None if trace is None else explain_data(trace, layers)}
+    module docstring and `frame_data`."""
+    layers = list(range(weights.shape[0])) if layers is None else list(layers)
+    return frames_page([frame_data(weights, layers, trace=trace, roles=roles)], labels, title, layers, weights.shape[1],
+                       prefill)  # fmt: skip
+
+
+def frames_page(frames: list[dict], labels: list[str], title: str, layers: list[int], n_head: int,
+                prefill: int | None = None) -> str:
+    """The page of one or more `frame_data` of the same text (several: a slider over the training steps)."""
+    T = len(labels)
+    data = {"n_layer": len(layers), "layers": layers, "n_head": n_head, "T": T, "tokens": list(labels),
+            "prefill": T if prefill is None else int(prefill), "frames": frames}
     # "<" escaped so that no token (say "</script>") can end the script element early.
     payload = json.dumps(data, ensure_ascii=False).replace("<", "\\u003c")
     page = TEMPLATE.read_text(encoding="utf-8")

@@ -20,6 +20,7 @@ import numpy as np
 import torch
 
 from inference.runs import Run, crop, warn
+from inspection.heads import HeadRoles
 from inspection.html import save_html
 from inspection.labels import token_labels, token_pieces
 from inspection.plot import save_layer_png
@@ -118,13 +119,15 @@ PAGE_WARN_BYTES = 50_000_000  # a page this big loads slowly; the warning sugges
 
 
 def write_attention(maps: AttentionMaps, out_dir: str | os.PathLike, title: str = "Attention maps", *,
-                    trace=None, roles: list[list[str]] | None = None, layers: list[int] | None = None) -> list[Path]:
+                    trace=None, roles=None, layers: list[int] | None = None) -> list[Path]:
     """layer_<L>.png per layer, attention.html and attention.npz in `out_dir` (created if needed), and
-    explain.npz given a `Trace` (inspection/trace.py). `roles`: captions per head for the titles;
+    explain.npz given a `Trace` (inspection/trace.py). `roles`: a `HeadRoles` (its captions in the titles,
+    its scores on the page too) or captions per head, (L, H) nested lists;
     `layers`: the layers of the PNGs and the page (the npz files keep every layer). The files are moved in
     together once all are written (storage.atomic.write_files): never new PNGs beside an old npz."""
     out_dir = make_out_dir(out_dir)
-    writers = {f"layer_{layer}.png": functools.partial(save_layer_png, maps.weights, maps.labels, layer, roles)
+    captions = roles.labels() if isinstance(roles, HeadRoles) else roles
+    writers = {f"layer_{layer}.png": functools.partial(save_layer_png, maps.weights, maps.labels, layer, captions)
                for layer in (range(maps.weights.shape[0]) if layers is None else layers)}  # fmt: skip
     writers["attention.html"] = lambda path: save_html(maps.weights, maps.labels, path, title, trace=trace,
                                                        roles=roles, layers=layers, prefill=maps.prefill)

@@ -42,6 +42,8 @@ class GPTConfig:
     bias: bool = True  # biases in Linear and LayerNorm
     layer_norm_eps: float = 1e-5
     activation: str = "gelu"  # a key of ACTIVATIONS; "gelu" is the exact erf form
+    mlp: bool = True  # false: attention-only blocks, the small models in which induction heads were first studied
+    init_std: float = 0.02  # std of the initial weights (GPT-2's initializer_range); ~1/sqrt(n_embd) suits tiny models
 
     def __post_init__(self):
         for name, largest in MAX_SIZES.items():
@@ -65,6 +67,10 @@ class GPTConfig:
                 f"model.layer_norm_eps = {self.layer_norm_eps!r} must be a positive number below 1, e.g. 1e-5"
             )
 
+        if not isinstance(self.mlp, bool):
+            raise ModelConfigError(f"model.mlp = {self.mlp!r} must be true or false")
+        if not is_number(self.init_std) or not 0 < self.init_std <= 1:
+            raise ModelConfigError(f"model.init_std = {self.init_std!r} must be a number in (0, 1], e.g. 0.02")
         if self.activation not in ACTIVATIONS:
             raise ModelConfigError(
                 f"model.activation = {self.activation!r} is not one of {', '.join(map(repr, ACTIVATIONS))}"

@@ -80,8 +80,9 @@ class DecodeStep:
         self.shape = (c.n_embd,)  # normalized_shape of every LayerNorm
         self.tok_emb, self.pos_emb = model.tok_emb.weight, model.pos_emb.weight
         self.layers = [
-            (b.ln_1.weight, b.ln_1.bias, *linear_args(b.attn.c_attn), *linear_args(b.attn.c_proj),
-             b.ln_2.weight, b.ln_2.bias, *linear_args(b.mlp.c_fc), b.mlp.gelu.approximate, *linear_args(b.mlp.c_proj))
+            ((b.ln_1.weight, b.ln_1.bias, *linear_args(b.attn.c_attn), *linear_args(b.attn.c_proj)),
+             None if b.mlp is None else (b.ln_2.weight, b.ln_2.bias, *linear_args(b.mlp.c_fc), b.mlp.gelu.approximate,
+                                         *linear_args(b.mlp.c_proj)))  # an attention-only block has no MLP
             for b in model.blocks
         ]  # fmt: skip
         self.ln_f = (model.ln_f.weight, model.ln_f.bias)
@@ -96,14 +97,16 @@ class DecodeStep:
         ids = column[0, 0] if one_row else column[:, 0]
         x = torch.embedding(self.tok_emb, ids) + self.pos_emb[pos]  # torch.* forms skip F.*'s Python checks
         with native_cpu_kernels():  # GELU's native kernel
-            for layer, (w1, b1, b_qkv, w_qkv, b_o, w_o, w2, b2, b_fc, w_fc, approx, b_p, w_p) in enumerate(self.layers):
+            for layer, ((w1, b1, b_qkv, w_qkv, b_o, w_o), mlp) in enumerate(self.layers):
                 qkv = linear(torch.layer_norm(x, shape, w1, b1, eps), b_qkv, w_qkv).view(B, 3, nh, 1, hs)
                 q, k, v = qkv.unbind(1)  # 3 x (B, nh, 1, hs)
                 k, v = cache.update(layer, k, v)  # (B, nh, pos + 1, hs)
                 y = F.scaled_dot_product_attention(q, k, v)  # one query sees every cached key: no mask
                 x = linear(y.view(*row), b_o, w_o).add_(x)
-                h = F.gelu(linear(torch.layer_norm(x, shape, w2, b2, eps), b_fc, w_fc), approximate=approx)
-                x = linear(h, b_p, w_p).add_(x)
+                if mlp is not None:
+                    w2, b2, b_fc, w_fc, approx, b_p, w_p = mlp
+                    h = F.gelu(linear(torch.layer_norm(x, shape, w2, b2, eps), b_fc, w_fc), approximate=approx)
+                    x = linear(h, b_p, w_p).add_(x)
         cache.advance(1)
         x = torch.layer_norm(x, shape, *self.ln_f, eps)
         return torch.mv(self.lm_head, x).unsqueeze(0) if one_row else torch.mm(x, self.lm_head.t())  # (B, V)

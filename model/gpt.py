@@ -37,19 +37,20 @@ class MLP(nn.Module):
 
 
 class Block(nn.Module):
-    """Pre-LN transformer block: x + attn(ln_1(x)), then x + mlp(ln_2(x))."""
+    """Pre-LN transformer block: x + attn(ln_1(x)), then x + mlp(ln_2(x)) (left out when config.mlp is false)."""
 
     def __init__(self, config, layer: int):
         super().__init__()
         self.ln_1 = nn.LayerNorm(config.n_embd, eps=config.layer_norm_eps, bias=config.bias)
         self.attn = CausalSelfAttention(config, layer)
-        self.ln_2 = nn.LayerNorm(config.n_embd, eps=config.layer_norm_eps, bias=config.bias)
-        self.mlp = MLP(config)
+        self.ln_2 = nn.LayerNorm(config.n_embd, eps=config.layer_norm_eps, bias=config.bias) if config.mlp else None
+        self.mlp = MLP(config) if config.mlp else None
 
     def forward(self, x, kv_cache=None, need_attn: bool = False):
         y, att = self.attn(self.ln_1(x), kv_cache, need_attn)
         x = x + y
-        x = x + self.mlp(self.ln_2(x))
+        if self.mlp is not None:
+            x = x + self.mlp(self.ln_2(x))
         return x, att
 
 
@@ -64,18 +65,15 @@ class GPT(nn.Module):
         self.ln_f = nn.LayerNorm(config.n_embd, eps=config.layer_norm_eps, bias=config.bias)
         self.lm_head = nn.Linear(config.n_embd, config.vocab_size, bias=False)
         self.lm_head.weight = self.tok_emb.weight  # tied: one matrix reads and writes tokens
-        self.apply(self._init_weights)
+        for module in self.modules():
+            if isinstance(module, (nn.Linear, nn.Embedding)):
+                nn.init.normal_(module.weight, mean=0.0, std=config.init_std)
+            if isinstance(module, nn.Linear) and module.bias is not None:
+                nn.init.zeros_(module.bias)
         # GPT-2: each residual branch adds to the stream, so its output projection starts smaller
         for name, p in self.named_parameters():
             if name.endswith("c_proj.weight"):
-                nn.init.normal_(p, mean=0.0, std=0.02 / math.sqrt(2 * config.n_layer))
-
-    @staticmethod
-    def _init_weights(module):
-        if isinstance(module, (nn.Linear, nn.Embedding)):
-            nn.init.normal_(module.weight, mean=0.0, std=0.02)
-        if isinstance(module, nn.Linear) and module.bias is not None:
-            nn.init.zeros_(module.bias)
+                nn.init.normal_(p, mean=0.0, std=config.init_std / math.sqrt(2 * config.n_layer))
 
     def _trunk(self, idx, kv_cache, need_attn):
         """idx (B, T) -> final hidden states (B, T, C) and one attention map per layer (or Nones)."""

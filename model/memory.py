@@ -22,8 +22,10 @@ GB = 1e9
 
 def param_count(c: GPTConfig) -> int:
     """The parameters of a GPT of config `c` (the tied head counted once), without building it."""
-    per_block = 12 * c.n_embd**2 + (13 if c.bias else 4) * c.n_embd  # attention 4C², MLP 8C², LayerNorms, biases
-    return (c.vocab_size + c.block_size) * c.n_embd + c.n_layer * per_block + 2 * c.n_embd
+    per_block = 12 * c.n_embd**2 + (13 if c.bias else 2) * c.n_embd  # attention 4C², MLP 8C², LayerNorms, biases
+    if not c.mlp:  # attention-only: no MLP (8C² and its 5C biases) and no ln_2
+        per_block -= 8 * c.n_embd**2 + (7 if c.bias else 1) * c.n_embd
+    return (c.vocab_size + c.block_size) * c.n_embd + c.n_layer * per_block + (2 if c.bias else 1) * c.n_embd
 
 
 def training_bytes(c: GPTConfig, batch_size: int) -> int:

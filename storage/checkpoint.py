@@ -5,6 +5,7 @@
     tok, eot_id = checkpoint_tokenizer(ckpt, model.config.vocab_size)
     start = open_checkpoint("runs/small")         # config, tokenizer and end-of-text now, weights on demand
     save_train_state(state, path); state = load_train_state(ckpt)   # a run's last/ and best/ only
+    snapshot_dirs("runs/lesson")                  # RUN/snapshots/step_<step>/, checkpoint dirs by step
 
 A checkpoint dir holds `model.safetensors` (weights), `config.json` ({"model": asdict(GPTConfig), ...}),
 `tokenizer.json` and `meta.json` (the data's end-of-text id and tokenizer hash); a run's last/ and best/
@@ -54,6 +55,15 @@ def save_model(model: GPT, directory, extra_config: dict | None = None) -> None:
     tensors = {k: t.detach().cpu().contiguous() for k, t in model.state_dict().items() if k != TIED}
     atomic_write(directory / WEIGHTS, lambda tmp: safetensors.torch.save_file(tensors, tmp))
     write_json(directory / CONFIG, {"model": asdict(model.config), **(extra_config or {})})
+
+
+SNAPSHOTS = "snapshots"  # RUN/snapshots/step_<step>/: a run's train.snapshots, checkpoint dirs without train_state.pt
+
+
+def snapshot_dirs(run_dir) -> list[Path]:
+    """The snapshots of a run, by step."""
+    found = [d for d in (Path(run_dir) / SNAPSHOTS).glob("step_*") if d.name[5:].isdigit() and d.is_dir()]
+    return sorted(found, key=lambda d: int(d.name[5:]))
 
 
 def find_checkpoint(path) -> Path:

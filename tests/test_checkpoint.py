@@ -32,7 +32,8 @@ def test_round_trip_gives_identical_logits_and_keeps_the_head_tied(tmp_path):
     idx = torch.randint(0, 64, (2, 10))
     assert torch.equal(loaded(idx, all_logits=True)[0], model(idx, all_logits=True)[0])
     config = json.loads((tmp_path / "ckpt" / "config.json").read_text())
-    assert config == {"model": {**TINY, "dropout": 0.0, "bias": True, "layer_norm_eps": 1e-5, "activation": "gelu"},
+    assert config == {"model": {**TINY, "dropout": 0.0, "bias": True, "layer_norm_eps": 1e-5, "activation": "gelu",
+                                "mlp": True, "init_std": 0.02},
                       "train": {"lr": 3e-4}}
     stored = safetensors.torch.load_file(tmp_path / "ckpt" / "model.safetensors")
     assert "lm_head.weight" not in stored and "tok_emb.weight" in stored  # the tied matrix is stored once

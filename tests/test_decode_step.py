@@ -13,10 +13,10 @@ from tests.conftest import TINY_MODEL as TINY
 
 
 @pytest.mark.parametrize("batch", [1, 3])  # one row takes the matrix-vector path, several the matrix one
-@pytest.mark.parametrize("bias", [True, False])
-def test_steps_give_the_model_logits_and_the_same_cache(bias, batch):
+@pytest.mark.parametrize("bias, mlp", [(True, True), (False, True), (True, False)])  # mlp false: attention-only
+def test_steps_give_the_model_logits_and_the_same_cache(bias, mlp, batch):
     torch.manual_seed(0)
-    model = GPT(GPTConfig(**TINY, bias=bias)).eval()
+    model = GPT(GPTConfig(**TINY, bias=bias, mlp=mlp)).eval()
     if bias:  # GPT-2 init zeroes the biases; make them matter
         with torch.no_grad():
             for name, p in model.named_parameters():

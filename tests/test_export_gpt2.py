@@ -60,9 +60,10 @@ def save_run(model: GPT, tok, run_dir: Path) -> Path:
     return run_dir
 
 
-def random_model(tok, bias=True) -> GPT:
+def random_model(tok, bias=True, mlp=True) -> GPT:
     torch.manual_seed(0)
-    model = GPT(GPTConfig(vocab_size=tok.get_vocab_size(), bias=bias, dropout=0.1, layer_norm_eps=1e-6, **TINY))
+    model = GPT(GPTConfig(vocab_size=tok.get_vocab_size(), bias=bias, mlp=mlp, dropout=0.1, layer_norm_eps=1e-6,
+                          init_std=0.05, **TINY))  # fmt: skip
     with torch.no_grad():  # large random values everywhere, so the maps are far from uniform
         for p in model.parameters():
             p.normal_(0.0, 0.3)
@@ -108,10 +109,11 @@ def load_hf(out: Path, **kwargs):
     return hf, info, messages + [str(w.message) for w in caught]
 
 
-@pytest.fixture(scope="module", params=["random", "trained", "no_bias"])
+@pytest.fixture(scope="module", params=["random", "trained", "no_bias", "attention_only"])
 def exported(request, tok, tmp_path_factory):
     """(our model as load_model returns it, its transformers twin (eager attention), the export dir)."""
-    make = {"random": random_model, "trained": trained_model, "no_bias": lambda t: random_model(t, bias=False)}
+    make = {"random": random_model, "trained": trained_model, "no_bias": lambda t: random_model(t, bias=False),
+            "attention_only": lambda t: random_model(t, mlp=False)}
     base = tmp_path_factory.mktemp(request.param)
     run = save_run(make[request.param](tok), tok, base / "run")
     out = export(run, base / "hf")
@@ -137,6 +139,7 @@ def test_config_spells_out_our_settings(exported, tok):
     assert config["n_inner"] == 4 * 32
     assert config["activation_function"] == "gelu"  # nn.GELU() is the exact erf form
     assert config["layer_norm_epsilon"] == c.layer_norm_eps
+    assert config["initializer_range"] == c.init_std  # back to model.init_std on import
     assert config["resid_pdrop"] == config["embd_pdrop"] == config["attn_pdrop"] == c.dropout == 0.1
     assert config["bos_token_id"] == config["eos_token_id"] == tok.token_to_id(EOT) == 0
     assert config["tie_word_embeddings"] is True

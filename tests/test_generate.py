@@ -28,6 +28,7 @@ from inference import find_latest_run, generate_text, load_run, score_text, stre
 from inspection import attention_for_text, draw_head, load_npz, token_labels
 from data.token_bytes import byte_of_token
 from inference.scoring import score_ids
+from inspection.heads import ROLES
 from inspection.stats import STAT_NAMES
 from inspection.trace import load_trace
 from storage.checkpoint import save_model
@@ -386,7 +387,7 @@ def test_explain_prints_the_numbers_of_explain_npz(run_dir, run, tmp_path, capsy
     # the page carries the same tensors for its own walkthrough
     page = (tmp_path / "attention.html").read_text(encoding="utf-8")
     data = json.loads(re.search(r'<script type="application/json" id="data">(.*?)</script>', page, re.S).group(1))
-    q = np.frombuffer(base64.b64decode(data["explain"]["q"]), dtype="<f4").reshape(t.q.shape)
+    q = np.frombuffer(base64.b64decode(data["frames"][0]["explain"]["q"]), dtype="<f4").reshape(t.q.shape)
     assert np.array_equal(q, t.q)
 
 
@@ -433,9 +434,11 @@ def test_heads_with_a_prompt_put_each_heads_role_on_the_page_and_the_pngs(run_di
     page = (tmp_path / "attention.html").read_text(encoding="utf-8")
     data = json.loads(re.search(r'<script type="application/json" id="data">(.*?)</script>', page, re.S).group(1))
     for h in saved["heads"]:
-        caption = data["roles"][h["layer"]][h["head"]]
+        caption = data["frames"][0]["roles"][h["layer"]][h["head"]]
         role, score = caption.rsplit(" ", 1)
         assert role == h["role"]
+        scores = data["frames"][0]["scores"]["scores"]  # the page's table of role scores: heads.json's numbers
+        assert [scores[r][h["layer"]][h["head"]] for r in ROLES] == [h[r] for r in ROLES]
         assert float(score) == pytest.approx(max(v for k, v in h.items() if k not in ("layer", "head", "role")), abs=0.006)
 
 

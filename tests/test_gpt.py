@@ -67,6 +67,27 @@ def test_gpt2_initialisation():
     assert abs(model.tok_emb.weight.std().item() - 0.02) < 0.002
 
 
+def test_init_std_scales_every_initial_weight():
+    model = tiny_model(n_embd=64, n_head=2, init_std=0.1)
+    assert abs(model.tok_emb.weight.std().item() - 0.1) < 0.01
+    assert abs(model.pos_emb.weight.std().item() - 0.1) < 0.01
+    assert abs(model.blocks[0].attn.c_attn.weight.std().item() - 0.1) < 0.01
+    assert abs(model.blocks[1].attn.c_proj.weight.std().item() - 0.1 / math.sqrt(2 * 2)) < 0.01
+
+
+def test_an_attention_only_model_has_no_mlp_and_adds_only_attention_to_the_stream():
+    model = tiny_model(mlp=False)
+    assert all(block.mlp is None and block.ln_2 is None for block in model.blocks)
+    assert not any(".mlp." in name or ".ln_2." in name for name, _ in model.named_parameters())
+    assert model.num_params() == tiny_model().num_params() - 2 * (8 * 32 * 32 + 5 * 32 + 2 * 32)  # per layer
+    idx = torch.randint(0, 64, (2, 10))
+    with torch.no_grad():  # by hand: the residual stream is the embeddings plus each block's attention output
+        x = model.tok_emb(idx) + model.pos_emb.weight[:10]
+        for block in model.blocks:
+            x = x + block.attn(block.ln_1(x))[0]
+        torch.testing.assert_close(model(idx, all_logits=True)[0], model.lm_head(model.ln_f(x)))
+
+
 def test_forward_shapes_with_and_without_targets():
     model = tiny_model()
     idx = torch.randint(0, 64, (3, 10))

@@ -20,7 +20,7 @@ import torch
 import train
 from model.errors import UserError
 from training.checkpoints import recover
-from storage.checkpoint import load_model
+from storage.checkpoint import load_model, snapshot_dirs
 from tests.conftest import ROOT, TINY, hooked_train, train_paused_in_a_save
 
 
@@ -144,7 +144,7 @@ def test_a_full_disk_during_a_save_is_one_line_and_keeps_the_previous_checkpoint
                         f"free some disk space, then continue with --resume\n")
     assert "Traceback" not in err and err.count("error:") == 1
     assert {p.name: p.read_bytes() for p in (run / "last").iterdir()} == before
-    assert sorted(p.name for p in run.iterdir()) == ["best", "config.json", "last", "loss.png", "metrics.jsonl"]
+    assert sorted(p.name for p in run.iterdir()) == ["best", "config.json", "heads.png", "last", "loss.png", "metrics.jsonl"]
     filler.unlink()
     assert train.main([*args, "--resume"]) == 0
     assert torch.load(run / "last" / "train_state.pt", weights_only=True)["step"] == 20
@@ -179,3 +179,28 @@ def test_a_checkpoint_from_before_a_new_model_setting_still_resumes(tmp_path):
     check_same_model(tmp_path, asdict(config), {"tokenizer_hash": "h"})  # no error
     with pytest.raises(UserError, match="model.activation gelu -> gelu_new"):
         check_same_model(tmp_path, {**asdict(config), "activation": "gelu_new"}, {"tokenizer_hash": "h"})
+
+
+@pytest.mark.slow
+def test_a_run_killed_after_a_snapshot_resumes_to_the_same_snapshots_lessons_and_head_scores(tmp_path, data_cache):
+    # An evaluation takes its snapshot before it saves last/: killed in that save, the run resumes from the
+    # evaluation before, drops the snapshot and takes it again, with the same copy lessons on the way.
+    extra = ["--train.eval_interval=5", "--train.snapshots=2", "--train.copy_lessons=0.5", "--train.sample_tokens=0"]
+    straight, killed = tmp_path / "straight", tmp_path / "killed"
+    assert train.main(cli_args(data_cache, straight, *extra)) == 0
+    args = cli_args(data_cache, killed, *extra)
+    proc = train_paused_in_a_save(args, "10")  # the snapshot of step 10 is taken, last/ of step 10 half-written
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=60)
+    assert [d.name for d in snapshot_dirs(killed)] == ["step_000010"]
+    assert torch.load(killed / "last" / "train_state.pt", weights_only=True)["step"] == 5
+    assert train.main([*args, "--resume"]) == 0
+
+    assert [d.name for d in snapshot_dirs(killed)] == [d.name for d in snapshot_dirs(straight)] == ["step_000010",
+                                                                                                    "step_000020"]  # fmt: skip
+    for a, b in zip(snapshot_dirs(killed), snapshot_dirs(straight)):
+        assert (a / "model.safetensors").read_bytes() == (b / "model.safetensors").read_bytes()
+    assert logged_losses(killed) == logged_losses(straight)
+    heads = [[r["heads"]["scores"] for r in map(json.loads, (run / "metrics.jsonl").read_text().splitlines())
+              if r.get("kind") == "eval"] for run in (straight, killed)]  # fmt: skip
+    assert heads[0] == heads[1] and len(heads[0]) == 4

@@ -8,6 +8,10 @@ and meta.json (copied from the prepared data) and train_state.pt (optimizer, ste
 position). This module is the run's side: when they are written, and what a crash leaves; what a run
 directory may be, --resume and --overwrite are training/run_dir.py's.
 
+With `train.snapshots = N` the run also keeps N evenly spaced copies of the weights in
+`RUN/snapshots/step_<step>/`: a checkpoint dir without the train state, taken at evaluations
+(`snapshot_due`), so `generate.py --ckpt RUN/snapshots/step_000500` inspects the model of that step.
+
 A save writes everything into `RUN/.tmp-<name>`, then storage.atomic.swap_directory fsyncs it, renames the
 old dir to `<name>.old`, renames the new one to `<name>` and deletes the old one. A crash before the first rename leaves the old
 checkpoint untouched; a crash between the renames leaves `<name>.old`, which `recover` puts back. A
@@ -25,18 +29,19 @@ import numpy as np
 import torch
 
 from storage.atomic import DiskError, swap_directory, write_failure
-from storage.checkpoint import (META, STATE, TOKENIZER, CheckpointError, checkpoint_step, load_train_state, save_model,
-                                save_train_state)  # fmt: skip
+from storage.checkpoint import (META, SNAPSHOTS, STATE, TOKENIZER, CheckpointError, checkpoint_step, load_train_state,
+                                save_model, save_train_state, snapshot_dirs)  # fmt: skip
 from training.run_dir import LEFTOVER
 
 COPIED = (TOKENIZER, META)  # from the prepared data dir, so a checkpoint is self-contained
 
 
-def save_checkpoint(run_dir: Path, name: str, model, config: dict, data_dir: Path, train_state: dict,
+def save_checkpoint(run_dir: Path, name: str, model, config: dict, data_dir: Path, train_state: dict | None,
                     during_save: Callable[[int, str], None] | None = None) -> Path:
-    """Atomically replace `run_dir/name` with a checkpoint of `model` and `train_state`. A failed write (a
-    full disk) raises DiskError and leaves the previous checkpoint as it was, with no temporary files.
-    `during_save(step, name)`, a test hook, is called halfway: the weights written, the train state not."""
+    """Atomically replace `run_dir/name` with a checkpoint of `model` and `train_state` (None: the weights
+    alone, a snapshot). A failed write (a full disk) raises DiskError and leaves the previous checkpoint as
+    it was, with no temporary files. `during_save(step, name)`, a test hook, is called halfway: the
+    weights written, the train state not."""
     final, tmp = run_dir / name, run_dir / f".tmp-{name}"
     try:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -44,9 +49,10 @@ def save_checkpoint(run_dir: Path, name: str, model, config: dict, data_dir: Pat
         save_model(model, tmp, extra_config={k: v for k, v in config.items() if k != "model"})
         for file in COPIED:
             shutil.copyfile(data_dir / file, tmp / file)
-        if during_save is not None:
-            during_save(train_state["step"], name)
-        save_train_state(train_state, tmp / STATE)
+        if train_state is not None:
+            if during_save is not None:
+                during_save(train_state["step"], name)
+            save_train_state(train_state, tmp / STATE)
         swap_in(tmp, final)
     except (OSError, DiskError) as e:
         raise DiskError(f"cannot save {final} ({write_failure(e)}); it keeps its previous checkpoint: free some disk "
@@ -74,6 +80,8 @@ def recover(run_dir: Path) -> None:
     for orphan in run_dir.glob(".*.tmp"):  # storage.atomic.atomic_write's temporary files, of a run's files only
         if LEFTOVER.fullmatch(orphan.name):
             orphan.unlink(missing_ok=True)
+    for cut_short in (run_dir / SNAPSHOTS).glob(".tmp-step_*"):  # a snapshot is a new name: no old one to restore
+        shutil.rmtree(cut_short, ignore_errors=True)
     sync_best(run_dir)
 
 
@@ -113,3 +121,22 @@ def set_rng_state(state: dict) -> None:
     np.random.set_state(("MT19937", n["keys"].numpy().astype(np.uint32), n["pos"], n["has_gauss"], n["gauss"]))
     p = state["python"]
     random.setstate((p["version"], tuple(p["state"].tolist()), p["gauss"]))
+
+
+def snapshot_due(step: int, max_steps: int, taken: int, wanted: int) -> bool:
+    """Whether the evaluation at `step` takes a snapshot: the k-th of `wanted` is due at the first evaluation
+    at or after step k * max_steps / wanted, so the last one is the run's last step."""
+    return taken < wanted and step * wanted >= (taken + 1) * max_steps
+
+
+def save_snapshot(run_dir: Path, step: int, model, config: dict, data_dir: Path) -> Path:
+    """RUN/snapshots/step_<step>: the weights of `step` with their config, tokenizer and meta.json."""
+    return save_checkpoint(run_dir / SNAPSHOTS, f"step_{step:06d}", model, {**config, "step": step}, data_dir, None)
+
+
+def drop_snapshots_after(run_dir: Path, step: int) -> None:
+    """A resumed run takes again the snapshots after its checkpoint, so drop those a stopped run took: an
+    evaluation takes its snapshot before it saves last/, so a crash in between leaves one to retake."""
+    for d in snapshot_dirs(run_dir):
+        if int(d.name[5:]) > step:
+            shutil.rmtree(d)

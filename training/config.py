@@ -65,12 +65,14 @@ class TrainConfig:
     sample_tokens: int = 64  # tokens of the sample printed at each evaluation; 0 = none
     peak_flops: float = 0.0  # per-device peak FLOP/s for MFU when the device is not in training.hardware.GPU_PEAK_FLOPS
     threads: int = 0  # torch CPU threads per process; 0 = torch's default (one per core)
+    snapshots: int = 0  # evenly spaced copies of the weights in RUN/snapshots/, to inspect the model over training
+    copy_lessons: float = 0.0  # share of training windows with a repeated run of random tokens (data/lessons.py)
 
     def __post_init__(self):
         for name in ("max_steps", "batch_size", "grad_accum", "eval_interval", "eval_iters", "log_interval"):
             if getattr(self, name) <= 0:
                 raise ConfigError(f"train.{name} = {getattr(self, name)} must be positive")
-        for name in ("warmup_steps", "patience", "sample_tokens", "seed", "threads"):
+        for name in ("warmup_steps", "patience", "sample_tokens", "seed", "threads", "snapshots"):
             if getattr(self, name) < 0:
                 raise ConfigError(f"train.{name} = {getattr(self, name)} must be 0 or more")
         if isinstance(self.time_budget, float):  # a bare number in the TOML or on the command line: seconds
@@ -89,6 +91,8 @@ class TrainConfig:
                 raise ConfigError(f"train.{name} = {getattr(self, name)} must be a finite number >= 0")
         if self.min_lr > self.lr:
             raise ConfigError(f"train.min_lr = {self.min_lr} is above train.lr = {self.lr}; lower min_lr")
+        if not 0 <= self.copy_lessons <= 1:
+            raise ConfigError(f"train.copy_lessons = {self.copy_lessons} must be a share between 0 and 1")
         for name in ("beta1", "beta2"):
             if not 0 <= getattr(self, name) < 1:
                 raise ConfigError(f"train.{name} = {getattr(self, name)} must be in [0, 1)")

@@ -1,8 +1,9 @@
-"""How the weights are doing during training: loss estimates and a short sample.
+"""How the weights are doing during training: loss estimates, a short sample and every head's role scores.
 
     losses = evaluate(model, data_dir, cfg.train, "cpu")    # {"train": .., "val": .., "tokens": ..}
     text = sample_text(model, tokenizer, eot_id, 48, "cpu")
     final, best_dir = final_scores(model, data_dir, meta, run_dir, step)   # the run's end: best/ and last/
+    heads = score_heads(model, data_dir, meta, tokenizer)       # every head's role scores, for metrics.jsonl
 
 Each split's estimate is the mean loss of the same eval_iters batches every time. A validation split small
 enough that reading it whole costs no more than those batches is scored exactly instead, with
@@ -10,18 +11,25 @@ enough that reading it whole costs no more than those batches is scored exactly 
 best/ is chosen by the very number the run is billed by, not an estimate of it. That is the case of the
 built-in corpus (4,904 validation tokens, 9,728 read against 20,480 for the batches).
 
+The head scores are `generate.py --heads`'s (inspection/heads.py) on the validation split, computed in
+float32 outside autocast, so a checkpoint of the same weights gives the same numbers with `--heads`.
+
 Evaluation never draws from the training RNGs (its batches and samples use their own seeded
 generators), so evaluating does not change what an exactly resumed run computes.
 """
 
 import contextlib
+import time
 from pathlib import Path
 
 import torch
 import torch.distributed as dist
 
 from data.loader import BatchLoader, load_tokens
+from data.tokenizer import ordinary_ids
 from model.nll import bits_per_char, stream_nll, windows_read
+from inspection.heads import measure_heads, roles_record
+from model.errors import UserError
 from model.sampling import generate
 from storage.checkpoint import checkpoint_step, load_model
 
@@ -54,6 +62,21 @@ def evaluate(model, data_dir: Path, tc, device, autocast=None, rank: int = 0, wo
         out[split], out["tokens"] = mean.item(), out["tokens"] + batches
     model.train(was_training)
     return out
+
+
+def score_heads(model, data_dir: Path, meta: dict, tokenizer) -> dict | None:
+    """Every head's role scores on the validation split (`inspection.heads.roles_record`) and the "seconds"
+    they took, or None for a model whose context is too short to measure them."""
+    started, was_training = time.perf_counter(), model.training
+    model.eval()
+    try:
+        roles = measure_heads(model, load_tokens(data_dir / "val.bin", meta["dtype"]),
+                              ordinary_ids(tokenizer, model.config.vocab_size), meta["eot_id"])
+    except UserError:  # fewer than 5 positions: no two copies of 2 random tokens fit
+        return None
+    finally:
+        model.train(was_training)
+    return roles_record(roles) | {"seconds": round(time.perf_counter() - started, 3)}
 
 
 def sample_text(model, tokenizer, eot_id: int, n_tokens: int, device) -> str:

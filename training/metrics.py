@@ -2,11 +2,12 @@
 
     log = RunLog(run_dir, cfg_dict, resume_step=None, wandb_cfg=cfg.log)
     log.write({"step": 10, "loss": 3.2, "lr": 1e-3, "tokens_per_s": 5e3})
-    log.close()                              # also draws loss.png from metrics.jsonl
+    log.close()                              # also draws loss.png and heads.png (training/plots.py)
     speed = Speedometer(flops_per_token, peak, world)   # tokens/s and MFU of the training steps alone
 
 metrics.jsonl has one JSON object per line: per logged step `{"step", "loss", "lr", "tokens_per_s", ...}`,
-per evaluation `{"kind": "eval", "step", "train_loss", "val_loss", ...}` and a last
+per evaluation `{"kind": "eval", "step", "train_loss", "val_loss", "heads", ...}` ("heads": every head's role
+scores, inspection.heads.roles_record, and the "seconds" they took) and a last
 `{"kind": "final", "val_loss", "val_bpc", "best_val_bpc", ...}`.
 """
 
@@ -16,8 +17,9 @@ import sys
 import time
 from pathlib import Path
 
-from storage.atomic import DiskError, atomic_write, write_failure, write_text_atomic
+from storage.atomic import DiskError, write_failure, write_text_atomic
 from training.hardware import mfu
+from training.plots import plot_heads, plot_losses
 
 
 def read_metrics(path: Path, damaged: list | None = None) -> list[dict]:
@@ -102,7 +104,9 @@ class RunLog:
     def close(self, plot: bool = True) -> None:
         self.file.close()
         if plot:
-            plot_losses(read_metrics(self.path), self.run_dir / "loss.png")
+            records = read_metrics(self.path)
+            plot_losses(records, self.run_dir / "loss.png")
+            plot_heads(records, self.run_dir / "heads.png")
         if self.wandb is not None:
             self.wandb.finish()
 
@@ -118,27 +122,3 @@ def start_wandb(wandb_cfg, config: dict, run_dir: Path):
     return wandb.init(
         project=wandb_cfg.wandb_project, name=wandb_cfg.wandb_run_name or run_dir.name, config=config, dir=str(run_dir)
     )
-
-
-def plot_losses(records: list[dict], png: Path) -> None:
-    """Train loss per logged step and eval train/val losses, written atomically to `png`."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    steps = [r for r in records if "loss" in r]
-    evals = [r for r in records if r.get("kind") == "eval"]
-    fig, ax = plt.subplots(figsize=(7, 4))
-    ax.plot([r["step"] for r in steps], [r["loss"] for r in steps], lw=0.8, alpha=0.6, label="train (logged)")
-    ax.plot([r["step"] for r in evals], [r["train_loss"] for r in evals], "o-", ms=3, label="train (eval)")
-    ax.plot([r["step"] for r in evals], [r["val_loss"] for r in evals], "o-", ms=3, label="val (eval)")
-    ax.set_xlabel("step")
-    ax.set_ylabel("loss (nats/token)")
-    ax.grid(alpha=0.3)
-    ax.legend()
-    fig.tight_layout()
-    try:
-        atomic_write(png, lambda tmp: fig.savefig(tmp, format="png", dpi=100))
-    finally:
-        plt.close(fig)

@@ -21,14 +21,14 @@ import torch
 from model import GPTConfig
 from model.errors import UserError
 from storage.atomic import signals_held
-from storage.checkpoint import (REQUIRED, CheckpointError, expected_shapes, load_train_state, read_config, read_json,
-                                read_meta, read_model_table)  # fmt: skip
+from storage.checkpoint import (REQUIRED, SNAPSHOTS, CheckpointError, expected_shapes, load_train_state, read_config,
+                                read_json, read_meta, read_model_table)  # fmt: skip
 
-RUN_CONTENT = ("best/", "last/", "metrics.jsonl")  # what a new run would replace
-REPLACED = ("best", "last", "metrics.jsonl", "loss.png", "config.json")  # what --overwrite deletes
+RUN_CONTENT = ("best/", "last/", "metrics.jsonl", f"{SNAPSHOTS}/")  # what a new run would replace
+REPLACED = ("best", "last", "metrics.jsonl", "loss.png", "heads.png", "config.json", SNAPSHOTS)  # what --overwrite deletes
 RUN_TABLES = {"data", "model", "train", "log", "auto"}  # the keys of a run's config.json (RunConfig.to_dict)
 # what a run writes besides REPLACED: the lock, leftovers of a crashed save or atomic write, wandb's folder
-LEFTOVER = re.compile(r"\.lock|(best|last)\.old|\.tmp-(best|last)|wandb|\.(config\.json|metrics\.jsonl|loss\.png)\..+\.tmp")
+LEFTOVER = re.compile(r"\.lock|(best|last)\.old|\.tmp-(best|last)|wandb|\.(config\.json|metrics\.jsonl|(loss|heads)\.png)\..+\.tmp")
 
 
 def check_run_dir(out_dir: Path) -> None:
@@ -65,7 +65,7 @@ def describe(config) -> str:
 
 
 def run_content(out_dir: Path) -> list[str]:
-    """What of a run `out_dir` holds (best/, last/, metrics.jsonl): a new run there needs --overwrite."""
+    """What of a run `out_dir` holds (best/, last/, metrics.jsonl, snapshots/): a new run there needs --overwrite."""
     return [name for name in RUN_CONTENT if (out_dir / name.rstrip("/")).exists()]
 
 

@@ -1,0 +1,61 @@
+"""One text through every snapshot of a run (`train.snapshots`): a page with a slider over the training steps.
+
+    frames, labels = snapshot_frames(snapshot_dirs("runs/lesson"), "국회는 법률을", records, device="cpu")
+    page = frames_page(frames, labels, title, layers, n_head)   # inspection/html.py
+
+Each frame is the page's view of one snapshot: the maps of the same tokens, the walkthrough's tensors and
+each head's role scores at that step. The scores are the run's own, recorded at the evaluation that took
+the snapshot (`records`: metrics.jsonl's); a snapshot with none recorded is scored here, with the same
+definitions and held-out text (inspection/heads.py, inspection/heldout.py).
+"""
+
+from pathlib import Path
+
+from inference.runs import crop, load_run
+from inspection.heads import measure_heads, roles_from_record
+from inspection.heldout import held_out_ids, usable_ids
+from inspection.html import frame_data
+from inspection.maps import attention_for_ids
+from inspection.trace import trace_ids
+from model.errors import UserError
+from storage.checkpoint import read_meta
+
+
+def snapshot_frames(snapshots: list[Path], prompt: str, records: list[dict], device: str = "auto",
+                    layers: list[int] | None = None) -> tuple[list[dict], list[str], object]:
+    """The frames of `prompt` (html.frame_data), one per snapshot in order, its token labels and the last
+    snapshot's Run (for titles and sizes)."""
+    recorded = {r["step"]: r["heads"] for r in records if r.get("kind") == "eval" and r.get("heads")}
+    frames, labels, first_meta, run = [], None, None, None
+    for directory in snapshots:
+        run = load_run(directory, device=device)
+        meta = read_meta(directory) or {}
+        if first_meta is None:
+            first_meta, ids = meta, crop(run.encode_prompt(prompt), run.block_size, "the text for the attention maps")
+        elif meta.get("tokenizer_hash") != first_meta.get("tokenizer_hash"):
+            raise UserError(f"{directory} has another tokenizer than {snapshots[0]}; the snapshots of one run share "
+                            "theirs, so this folder was changed by hand: remove the odd one")
+        maps = attention_for_ids(run, ids)
+        labels = maps.labels
+        step = int(directory.name[5:])
+        if step in recorded:
+            roles = roles_from_record(recorded[step])
+        else:  # a snapshot whose evaluation record is gone: score it the same way now
+            roles = measure_heads(run.model, held_out_ids(run)[0], usable_ids(run), run.eot_id)
+        chosen = list(range(run.model.config.n_layer)) if layers is None else layers
+        frames.append(frame_data(maps.weights, chosen, trace=trace_ids(run.model, maps.ids), roles=roles, step=step))
+    return frames, labels, run
+
+
+def format_snapshot_table(frames: list[dict], layers: list[int]) -> str:
+    """A line per frame (of `layers`): its step, the head with the highest previous-token and induction
+    scores, and the in-context loss drop."""
+    lines = [f"{'step':>8}  {'previous-token':<18}{'induction':<18}in-context loss drop"]
+    for frame in frames:
+        r, cells = frame["scores"], []
+        for role in ("previous-token", "induction"):
+            layer, head, score = max(((li, h, x) for li, row in enumerate(r["scores"][role]) for h, x in enumerate(row)
+                                      if x is not None), key=lambda t: t[2], default=(0, 0, float("nan")))  # fmt: skip
+            cells.append(f"{layers[layer]}.{head} {score:.3f}".ljust(18))
+        lines.append(f"{frame['step']:>8}  {''.join(cells)}{r['loss_first_copy'] - r['loss_second_copy']:.3f} nats")
+    return "\n".join(lines)

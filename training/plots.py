@@ -1,0 +1,107 @@
+"""The pictures of a run, drawn from its metrics.jsonl when it ends: loss.png and heads.png.
+
+    records = read_metrics(run_dir / "metrics.jsonl")      # training/metrics.py
+    plot_losses(records, run_dir / "loss.png")             # train and validation loss against the step
+    plot_heads(records, run_dir / "heads.png")             # the loss, then every head's role scores below it
+
+heads.png shares one step axis between the loss curves (top), one panel per role of inspection/heads.py
+(every head a line, coloured by layer, with chance dashed and the bar a role must pass dotted) and the
+in-context loss drop on repeated random tokens (bottom), so the evaluation at which a head forms, and the
+change in the loss that often comes with an induction head, line up. A head is marked where its score first
+passes the bar (at least `ROLE_MIN` and twice chance), and each panel lists those heads ("layer.head at step").
+"""
+
+from math import nan
+from pathlib import Path
+
+from inspection.heads import ROLE_MIN, ROLES
+from storage.atomic import atomic_write
+
+
+def pyplot():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def save_png(fig, png: Path) -> None:
+    """Write `fig` to `png` atomically, and free it."""
+    try:
+        atomic_write(png, lambda tmp: fig.savefig(tmp, format="png", dpi=100))
+    finally:
+        pyplot().close(fig)
+
+
+def draw_losses(ax, records: list[dict]) -> None:
+    """Train loss per logged step, and the evaluations' train and validation losses."""
+    steps = [r for r in records if "loss" in r]
+    evals = [r for r in records if r.get("kind") == "eval"]
+    ax.plot([r["step"] for r in steps], [r["loss"] for r in steps], lw=0.8, alpha=0.6, label="train (logged)")
+    ax.plot([r["step"] for r in evals], [r["train_loss"] for r in evals], "o-", ms=3, label="train (eval)")
+    ax.plot([r["step"] for r in evals], [r["val_loss"] for r in evals], "o-", ms=3, label="val (eval)")
+    ax.set_ylabel("loss (nats/token)")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+
+
+def plot_losses(records: list[dict], png: Path) -> None:
+    """loss.png: the losses against the step."""
+    fig, ax = pyplot().subplots(figsize=(7, 4))
+    draw_losses(ax, records)
+    ax.set_xlabel("step")
+    fig.tight_layout()
+    save_png(fig, png)
+
+
+def plot_heads(records: list[dict], png: Path) -> bool:
+    """heads.png as the module docstring describes it; False (and no file) when no evaluation scored heads."""
+    scored = [r for r in records if r.get("kind") == "eval" and r.get("heads")]
+    if not scored:
+        return False
+    plt = pyplot()
+    steps = [r["step"] for r in scored]
+    first = scored[0]["heads"]
+    n_layer, n_head = len(first["scores"][ROLES[0]]), len(first["scores"][ROLES[0]][0])
+    colours = plt.get_cmap("viridis")([0.85 * layer / max(1, n_layer - 1) for layer in range(n_layer)])
+    fig, axes = plt.subplots(len(ROLES) + 2, 1, figsize=(8, 2.2 * (len(ROLES) + 2)), sharex=True)
+    draw_losses(axes[0], records)
+    spent = sum(r["heads"].get("seconds", 0.0) for r in scored)
+    wall = next((r["wall_s"] for r in reversed(records) if r.get("kind") == "final"), None)
+    share = f", {spent / wall:.1%} of the run" if wall else ""
+    axes[0].set_title(f"head role scores at {len(scored)} evaluations ({spent:.1f} s{share})", fontsize=10)
+    for ax, role in zip(axes[1:], ROLES):
+        chance = first["chance"][role] or 0.0
+        bar = max(ROLE_MIN, 2 * chance)
+        formed = []  # (step, "layer.head") where a head's score first passes the bar
+        for layer in range(n_layer):
+            for head in range(n_head):
+                ys = [r["heads"]["scores"][role][layer][head] for r in scored]
+                ys = [nan if y is None else y for y in ys]
+                ax.plot(steps, ys, lw=1, color=colours[layer], label=f"layer {layer}" if head == 0 else None)
+                step = next((s for s, y in zip(steps, ys) if y >= bar), None)
+                if step is not None:
+                    ax.plot(step, bar, "v", color=colours[layer], ms=6)
+                    formed.append((step, f"{layer}.{head}"))
+        if formed:
+            names = [f"{name} at {step:,}" for step, name in sorted(formed)]
+            text = "passed the bar: " + ", ".join(names[:6]) + (", ..." if len(names) > 6 else "")
+            ax.text(0.99, 0.95, text, transform=ax.transAxes, ha="right", va="top", fontsize=8,
+                    bbox={"boxstyle": "round", "fc": "white", "ec": "0.8"})
+        ax.axhline(chance, ls="--", lw=0.8, color="grey")
+        ax.axhline(bar, ls=":", lw=0.8, color="black")
+        ax.set_ylim(0, 1)
+        ax.set_ylabel(role, fontsize=9)
+        ax.grid(alpha=0.3)
+    axes[1].legend(fontsize=8, ncol=min(n_layer, 6), loc="upper left")
+    drop = [(r["heads"]["loss_first_copy"] or nan) - (r["heads"]["loss_second_copy"] or nan) for r in scored]
+    axes[-1].plot(steps, drop, "o-", ms=3, color="C3")
+    axes[-1].axhline(0, lw=0.8, color="grey")
+    axes[-1].set_ylabel("in-context loss\ndrop (nats)", fontsize=9)
+    axes[-1].set_xlabel("step")
+    axes[-1].grid(alpha=0.3)
+    fig.tight_layout()
+    save_png(fig, png)
+    return True
