@@ -38,6 +38,7 @@ from inspection.maps import attention_for_ids, attention_from_decoding, check_he
 from inspection.over_training import format_snapshot_table, snapshot_frames
 from inspection.stats import format_stats_table, format_top_attended, head_stats
 from inspection.trace import trace_ids
+from inspection.messages import LANGUAGES, locale_language, messages
 from model.errors import UserError
 from storage.atomic import write_files, write_text_atomic
 from storage.checkpoint import read_config, snapshot_dirs
@@ -67,6 +68,8 @@ def parse_args(argv):
     p.add_argument("--heads", action="store_true", help="score what each head does (no prompt needed)")
     p.add_argument("--heads-text", metavar="FILE", help="held-out text for --heads (default: the run's validation split)")
     p.add_argument("--layers", metavar="LIST", help="layers of the page and PNGs, e.g. 0,2 or 0-3 (default: all)")
+    p.add_argument("--lang", choices=LANGUAGES, help="language of the walkthrough, the tables, the PNGs and the page: "
+                   "ko or en (default: the locale's, ko where LANG or LC_ALL begins with ko)")
     p.add_argument("--over-training", metavar="RUN", help="with --prompt and --attention DIR: one page with a slider over "
                    "the snapshots of RUN (train.snapshots), DIR/over_training.html")
     return p.parse_args(argv)
@@ -123,35 +126,36 @@ def print_generation(run, prompt: str, args, attention: list | None = None) -> l
 
 def inspect_attention(run, ids: list[int], args, head, recorded: list | None = None, roles=None) -> None:
     """Maps of ids (from the decoding's own `recorded` forwards when given), their files, tables and walkthrough."""
+    say = messages(args.lang)
     maps = attention_from_decoding(run, ids, recorded) if recorded else attention_for_ids(run, ids)
     trace = trace_ids(run.model, maps.ids) if args.attention or args.explain else None
     query = resolve_query(args.query, len(maps.ids)) if args.explain else None  # before any file is written
     if args.attention:
         # The window may start inside a character; its leftover bytes are left out of the title.
         text = b"".join(run.token_bytes[i] for i in maps.ids).decode("utf-8", errors="ignore")
-        title = f"Attention maps of {run.ckpt_dir}: {text[:60] + '…' if len(text) > 60 else text}"
+        title = say("maps.title", ckpt=run.ckpt_dir, text=text[:60] + "…" if len(text) > 60 else text)
         layers = parse_layers(args.layers, run.model.config.n_layer) if args.layers else None
-        written = write_attention(maps, args.attention, title, trace=trace, layers=layers, roles=roles)
-        print(f"wrote {', '.join(str(p) for p in written)}")
-    print(f"attention statistics per head over {len(maps.ids)} tokens (inspection/stats.py defines them):")
-    print(format_stats_table(head_stats(maps.weights)))
+        written = write_attention(maps, args.attention, title, trace=trace, layers=layers, roles=roles, lang=args.lang)
+        print(say("wrote", files=", ".join(str(p) for p in written)))
+    print(say("stats.title", n=len(maps.ids)))
+    print(format_stats_table(head_stats(maps.weights), args.lang))
     if head is not None:
-        print(f"layer {head[0]} head {head[1]}: the tokens each query attends to most")
+        print(say("stats.top", layer=head[0], head=head[1]))
         print(format_top_attended(maps.head(*head), maps.labels))
     if args.explain:
         layer, h = parse_head(args.explain, "--explain")
         w_o = run.model.blocks[layer].attn.c_proj.weight.detach().T.float().cpu().numpy()  # out = y W_O + b_O
-        print(explain_head(trace, maps.labels, layer, h, query, w_o))
+        print(explain_head(trace, maps.labels, layer, h, query, w_o, args.lang, run.model.config.mlp))
 
 
 def print_heads(run, args):
     """Score every head's role, print the ranked table, write heads.json into --attention DIR if given."""
-    ids, where = held_out_ids(run, args.heads_text)
+    ids, where = held_out_ids(run, args.heads_text, args.lang)
     roles = measure_heads(run.model, ids, usable_ids(run), run.eot_id, where)
-    print(f"what each head does (inspection/heads.py defines the scores), on {where}:")
-    print(format_roles_table(roles))
+    print(messages(args.lang)("roles.title", where=where))
+    print(format_roles_table(roles, args.lang))
     if args.attention:
-        print(f"wrote {save_roles(roles, make_out_dir(args.attention) / 'heads.json')}")
+        print(messages(args.lang)("wrote", files=save_roles(roles, make_out_dir(args.attention) / "heads.json")))
     return roles
 
 
@@ -166,19 +170,21 @@ def write_over_training(args) -> None:
     layers = parse_layers(args.layers, n_layer) if args.layers else list(range(n_layer))
     frames, labels, run = snapshot_frames(snapshots, args.prompt, read_metrics(run_dir / "metrics.jsonl"), args.device,
                                           layers)  # fmt: skip
-    title = f"{args.prompt[:60]}{'…' if len(args.prompt) > 60 else ''}: {len(frames)} snapshots of {run_dir}"
-    page = frames_page(frames, labels, title, layers, run.model.config.n_head)
+    say = messages(args.lang)
+    title = say("snapshots.page_title", text=args.prompt[:60] + ("…" if len(args.prompt) > 60 else ""), n=len(frames),
+                run=run_dir)
+    page = frames_page(frames, labels, title, layers, run.model.config.n_head, lang=args.lang)
     written = write_files(make_out_dir(args.attention), {"over_training.html": lambda path: write_text_atomic(path, page)},
                           UserError)  # fmt: skip
-    print(f"wrote {written[0]} ({len(frames)} snapshots, {len(labels)} tokens); the strongest heads at each step:")
-    print(format_snapshot_table(frames, layers))
+    print(say("snapshots.title", path=written[0], n=len(frames), T=len(labels)))
+    print(format_snapshot_table(frames, layers, args.lang))
 
 
-def print_score(run, path: str, text: str) -> None:
-    s = score_text(run, text, progress=True)
-    print(f"scored {path} with {run.ckpt_dir}: {s.chars} characters, {s.tokens} tokens")
-    print(f"token loss:           {s.loss:.4f} nats\nperplexity:           {s.perplexity:.4f}")
-    print(f"bits per character:   {s.bits_per_char:.4f}\ncharacters per token: {s.chars_per_token:.4f}")
+def print_score(run, path: str, text: str, lang: str = "en") -> None:
+    s, say = score_text(run, text, progress=True), messages(lang)
+    print(say("score.title", path=path, ckpt=run.ckpt_dir, chars=s.chars, tokens=s.tokens))
+    print(say("score.lines", loss=f"{s.loss:.4f}", ppl=f"{s.perplexity:.4f}", bpc=f"{s.bits_per_char:.4f}",
+              cpt=f"{s.chars_per_token:.4f}"))
 
 
 def run_prompts(run, prompts, args, head, roles=None) -> None:
@@ -232,6 +238,7 @@ def main(argv=None) -> int:
 
 def generate(args) -> None:
     """What the command line asked for: scores, heads, generated text and inspections, in that order."""
+    args.lang = args.lang or locale_language()
     inspecting = args.attention is not None or args.head is not None or args.explain is not None or args.heads
     if args.max_new_tokens is None:
         args.max_new_tokens = 0 if inspecting else 200
@@ -255,7 +262,7 @@ def generate(args) -> None:
         parse_layers(args.layers, run.model.config.n_layer)
     roles = print_heads(run, args) if args.heads else None
     if text is not None:
-        print_score(run, args.score, text)
+        print_score(run, args.score, text, args.lang)
     elif args.prompt is not None or not args.heads:  # --heads alone reads no prompts
         run_prompts(run, [args.prompt] if args.prompt is not None else stdin_prompts(), args, head, roles)
 

@@ -15,6 +15,7 @@ import math
 import numpy as np
 
 from inspection.labels import display_width
+from inspection.messages import messages
 from model.errors import UserError
 
 DIMS = 4  # values shown of each vector
@@ -73,12 +74,16 @@ def with_gaps(keys: list[int], cells) -> list[list[str]]:
     return rows
 
 
-def explain_head(trace, labels: list[str], layer: int, head: int, query: int, w_o=None) -> str:
-    """The walkthrough of head `layer`.`head` at token `query` (see the module docstring).
+def explain_head(trace, labels: list[str], layer: int, head: int, query: int, w_o=None, lang: str = "en",
+                 mlp: bool = True) -> str:
+    """The walkthrough of head `layer`.`head` at token `query` (see the module docstring), in `lang` ("en" or
+    "ko", inspection/messages.py: the same numbers in both).
 
     w_o (n_embd, n_embd) is W_O as in out = concat(y) W_O + b_O (that is c_proj.weight.T); with it the
-    walkthrough also shows this head's own share of the sublayer's output.
+    walkthrough also shows this head's own share of the sublayer's output. `mlp`: the block has an MLP after
+    its attention (model.mlp).
     """
+    say = messages(lang)
     L, H, T, d = trace.q.shape
     C = trace.x.shape[-1]
     i = resolve_query(query, T)
@@ -86,29 +91,25 @@ def explain_head(trace, labels: list[str], layer: int, head: int, query: int, w_
     scores, w, y = trace.scores[layer, head, i], trace.weights[layer, head, i], trace.y[layer, head, i]
     keys = shown_keys(w, i)
     names = labels
-    lines = [f"Layer {layer}, head {head}, query token {i} {labels[i]!r} of {T} tokens "
-             f"(n_embd {C}, {H} heads of d_k = {d} dimensions)", ""]
+    token = say("explain.token")
+    lines = [say("explain.title", layer=layer, head=head, i=i, token=repr(labels[i]), T=T, C=C, H=H, d=d), ""]
 
-    lines.append(f"1. The query and the keys it may see: token {i} attends to tokens 0..{i} (itself and every "
-                 f"token before it){'; the later tokens are masked (step 5)' if i < T - 1 else ''}.")
+    lines.append(say("explain.step1", i=i, masked=say("explain.masked_later") if i < T - 1 else ""))
     if len(keys) < i + 1:
-        lines.append(f"   {len(keys)} of the {i + 1} keys are listed: the first, the most attended, the last few.")
-    lines.append(f"   Normalised input x_j = ln_1(residual stream at j): first {DIMS} of {C} dims and the norm.")
-    rows = [["j", "token", "x_j", "|x_j|"]] + with_gaps(keys, lambda j: [
+        lines.append(say("explain.some_keys", shown=len(keys), n=i + 1))
+    lines.append(say("explain.x", dims=DIMS, C=C))
+    rows = [["j", token, "x_j", "|x_j|"]] + with_gaps(keys, lambda j: [
         str(j), names[j], vector(x[j]), f"{np.linalg.norm(x[j]):.4f}"])
     lines += table(rows) + [""]
 
-    lines.append(f"2. Into head {head}: q = x_{i} W_Q + b_Q, k_j = x_j W_K + b_K, v_j = x_j W_V + b_V "
-                 f"(W: {C} x {d}, this head's columns of c_attn)")
+    lines.append(say("explain.step2", head=head, i=i, C=C, d=d))
     lines.append(f"   q = {vector(q)}   |q| = {np.linalg.norm(q):.4f}")
-    rows = [["j", "token", "k_j", "v_j"]] + with_gaps(keys, lambda j: [str(j), names[j], vector(k[j]), vector(v[j])])
+    rows = [["j", token, "k_j", "v_j"]] + with_gaps(keys, lambda j: [str(j), names[j], vector(k[j]), vector(v[j])])
     lines += table(rows) + [""]
 
     root = math.sqrt(d)
-    lines.append(f"3. Scores q·k_j.  4. Divided by √d_k, d_k = {d} (n_embd / n_head = {C} / {H}): "
-                 f"√{d} = {root:.4f}, which keeps their spread from growing with d_k.")
-    lines.append("5. Masked: a key after the query gets -∞, so its weight is 0.  "
-                 "6. Softmax: w_j = exp(s_j) / Σ exp(s), over the row.")
+    lines.append(say("explain.step34", d=d, C=C, H=H, root=f"{root:.4f}"))
+    lines.append(say("explain.step56"))
     raw = k.astype(np.float64) @ q  # (T,) step 3 itself; the next column is the model's own q·kᵀ/√d_k
 
     def score_cells(j):
@@ -117,15 +118,15 @@ def explain_head(trace, labels: list[str], layer: int, head: int, query: int, w_
                 f"{w[j]:.4f}"]
 
     future = list(range(i + 1, T))
-    rows = [["j", "token", "q·k_j", "÷√d_k", "masked", "w_j"]] + with_gaps(keys + future[:3], score_cells)
+    rows = [["j", token, "q·k_j", "÷√d_k", say("explain.masked"), "w_j"]] + with_gaps(keys + future[:3], score_cells)
     lines += table(rows)
     if len(future) > 3:
-        lines.append(f"    …  and {len(future) - 3} more later keys, all masked: -∞, w_j = 0")
+        lines.append(say("explain.more_masked", n=len(future) - 3))
     lines += [f"   Σ w_j = {w[: i + 1].sum(dtype=np.float64):.6f}", ""]
 
     lines.append(f"7. y = Σ_j w_j v_j = {vector(y)}   |y| = {np.linalg.norm(y):.4f}")
-    lines.append("   the largest terms w_j v_j (by norm w_j |v_j|):")
-    rows = [["j", "token", "w_j", "|v_j|", "w_j |v_j|", "w_j v_j"]]
+    lines.append(say("explain.largest"))
+    rows = [["j", token, "w_j", "|v_j|", "w_j |v_j|", "w_j v_j"]]
     for j in top_contributions(w[: i + 1], v[: i + 1]):
         nv = np.linalg.norm(v[j])
         rows.append([str(j), names[j], f"{w[j]:.4f}", f"{nv:.4f}", f"{w[j] * nv:.4f}", vector(w[j] * v[j])])
@@ -133,12 +134,10 @@ def explain_head(trace, labels: list[str], layer: int, head: int, query: int, w_
 
     lo, hi = head * d, (head + 1) * d
     out = trace.out[layer, i]
-    lines.append(f"8. Where y goes: its {d} values become dims {lo}..{hi - 1} of the {C}-vector that concatenates "
-                 f"the outputs of all {H} heads at token {i}; that vector times W_O ({C} x {C}) plus b_O is")
+    lines.append(say("explain.step8", d=d, lo=lo, last=hi - 1, C=C, H=H, i=i))
     lines.append(f"   out_{i} = {vector(out)}   |out| = {np.linalg.norm(out):.4f}")
     if w_o is not None:
         share = y @ np.asarray(w_o)[lo:hi]
-        lines.append(f"   of which this head's share y W_O[{lo}:{hi}] = {vector(share)}   |share| = "
-                     f"{np.linalg.norm(share):.4f}")
-    lines.append(f"   out_{i} is added to the residual stream (resid_{i} + out_{i}), and the block's MLP follows.")
+        lines.append(say("explain.share", lo=lo, end=hi, share=vector(share), norm=f"{np.linalg.norm(share):.4f}"))
+    lines.append(say("explain.residual", i=i, mlp=say("explain.mlp_follows") if mlp else ""))
     return "\n".join(lines)

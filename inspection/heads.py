@@ -32,6 +32,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from inspection.labels import pad
+from inspection.messages import messages
 from model.errors import UserError
 from storage.atomic import write_json
 
@@ -62,15 +64,15 @@ class HeadRoles:
         score = float(self.scores[role][layer, head])
         return (role if score >= max(ROLE_MIN, 2 * self.chance[role]) else "mixed"), score
 
-    def label(self, layer: int, head: int) -> str:
-        """A short caption such as "previous-token 0.97", for titles."""
+    def label(self, layer: int, head: int, lang: str = "en") -> str:
+        """A short caption such as "previous-token 0.97" ("이전 토큰 0.97" in Korean), for titles."""
         role, score = self.strongest(layer, head)
-        return f"{role} {score:.2f}"
+        return f"{messages(lang)('role.' + role)} {score:.2f}"
 
-    def labels(self) -> list[list[str]]:
+    def labels(self, lang: str = "en") -> list[list[str]]:
         """label() of every head, (L, H) nested lists."""
         L, H = self.scores[ROLES[0]].shape
-        return [[self.label(layer, head) for head in range(H)] for layer in range(L)]
+        return [[self.label(layer, head, lang) for head in range(H)] for layer in range(L)]
 
 
 def uniform_maps(shape: tuple[int, ...], T: int) -> torch.Tensor:
@@ -168,20 +170,19 @@ def measure_heads(model, text_ids, vocab_ids, eot_id=None, text: str = "") -> He
     return HeadRoles(scores, chance, first, second, text, n)
 
 
-def format_roles_table(roles: HeadRoles) -> str:
-    """Heads ranked by their strongest score: rank, layer, head, role, then the five scores."""
+def format_roles_table(roles: HeadRoles, lang: str = "en") -> str:
+    """Heads ranked by their strongest score: rank, layer, head, role, then the five scores (`lang`: "en" or "ko")."""
+    say = messages(lang)
     L, H = roles.scores[ROLES[0]].shape
     heads = sorted(((l, h) for l in range(L) for h in range(H)), key=lambda lh: -roles.strongest(*lh)[1])
-    names = ("previous", "first", "self", "duplicate", "induction")
-    lines = [f"{'rank':>4} {'layer':>5} {'head':>4}  {'strongest role':<22}" + "".join(f"{n:>10}" for n in names)]
+    lines = [pad(say("roles.header"), 39) + "".join(pad(n, 10, right=True) for n in say("roles.columns").split("|"))]
     for rank, (l, h) in enumerate(heads, 1):
         role, score = roles.strongest(l, h)
         cells = "".join(f"{roles.scores[r][l, h]:>10.3f}" for r in ROLES)
-        lines.append(f"{rank:>4} {l:>5} {h:>4}  {role + f' {score:.3f}':<22}" + cells)
-    lines.append(f"{'chance (an even spread)':>39}" + "".join(f"{roles.chance[r]:>10.3f}" for r in ROLES))
-    lines.append(f"induction sequences ({SEQUENCES} x 2 copies of {roles.repeat} random tokens): loss "
-                 f"{roles.loss_first:.3f} nats on the first copy, {roles.loss_second:.3f} on the second "
-                 f"(drop {roles.loss_drop:.3f})")
+        lines.append(f"{rank:>4} {l:>5} {h:>4}  " + pad(f"{say('role.' + role)} {score:.3f}", 22) + cells)
+    lines.append(pad(say("roles.chance"), 39, right=True) + "".join(f"{roles.chance[r]:>10.3f}" for r in ROLES))
+    lines.append(say("roles.sequences", count=SEQUENCES, n=roles.repeat, first=f"{roles.loss_first:.3f}",
+                     second=f"{roles.loss_second:.3f}", drop=f"{roles.loss_drop:.3f}"))
     return "\n".join(lines)
 
 

@@ -19,6 +19,7 @@ import torch
 from data.tokenizer import ordinary_ids
 from inference.scoring import read_text
 from inspection.heads import WINDOW
+from inspection.messages import messages
 from model.sampling import generate
 from storage.checkpoint import CheckpointError, read_meta
 
@@ -47,20 +48,20 @@ def validation_split(ckpt: Path) -> tuple[Path, str] | None:
     return None
 
 
-def held_out_ids(run, path=None) -> tuple[np.ndarray, str]:
-    """(token ids, where they come from) of the held-out text (see the module docstring)."""
+def held_out_ids(run, path=None, lang: str = "en") -> tuple[np.ndarray, str]:
+    """(token ids, where they come from, said in `lang`) of the held-out text (see the module docstring)."""
+    say = messages(lang)
     if path is not None:
         ids = ([run.eot_id] if run.eot_id is not None else []) + run.encode(read_text(path))
-        return np.asarray(ids, dtype=np.int64), f"{path} ({len(ids):,} tokens)"
+        return np.asarray(ids, dtype=np.int64), say("where.file", path=path, n=f"{len(ids):,}")
     found = validation_split(run.ckpt_dir)
     if found is not None:
         val, dtype = found
         ids = np.memmap(val, dtype=dtype, mode="r")
         if len(ids) >= 3:
-            return ids, f"the run's validation split {val} ({len(ids):,} tokens)"
+            return ids, say("where.validation", path=val, n=f"{len(ids):,}")
     start = torch.tensor([[run.eot_id if run.eot_id is not None else 0]], device=run.device)  # (1, 1)
     g = torch.Generator(device=run.device).manual_seed(0)
     n = SAMPLED_WINDOWS * min(WINDOW, run.block_size)
     ids = generate(run.model, start, n, temperature=1.0, generator=g)[0].cpu().numpy()
-    return ids, (f"{len(ids):,} tokens the model wrote itself (seed 0, temperature 1): no validation split "
-                 f"found for {run.ckpt_dir}")
+    return ids, say("where.sampled", n=f"{len(ids):,}", ckpt=run.ckpt_dir)

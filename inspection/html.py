@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from inspection.heads import HeadRoles, roles_record
+from inspection.messages import page_messages
 from inspection.plot import korean_font_path
 from inspection.stats import head_stats
 from storage.atomic import write_text_atomic
@@ -78,14 +79,17 @@ def font_face_css(text: str) -> str:
 
 def frame_data(weights: np.ndarray, layers: list[int], *, trace=None, roles=None, step: int | None = None) -> dict:
     """One frame of the page: the maps `weights` (L, H, T, T) of `layers`, their statistics, the walkthrough's
-    tensors given a `Trace`, and `roles`: a caption per head ((L, H) nested lists) or a `HeadRoles`, whose
-    scores the page shows too. `step`: the training step of a snapshot."""
-    labels = roles.labels() if isinstance(roles, HeadRoles) else roles
-    return {"step": step, "label": "" if step is None else f"step {step:,}",
-            "weights": pack_weights(weights[layers]),
+    tensors given a `Trace`, and `roles`: a caption per head ((L, H) nested lists, shown as they are) or a
+    `HeadRoles` (each head's strongest role and score, which the page names in its language, and every
+    score). `step`: the training step of a snapshot."""
+    if isinstance(roles, HeadRoles):
+        captions = [[list(roles.strongest(layer, head)) for head in range(weights.shape[1])] for layer in layers]
+    else:
+        captions = None if roles is None else [roles[layer] for layer in layers]
+    return {"step": step, "weights": pack_weights(weights[layers]),
             "stats": {name: value.tolist() for name, value in head_stats(weights[layers]).items()},
-            "roles": None if labels is None else [labels[layer] for layer in layers],
-            "scores": roles_json_of(roles, layers), "explain": None if trace is None else explain_data(trace, layers)}
+            "roles": captions, "scores": roles_json_of(roles, layers),
+            "explain": None if trace is None else explain_data(trace, layers)}
 
 
 def roles_json_of(roles, layers: list[int]) -> dict | None:
@@ -98,24 +102,27 @@ def roles_json_of(roles, layers: list[int]) -> dict | None:
 
 
 def attention_page(weights: np.ndarray, labels: list[str], title: str = "Attention maps", *, trace=None,
-                   roles=None, layers: list[int] | None = None, prefill: int | None = None) -> str:
+                   roles=None, layers: list[int] | None = None, prefill: int | None = None, lang: str = "en") -> str:
     """The HTML text of the page for `weights` (L, H, T, T) and token `labels`; the options as in the
-    module docstring and `frame_data`."""
+    module docstring and `frame_data`; `lang` ("en" or "ko") the language it opens in."""
     layers = list(range(weights.shape[0])) if layers is None else list(layers)
     return frames_page([frame_data(weights, layers, trace=trace, roles=roles)], labels, title, layers, weights.shape[1],
-                       prefill)  # fmt: skip
+                       prefill, lang)  # fmt: skip
 
 
 def frames_page(frames: list[dict], labels: list[str], title: str, layers: list[int], n_head: int,
-                prefill: int | None = None) -> str:
-    """The page of one or more `frame_data` of the same text (several: a slider over the training steps)."""
+                prefill: int | None = None, lang: str = "en") -> str:
+    """The page of one or more `frame_data` of the same text (several: a slider over the training steps),
+    opening in `lang`; it carries its texts in both languages (inspection/messages.py) and switches in place."""
     T = len(labels)
     data = {"n_layer": len(layers), "layers": layers, "n_head": n_head, "T": T, "tokens": list(labels),
-            "prefill": T if prefill is None else int(prefill), "frames": frames}
+            "prefill": T if prefill is None else int(prefill), "frames": frames, "lang": lang,
+            "messages": page_messages()}
     # "<" escaped so that no token (say "</script>") can end the script element early.
     payload = json.dumps(data, ensure_ascii=False).replace("<", "\\u003c")
     page = TEMPLATE.read_text(encoding="utf-8")
-    font_css = font_face_css("".join(labels) + title)
+    # the glyphs of the tokens, the title and every Korean text of the page (the language picker's too)
+    font_css = font_face_css("".join(labels) + title + "한국어" + "".join(ko for _, ko in data["messages"].values()))
     fields = {"FONT_CSS": font_css, "TITLE": html.escape(title), "DATA": payload}
     # one pass over the template, so a title or token that spells a placeholder stays text
     return re.sub(r"__(FONT_CSS|TITLE|DATA)__", lambda m: fields[m.group(1)], page)

@@ -63,6 +63,7 @@ def display_width(text: str) -> int:
     return sum(2 if unicodedata.east_asian_width(ch) in "WF" else 1 for ch in text)
 
 
-def pad(text: str, width: int) -> str:
-    """`text` padded with spaces to `width` terminal columns."""
-    return text + " " * max(0, width - display_width(text))
+def pad(text: str, width: int, right: bool = False) -> str:
+    """`text` padded with spaces to `width` terminal columns (aligned right with `right`)."""
+    gap = " " * max(0, width - display_width(text))
+    return gap + text if right else text + gap

@@ -119,18 +119,20 @@ PAGE_WARN_BYTES = 50_000_000  # a page this big loads slowly; the warning sugges
 
 
 def write_attention(maps: AttentionMaps, out_dir: str | os.PathLike, title: str = "Attention maps", *,
-                    trace=None, roles=None, layers: list[int] | None = None) -> list[Path]:
+                    trace=None, roles=None, layers: list[int] | None = None, lang: str = "en") -> list[Path]:
     """layer_<L>.png per layer, attention.html and attention.npz in `out_dir` (created if needed), and
     explain.npz given a `Trace` (inspection/trace.py). `roles`: a `HeadRoles` (its captions in the titles,
-    its scores on the page too) or captions per head, (L, H) nested lists;
+    its scores on the page too) or captions per head, (L, H) nested lists; `lang` ("en" or "ko") the language
+    of the PNGs and the one the page opens in;
     `layers`: the layers of the PNGs and the page (the npz files keep every layer). The files are moved in
     together once all are written (storage.atomic.write_files): never new PNGs beside an old npz."""
     out_dir = make_out_dir(out_dir)
-    captions = roles.labels() if isinstance(roles, HeadRoles) else roles
-    writers = {f"layer_{layer}.png": functools.partial(save_layer_png, maps.weights, maps.labels, layer, captions)
+    captions = roles.labels(lang) if isinstance(roles, HeadRoles) else roles
+    writers = {f"layer_{layer}.png": functools.partial(save_layer_png, maps.weights, maps.labels, layer, captions,
+                                                       lang=lang)
                for layer in (range(maps.weights.shape[0]) if layers is None else layers)}  # fmt: skip
     writers["attention.html"] = lambda path: save_html(maps.weights, maps.labels, path, title, trace=trace,
-                                                       roles=roles, layers=layers, prefill=maps.prefill)
+                                                       roles=roles, layers=layers, prefill=maps.prefill, lang=lang)
     writers["attention.npz"] = lambda path: save_npz(maps, path)
     if trace is not None:
         writers["explain.npz"] = lambda path: save_trace(trace, path)

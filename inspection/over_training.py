@@ -15,6 +15,8 @@ from inference.runs import crop, load_run
 from inspection.heads import measure_heads, roles_from_record
 from inspection.heldout import held_out_ids, usable_ids
 from inspection.html import frame_data
+from inspection.labels import pad
+from inspection.messages import messages
 from inspection.maps import attention_for_ids
 from inspection.trace import trace_ids
 from model.errors import UserError
@@ -47,10 +49,11 @@ def snapshot_frames(snapshots: list[Path], prompt: str, records: list[dict], dev
     return frames, labels, run
 
 
-def format_snapshot_table(frames: list[dict], layers: list[int]) -> str:
+def format_snapshot_table(frames: list[dict], layers: list[int], lang: str = "en") -> str:
     """A line per frame (of `layers`): its step, the head with the highest previous-token and induction
-    scores, and the in-context loss drop."""
-    lines = [f"{'step':>8}  {'previous-token':<18}{'induction':<18}in-context loss drop"]
+    scores, and the in-context loss drop (the header in `lang`, "en" or "ko")."""
+    step, previous, induction, drop = messages(lang)("snapshots.columns").split("|")
+    lines = [pad(step, 8, right=True) + "  " + pad(previous, 18) + pad(induction, 18) + drop]
     for frame in frames:
         r, cells = frame["scores"], []
         for role in ("previous-token", "induction"):

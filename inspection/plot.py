@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
+from inspection.messages import messages
 from model.errors import UserError
 from storage.atomic import atomic_write
 
@@ -67,7 +68,7 @@ def _new_figure(width: float, height: float):
     return fig
 
 
-def _draw_map(ax, att: np.ndarray, labels: list[str], title: str):
+def _draw_map(ax, att: np.ndarray, labels: list[str], title: str, say):
     """One heatmap on `ax`: rows = queries, columns = keys, the masked future left blank."""
     T = att.shape[-1]
     future = np.triu(np.ones((T, T), dtype=bool), k=1)
@@ -80,19 +81,21 @@ def _draw_map(ax, att: np.ndarray, labels: list[str], title: str):
     fontsize = max(4.0, min(10.0, 300.0 / len(ticks)))
     ax.set_xticks(ticks, names, rotation=90, fontsize=fontsize)
     ax.set_yticks(ticks, names, fontsize=fontsize)
-    ax.set_xlabel("key token", fontsize=8)
-    ax.set_ylabel("query token", fontsize=8)
+    ax.set_xlabel(say("plot.key"), fontsize=8)
+    ax.set_ylabel(say("plot.query"), fontsize=8)
     ax.set_title(title, fontsize=10)
     return image
 
 
 def draw_layer(weights: np.ndarray, labels: list[str], layer: int, heads: list[int] | None = None,
-               roles: list[list[str]] | None = None):
+               roles: list[list[str]] | None = None, lang: str = "en"):
     """A matplotlib Figure with one heatmap per head of `weights[layer]` (weights: (L, H, T, T)); `roles`
-    (L, H) nested lists of captions (inspection.heads.HeadRoles.labels) are added to the titles."""
+    (L, H) nested lists of captions (inspection.heads.HeadRoles.labels) are added to the titles; the
+    titles and axis labels in `lang` ("en" or "ko")."""
     from matplotlib import rc_context
 
     font_paths()
+    say = messages(lang)
     heads = list(range(weights.shape[1])) if heads is None else heads
     T = weights.shape[-1]
     ncols = min(len(heads), 4)
@@ -105,15 +108,15 @@ def draw_layer(weights: np.ndarray, labels: list[str], layer: int, heads: list[i
             ax.set_axis_off()
         for ax, head in zip(axes.flat, heads):
             role = f" · {roles[layer][head]}" if roles is not None else ""
-            image = _draw_map(ax, weights[layer, head], labels, f"layer {layer} head {head}{role}")
-        fig.colorbar(image, ax=axes, label="attention weight", shrink=0.8)
-        fig.suptitle(f"layer {layer}: attention per head (rows attend to columns)")
+            image = _draw_map(ax, weights[layer, head], labels, f"layer {layer} head {head}{role}", say)
+        fig.colorbar(image, ax=axes, label=say("plot.weight"), shrink=0.8)
+        fig.suptitle(say("plot.layer", layer=layer))
     return fig
 
 
-def draw_head(weights: np.ndarray, labels: list[str], layer: int, head: int):
+def draw_head(weights: np.ndarray, labels: list[str], layer: int, head: int, lang: str = "en"):
     """A Figure with the heatmap of one head, e.g. to show in a notebook."""
-    return draw_layer(weights, labels, layer, heads=[head])
+    return draw_layer(weights, labels, layer, heads=[head], lang=lang)
 
 
 def save_figure(fig, path: str | os.PathLike) -> Path:
@@ -128,9 +131,9 @@ def save_figure(fig, path: str | os.PathLike) -> Path:
 
 
 def save_layer_png(weights: np.ndarray, labels: list[str], layer: int, roles: list[list[str]] | None,
-                   path: str | os.PathLike) -> Path:
+                   path: str | os.PathLike, lang: str = "en") -> Path:
     """The heatmaps of every head of one layer of `weights` (L, H, T, T) as a PNG at `path`."""
-    return save_figure(draw_layer(weights, labels, layer, roles=roles), path)
+    return save_figure(draw_layer(weights, labels, layer, roles=roles, lang=lang), path)
 
 
 def save_layer_pngs(weights: np.ndarray, labels: list[str], out_dir: str | os.PathLike,

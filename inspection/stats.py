@@ -14,6 +14,7 @@ to itself, so it would add the same trivial value to every head. With T = 1 the 
 import numpy as np
 
 from inspection.labels import display_width, pad
+from inspection.messages import messages
 
 STAT_NAMES = ("entropy", "distance", "prev", "first", "self")
 
@@ -38,10 +39,11 @@ def head_stats(weights: np.ndarray) -> dict[str, np.ndarray]:
     return {name: per_query[name].mean(-1) for name in STAT_NAMES}
 
 
-def format_stats_table(stats: dict[str, np.ndarray]) -> str:
-    """One row per head: `layer head entropy distance prev first self`."""
+def format_stats_table(stats: dict[str, np.ndarray], lang: str = "en") -> str:
+    """One row per head: `layer head entropy distance prev first self` (the header in `lang`, "en" or "ko")."""
     n_layer, n_head = stats["entropy"].shape
-    lines = [f"{'layer':>5} {'head':>4} {'entropy':>8} {'distance':>8} {'prev':>6} {'first':>6} {'self':>6}"]
+    names = messages(lang)("stats.columns").split("|")
+    lines = [" ".join(pad(name, width, right=True) for name, width in zip(names, (5, 4, 8, 8, 6, 6, 6)))]
     for layer in range(n_layer):
         for head in range(n_head):
             s = {name: stats[name][layer, head] for name in STAT_NAMES}

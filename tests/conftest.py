@@ -24,6 +24,15 @@ HOOKED_TRAIN = ROOT / "tests" / "train_with_hooks.py"  # train.py's command line
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
 
+@pytest.fixture(autouse=True)
+def english_locale(monkeypatch):
+    """Every test runs in an English locale, so generate.py's default language (the locale's) is English
+    wherever the suite runs; tests of Korean ask for it."""
+    for name in ("LC_ALL", "LC_MESSAGES"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("LANG", "C.UTF-8")
+
+
 @pytest.fixture(scope="session")
 def data_cache(tmp_path_factory):
     """One prepared-data cache for every test of the session (prepare reuses it by fingerprint)."""

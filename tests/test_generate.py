@@ -434,8 +434,7 @@ def test_heads_with_a_prompt_put_each_heads_role_on_the_page_and_the_pngs(run_di
     page = (tmp_path / "attention.html").read_text(encoding="utf-8")
     data = json.loads(re.search(r'<script type="application/json" id="data">(.*?)</script>', page, re.S).group(1))
     for h in saved["heads"]:
-        caption = data["frames"][0]["roles"][h["layer"]][h["head"]]
-        role, score = caption.rsplit(" ", 1)
+        role, score = data["frames"][0]["roles"][h["layer"]][h["head"]]  # the page names the role in its language
         assert role == h["role"]
         scores = data["frames"][0]["scores"]["scores"]  # the page's table of role scores: heads.json's numbers
         assert [scores[r][h["layer"]][h["head"]] for r in ROLES] == [h[r] for r in ROLES]

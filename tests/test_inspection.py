@@ -7,10 +7,7 @@ the PNG font and the HTML page (rendered in headless Chromium when it is install
 import base64
 import json
 import math
-import os
 import re
-import subprocess
-import time
 import warnings
 
 import numpy as np

@@ -187,3 +187,21 @@ def test_the_readme_s_layout_names_every_module_and_stays_short():  # a package'
     for path, most in (("README.md", 330), ("train.py", 300)):  # a README for users, a train.py read top to bottom
         lines = (ROOT / path).read_text(encoding="utf-8").count("\n")
         assert lines <= most, f"{path} has {lines} lines; keep it to about 300 (the measurement record lives in docs/)"
+
+
+def commands(markdown: str) -> list[str]:
+    """The command lines of a Markdown file's bash blocks, their comments left out."""
+    blocks = re.findall(r"```bash\n(.*?)```", markdown, flags=re.S)
+    return [re.sub(r"\s+#.*$", "", line).strip() for block in blocks for line in block.splitlines() if line.strip()]
+
+
+def test_the_korean_guide_runs_the_readme_s_commands_and_no_other():
+    korean = (ROOT / "README.ko.md").read_text(encoding="utf-8")
+    assert "README.ko.md" in README.split("\n\n")[1]  # linked from the top of the README
+    ours = commands(korean)
+    assert set(ours) <= set(commands(README)), set(ours) - set(commands(README))
+    for part in ("pip install", "python -m pytest -q", "--data.source=", "--score", "--attention", "--explain", "--heads",
+                 "--over-training", "--lang ko", "hf.export_gpt2", "hf.import_gpt2", "configs/finetune.toml"):
+        assert any(part in command for command in ours), part  # every part of the guide the README has
+    for image in re.findall(r"!\[[^]]*\]\(([^)]+)\)", korean):
+        assert (ROOT / image).is_file(), image
