@@ -126,3 +126,14 @@ def test_the_page_switches_language_in_place_and_keeps_every_number(tmp_path, br
     # a link opens the page in Korean
     b2 = browser(page, "#lang=ko&layer=1&head=0&focus=6&explain=1")
     assert b2.evaluate("document.getElementById('explain').textContent") == ko["explain"]
+
+
+def test_the_pngs_speak_the_language_asked_for():
+    from inspection.plot import draw_layer
+
+    weights = trace_ids(biased_model(), list(range(6))).weights
+    for lang in LANGUAGES:
+        say = messages(lang)
+        fig = draw_layer(weights, [f"t{i}" for i in range(6)], 1, lang=lang)
+        assert (fig.axes[0].get_xlabel(), fig.axes[0].get_ylabel()) == (say("plot.key"), say("plot.query"))
+        assert fig.get_suptitle() == say("plot.layer", layer=1) and fig.axes[-1].get_ylabel() == say("plot.weight")
