@@ -27,13 +27,14 @@ import sys
 from pathlib import Path
 
 from cli.command import ArgumentParser, integer, run_command
-from inference.runs import check_text, load_run
+from inference.runs import check_text, load_run, warn
 from inference.scoring import read_text, score_text
 from inference.textgen import TEMPERATURE, check_sampling, stream_text
 from inspection.explain import explain_head, resolve_query
 from inspection.heads import format_roles_table, measure_heads, save_roles
 from inspection.heldout import held_out_ids, usable_ids
 from inspection.html import frames_page
+from inspection.live import LiveServer
 from inspection.maps import attention_for_ids, attention_from_decoding, check_head, make_out_dir, write_attention
 from inspection.over_training import format_snapshot_table, snapshot_frames
 from inspection.stats import format_stats_table, format_top_attended, head_stats
@@ -70,6 +71,10 @@ def parse_args(argv):
     p.add_argument("--layers", metavar="LIST", help="layers of the page and PNGs, e.g. 0,2 or 0-3 (default: all)")
     p.add_argument("--lang", choices=LANGUAGES, help="language of the walkthrough, the tables, the PNGs and the page: "
                    "ko or en (default: the locale's, ko where LANG or LC_ALL begins with ko)")
+    p.add_argument("--serve", action="store_true", help="the live inspector: a local page where the maps, the "
+                   "walkthrough and the next token follow a text as it is typed (Ctrl-C stops it)")
+    p.add_argument("--host", help="address --serve listens on (default 127.0.0.1, this machine only)")
+    p.add_argument("--port", type=integer, help="port of --serve (default 8000; 0: any free one)")
     p.add_argument("--over-training", metavar="RUN", help="with --prompt and --attention DIR: one page with a slider over "
                    "the snapshots of RUN (train.snapshots), DIR/over_training.html")
     return p.parse_args(argv)
@@ -180,6 +185,23 @@ def write_over_training(args) -> None:
     print(format_snapshot_table(frames, layers, args.lang))
 
 
+def serve(args) -> None:
+    """--serve: the live inspector on --host:--port until Ctrl-C."""
+    others = [name for name, value in (("--prompt", args.prompt), ("--attention", args.attention), ("--head", args.head),
+                                       ("--explain", args.explain), ("--heads", args.heads or None),
+                                       ("--score", args.score)) if value is not None]  # fmt: skip
+    if others:
+        raise UserError(f"--serve takes its texts from the page; drop {', '.join(others)}")
+    host, port = args.host or "127.0.0.1", 8000 if args.port is None else args.port
+    server = LiveServer(load_run(args.ckpt, args.runs_dir, args.device), host, port, args.lang)
+    if host not in ("127.0.0.1", "localhost", "::1"):
+        warn(f"--host {host}: the live inspector is reachable from other machines at that address; it has no "
+             "password, so serve it only on a network you trust")
+    print(f"live inspector of {server.inspector.run.ckpt_dir}: open {server.address} (Ctrl-C stops it)", flush=True)
+    server.serve()
+    print("stopped the live inspector")
+
+
 def print_score(run, path: str, text: str, lang: str = "en") -> None:
     s, say = score_text(run, text, progress=True), messages(lang)
     print(say("score.title", path=path, ckpt=run.ckpt_dir, chars=s.chars, tokens=s.tokens))
@@ -223,6 +245,10 @@ def check_inspection_options(args) -> None:
         raise UserError("--query picks the token of --explain; add --explain LAYER.HEAD")
     if args.layers is not None and args.attention is None:
         raise UserError("--layers picks the layers that --attention draws; add --attention DIR")
+    if (args.host is not None or args.port is not None) and not args.serve:
+        raise UserError("--host and --port say where --serve listens; add --serve")
+    if args.port is not None and not 0 <= args.port <= 65535:
+        raise UserError(f"--port {args.port} must be between 0 and 65535")
     if args.over_training is not None:
         others = [name for name, value in (("--ckpt", args.ckpt), ("--head", args.head), ("--explain", args.explain),
                                            ("--heads", args.heads or None), ("--score", args.score),
@@ -249,6 +275,8 @@ def generate(args) -> None:
     check_inspection_options(args)
     if args.over_training is not None:
         return write_over_training(args)
+    if args.serve:
+        return serve(args)
     if args.score is not None and (args.prompt is not None or inspecting):
         raise UserError("--score scores a file; use it without --prompt, --attention, --head, --explain and --heads")
     head = parse_head(args.head) if args.head is not None else None

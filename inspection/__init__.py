@@ -15,7 +15,7 @@ Modules: maps (attention of a text + the files), labels (readable token labels),
 statistics), plot (PNG), html (interactive page, template page.html), trace (every intermediate of
 attention, explain.npz), explain (one head at one query, step by step), heads (what each head does),
 heldout (the text heads are measured on), over_training (one text through every snapshot of a run), messages
-(every teaching text in English and Korean).
+(every teaching text in English and Korean), live (the live inspector: a local server of the page).
 """
 
 from inspection.explain import explain_head

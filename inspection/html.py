@@ -111,18 +111,20 @@ def attention_page(weights: np.ndarray, labels: list[str], title: str = "Attenti
 
 
 def frames_page(frames: list[dict], labels: list[str], title: str, layers: list[int], n_head: int,
-                prefill: int | None = None, lang: str = "en") -> str:
+                prefill: int | None = None, lang: str = "en", live: dict | None = None, glyphs: str = "") -> str:
     """The page of one or more `frame_data` of the same text (several: a slider over the training steps),
-    opening in `lang`; it carries its texts in both languages (inspection/messages.py) and switches in place."""
+    opening in `lang`; it carries its texts in both languages (inspection/messages.py) and switches in place.
+    `live`: the live inspector's settings (inspection/live.py), which turn on its text box; `glyphs`: more
+    characters for the embedded font (a live page shows texts it has not seen yet)."""
     T = len(labels)
     data = {"n_layer": len(layers), "layers": layers, "n_head": n_head, "T": T, "tokens": list(labels),
             "prefill": T if prefill is None else int(prefill), "frames": frames, "lang": lang,
-            "messages": page_messages()}
+            "messages": page_messages(), "live": live}
     # "<" escaped so that no token (say "</script>") can end the script element early.
     payload = json.dumps(data, ensure_ascii=False).replace("<", "\\u003c")
     page = TEMPLATE.read_text(encoding="utf-8")
     # the glyphs of the tokens, the title and every Korean text of the page (the language picker's too)
-    font_css = font_face_css("".join(labels) + title + "한국어" + "".join(ko for _, ko in data["messages"].values()))
+    font_css = font_face_css("".join(labels) + title + glyphs + "한국어" + "".join(ko for _, ko in data["messages"].values()))
     fields = {"FONT_CSS": font_css, "TITLE": html.escape(title), "DATA": payload}
     # one pass over the template, so a title or token that spells a placeholder stays text
     return re.sub(r"__(FONT_CSS|TITLE|DATA)__", lambda m: fields[m.group(1)], page)

@@ -168,6 +168,22 @@ MESSAGES: dict[str, tuple[str, str]] = {
                  "8. y가 가는 곳: y의 값 {d}개는 토큰 {i}에서 head {H}개 모두의 출력을 이어 붙인 {C}차원 벡터의 "
                  "{lo}..{last}번째 차원이 되고, 그 벡터에 W_O ({C} × {C})를 곱하고 b_O를 더한 것이 attention "
                  "sublayer가 residual stream에 더하는 값입니다:"),
+    # ---- the live page (inspection/live.py) -----------------------------------------------------------
+    "page.live_hint": ("Type a text: its maps, roles and next token follow as you type (Enter: at once). Generate "
+                       "continues it, the maps following the cached decoding.",
+                       "텍스트를 입력하면 입력하는 대로 map, 역할, 다음 토큰이 바뀝니다 (Enter: 바로). 생성을 누르면 "
+                       "이어 쓰고, map이 cache된 디코딩을 따라갑니다."),
+    "page.temperature": ("temperature", "temperature"),
+    "page.top_k": ("top-k", "top-k"),
+    "page.top_p": ("top-p", "top-p"),
+    "page.max_new": ("new tokens", "새 토큰 수"),
+    "page.seed": ("seed", "seed"),
+    "page.generate": ("Generate", "생성"),
+    "page.generating": ("generating…", "생성 중…"),
+    "page.next": ("the next token (top 10 with these settings): probability, token (id)",
+                  "다음 토큰 (이 설정으로 상위 10개): 확률, 토큰 (id)"),
+    "page.timing": ("model {model} ms, drawing {draw} ms, {total} ms from the keystroke",
+                    "모델 {model} ms, 그리기 {draw} ms, 입력부터 {total} ms"),
 }
 
 

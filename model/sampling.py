@@ -26,6 +26,7 @@ Tq rows, a cached step one). After the last token is chosen it is fed once more,
 import math
 
 import torch
+import torch.nn.functional as F
 
 from model.config import ModelInputError
 from model.decode_step import DecodeStep
@@ -91,16 +92,25 @@ def choose_next(logits, temperature=1.0, top_k=None, top_p=None, generator=None)
                               f"{str(logits.dtype).removeprefix('torch.')}); use other weights or another dtype")
     if temperature == 0:  # max's kernel is ~2x argmax's on CPU; both return the first maximum's index
         return top.indices.squeeze(1)
+    probs = sampling_probs(logits, temperature, top_k, top_p, top.values)  # (B, V)
+    return torch.multinomial(probs, 1, generator=generator).squeeze(1)  # (B,)
+
+
+def sampling_probs(logits, temperature=1.0, top_k=None, top_p=None, top=None):
+    """(B, V) logits -> (B, V) the probabilities `choose_next` samples from (temperature 0: all on the argmax).
+    `top`: the rows' max logits (B, 1), when the caller has them."""
+    if temperature == 0:
+        return F.one_hot(logits.argmax(dim=-1), logits.size(-1)).to(logits.dtype)
+    top = logits.amax(dim=-1, keepdim=True) if top is None else top
     # The max first, so a tiny temperature sends the others to -inf (never inf - inf = nan); and no smaller
     # than the dtype's smallest normal, which 1e-300 would underflow past to 0 (0 / 0 = nan).
     temperature = max(temperature, torch.finfo(logits.dtype).tiny)
-    logits = (logits - top.values) / temperature
+    logits = (logits - top) / temperature
     if top_k is not None:
         logits = keep_top_k(logits, top_k)
     if top_p is not None and top_p < 1:
         logits = keep_top_p(logits, top_p)
-    probs = logits.softmax(dim=-1)  # (B, V)
-    return torch.multinomial(probs, 1, generator=generator).squeeze(1)  # (B,)
+    return logits.softmax(dim=-1)
 
 
 def fast_step(model, batch_size: int) -> DecodeStep | None:

@@ -172,6 +172,26 @@ class Browser:
             e.scrollIntoView({{block: "center"}}); const r = e.getBoundingClientRect();
             return [r.left + r.width / 2, r.top + r.height / 2]; }})()""")
 
+    def type(self, text):
+        """Type `text` into the focused element, as a keyboard (or an input method) would."""
+        self.call("Input.insertText", session=self.session, text=text)
+
+    def backspace(self):
+        """Press Backspace in the focused element."""
+        for kind in ("rawKeyDown", "keyUp"):
+            self.call("Input.dispatchKeyEvent", session=self.session, type=kind, key="Backspace",
+                      code="Backspace", windowsVirtualKeyCode=8)
+
+    def wait_for(self, js, timeout=20.0):
+        """The value of `js` once it is truthy (polled), else fail after `timeout` seconds."""
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            value = self.evaluate(js)
+            if value:
+                return value
+            time.sleep(0.05)
+        raise AssertionError(f"timed out waiting for {js}")
+
     def texts(self, selector):
         return self.evaluate(f"Array.from(document.querySelectorAll({json.dumps(selector)}), e => e.textContent)")
 

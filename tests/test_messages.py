@@ -21,7 +21,8 @@ from tests.conftest import CHROMIUM, biased_model, trained_tiny_run
 HANGUL = re.compile("[\uac00-\ud7a3]")
 NUMBER = re.compile(r"-?\d+(?:[.,]\d+)*")
 # Korean texts that are the technical terms themselves, as Korean explainers write them
-SAME_IN_BOTH = {"role.induction", "page.layer", "page.head", "page.layer_n", "page.head_n", "page.cell"}
+SAME_IN_BOTH = {"role.induction", "page.layer", "page.head", "page.layer_n", "page.head_n", "page.cell",
+                "page.temperature", "page.top_k", "page.top_p", "page.seed"}  # the sampling settings, named as in the CLI
 # English words a Korean output may hold: the technical terms, and the names of files and settings
 TERMS = {"layer", "head", "heads", "query", "key", "value", "token", "softmax", "mask", "score", "norm", "residual",
          "stream", "attention", "induction", "nats", "perplexity", "snapshot", "step", "prefill", "cache", "forward",

@@ -1,0 +1,197 @@
+"""The live inspector (inspection/live.py, generate.py --serve): its answers, its refusals, its stream, the page.
+
+    python -m pytest tests/test_live.py -q
+"""
+
+import base64
+import http.client
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+
+import numpy as np
+import pytest
+
+import generate
+from inspection.live import MAX_BODY, LiveServer
+from inference.runs import load_run
+from tests.conftest import CHROMIUM, ROOT, trained_tiny_run
+
+PROMPT = "대한민국 국회는"
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory):
+    return trained_tiny_run(tmp_path_factory, "live").run
+
+
+@pytest.fixture(scope="module")
+def server(run_dir):
+    server = LiveServer(load_run(run_dir, device="cpu"), "127.0.0.1", 0)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    yield server
+    server.shutdown()
+    server.server_close()
+
+
+def ask(server, method="POST", path="/api/inspect", body=None, headers=None, raw=None):
+    """(status, parsed JSON or text) of one request to the server."""
+    connection = http.client.HTTPConnection("127.0.0.1", server.server_address[1], timeout=60)
+    data = raw if raw is not None else (None if body is None else json.dumps(body).encode())
+    connection.request(method, path, body=data, headers=headers or {})
+    response = connection.getresponse()
+    text = response.read().decode("utf-8")
+    connection.close()
+    kind = response.getheader("Content-Type", "")
+    if "x-ndjson" in kind:
+        return response.status, [json.loads(line) for line in text.splitlines()]
+    return response.status, json.loads(text) if "json" in kind else text
+
+
+def weights_of(view) -> np.ndarray:
+    """The (L, H, T, T) maps of a view's frame, unpacked from the page's uint16 lower triangles."""
+    T, frame = view["T"], view["frames"][0]
+    packed = np.frombuffer(base64.b64decode(frame["weights"]), dtype="<u2").astype(np.float64) / 65535
+    L, H = len(frame["stats"]["entropy"]), len(frame["stats"]["entropy"][0])
+    q, k = np.tril_indices(T)
+    out = np.zeros((L, H, T, T))
+    out[..., q, k] = packed.reshape(L, H, -1)
+    return out
+
+
+def test_a_text_gets_its_maps_roles_walkthrough_tensors_and_next_token(server, run_dir, tmp_path, capsys):
+    status, view = ask(server, body={"text": PROMPT, "temperature": 0})
+    assert status == 200
+    assert generate.main(["--ckpt", str(run_dir), "--prompt", PROMPT, "--attention", str(tmp_path)]) == 0
+    with np.load(tmp_path / "attention.npz") as npz, np.load(tmp_path / "explain.npz") as trace:
+        assert view["tokens"] == npz["labels"].tolist()
+        np.testing.assert_allclose(weights_of(view), npz["weights"], atol=1e-4)
+        q = np.frombuffer(base64.b64decode(view["frames"][0]["explain"]["q"]), dtype="<f4").reshape(trace["q"].shape)
+        np.testing.assert_allclose(q, trace["q"], atol=1e-6)  # the walkthrough's numbers are explain.npz's
+    assert view["frames"][0]["roles"] and view["frames"][0]["scores"]["scores"]["induction"]
+    assert [c["p"] for c in view["next"]] == [1.0] + [0.0] * 9  # temperature 0: the greedy choice alone
+    status, sampled = ask(server, body={"text": PROMPT, "temperature": 1.0, "top_k": 5})
+    assert len(sampled["next"]) == 10 and sum(c["p"] for c in sampled["next"][:5]) == pytest.approx(1, abs=1e-5)
+    assert sampled["next"][0]["id"] == view["next"][0]["id"] and sampled["model_ms"] > 0
+    status, quick = ask(server, body={"text": PROMPT, "temperature": 0, "explain": False})  # what a keystroke asks
+    assert quick["frames"][0]["explain"] is None and quick["frames"][0]["weights"] == view["frames"][0]["weights"]
+
+
+BAD = [  # (what, request) -> a 4xx and one line
+    ("foreign Host", dict(body={"text": PROMPT}, headers={"Host": "attacker.example:80"}), 403),
+    ("not JSON", dict(raw=b"{text: 1"), 400),
+    ("not an object", dict(body=[1, 2]), 400),
+    ("text not a string", dict(body={"text": 5}), 400),
+    ("empty text", dict(body={"text": ""}), 200),  # the end-of-text token alone: a view, not an error
+    ("temperature out of range", dict(body={"text": PROMPT, "temperature": -1}), 400),
+    ("top_p out of range", dict(body={"text": PROMPT, "top_p": 2}), 400),
+    ("top_k not whole", dict(body={"text": PROMPT, "top_k": 2.5}), 400),
+    ("explain not a boolean", dict(body={"text": PROMPT, "explain": "yes"}), 400),
+    ("seed out of range", dict(path="/api/generate", body={"text": PROMPT, "seed": -3}), 400),
+    ("too many new tokens", dict(path="/api/generate", body={"text": PROMPT, "max_new_tokens": 10**9}), 400),
+    ("text past block_size", dict(body={"text": "국회 " * 40}), 413),
+    ("body too large", dict(raw=b" " * (MAX_BODY + 1)), 413),
+    ("no Content-Length", dict(raw=b"", headers={"Transfer-Encoding": "chunked"}), 411),
+    ("unknown route", dict(path="/api/files"), 404),
+    ("a file path", dict(method="GET", path="/../../etc/passwd"), 404),
+    ("another method", dict(method="PUT", path="/"), 405),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("what, request_, status", BAD, ids=[b[0] for b in BAD])
+def test_a_bad_request_gets_a_4xx_line_and_the_server_goes_on(server, what, request_, status):
+    got, answer = ask(server, **request_)
+    assert got == status, answer
+    if status != 200:
+        assert isinstance(answer, dict) and "\n" not in answer["error"] and answer["error"]
+    assert ask(server, body={"text": PROMPT})[0] == 200  # and the next good request is answered
+
+
+def test_a_request_that_waited_while_a_newer_came_gives_way(server):
+    results, before = {}, server.inspector.latest
+    with server.inspector.lock:  # the model is busy: both requests queue
+        older = threading.Thread(target=lambda: results.update(older=ask(server, body={"text": "대한"})[0]))
+        older.start()
+        while server.inspector.latest == before:  # until the older one has taken its number
+            pass
+        first = server.inspector.latest
+        newer = threading.Thread(target=lambda: results.update(newer=ask(server, body={"text": "대한민국"})[0]))
+        newer.start()
+        while server.inspector.latest == first:
+            pass
+    older.join(30)
+    newer.join(30)
+    assert results == {"older": 409, "newer": 200}
+
+
+def test_the_stream_is_generate_py_s_text_and_its_maps_follow_the_cached_decoding(server, run_dir, tmp_path, capsys):
+    status, lines = ask(server, path="/api/generate", body={"text": PROMPT, "max_new_tokens": 8, "seed": 5,
+                                                              "temperature": 0.9, "top_p": 0.95})  # fmt: skip
+    assert status == 200 and lines[-1]["done"]
+    pieces = [line["piece"] for line in lines if "piece" in line]
+    assert "".join(pieces) == lines[-1]["text"] and 1 <= len(pieces) <= 8
+    argv = ["--ckpt", str(run_dir), "--prompt", PROMPT, "--max-new-tokens", str(len(pieces)), "--seed", "5",
+            "--temperature", "0.9", "--top-p", "0.95"]  # fmt: skip
+    assert generate.main(argv) == 0
+    assert capsys.readouterr().out.splitlines()[0] == PROMPT + lines[-1]["text"]
+    assert generate.main([*argv, "--attention", str(tmp_path)]) == 0  # the maps of the same cached decoding
+    with np.load(tmp_path / "attention.npz") as npz:
+        final = lines[-1]["view"]
+        assert final["prefill"] == int(npz["prefill"]) and final["tokens"] == npz["labels"].tolist()
+        np.testing.assert_allclose(weights_of(final), npz["weights"], atol=1e-4)
+    sizes = [line["view"]["T"] for line in lines if "piece" in line]
+    assert sizes == sorted(sizes)  # the maps grow with the decoding
+
+
+def test_serve_refuses_what_it_cannot_use_and_stops_cleanly_on_ctrl_c(run_dir, capsys):
+    assert generate.main(["--serve", "--ckpt", str(run_dir), "--prompt", "x"]) == 2
+    assert "--serve takes its texts from the page; drop --prompt" in capsys.readouterr().err
+    assert generate.main(["--serve", "--ckpt", str(run_dir), "--port", "70000"]) == 2
+    assert "--port 70000 must be between 0 and 65535" in capsys.readouterr().err
+    assert generate.main(["--ckpt", str(run_dir), "--prompt", "x", "--port", "8001"]) == 2
+    assert "--host and --port say where --serve listens; add --serve" in capsys.readouterr().err
+    proc = subprocess.Popen([sys.executable, str(ROOT / "generate.py"), "--serve", "--ckpt", str(run_dir), "--port", "0",
+                             "--host", "0.0.0.0"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env={**os.environ, "OMP_NUM_THREADS": "1"})  # fmt: skip
+    line = proc.stdout.readline()
+    assert re.search(r"open http://0\.0\.0\.0:\d+/ \(Ctrl-C stops it\)", line), line
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0 and out.strip() == "stopped the live inspector"
+    assert "Traceback" not in err and err.startswith("warning: --host 0.0.0.0: the live inspector is reachable")
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install chromium); CI installs it")
+def test_typing_clicking_and_generating_in_chromium(server, run_dir, tmp_path, browser, capsys):
+    port = server.server_address[1]
+    page = browser(tmp_path / "unused.html")  # a blank tab, then the server's page
+    page.evaluate(f"location.href = 'http://127.0.0.1:{port}/#layer=1&head=0'")
+    page.wait_for("document.getElementById('live-text') && !document.getElementById('live').hidden")
+    page.evaluate("const b = document.getElementById('live-text'); b.value = ''; b.focus()")
+    page.type(PROMPT)  # a keystroke's maps follow
+    assert generate.main(["--ckpt", str(run_dir), "--prompt", PROMPT, "--attention", str(tmp_path)]) == 0
+    with np.load(tmp_path / "attention.npz") as npz, np.load(tmp_path / "explain.npz") as trace:
+        labels, weights, q = npz["labels"].tolist(), npz["weights"], trace["q"]
+    page.wait_for(f"document.body.dataset.shownText === {json.dumps(''.join(labels))}")
+    assert page.texts("#tokens .t") == labels
+    T = len(labels)
+    shown = np.array([float(w) for w in page.texts("#outgoing .w")]).reshape(-1, T)
+    np.testing.assert_allclose(shown[0], weights[1, 0, T - 1], atol=6e-4)  # layer 1 head 0, the last token's row
+    page.click(*page.centre("#tokens .tok", 2))  # a click opens the walkthrough of head 1.0 at token 2
+    first_q = page.wait_for("document.querySelector('#explain .ex-q') && document.querySelector('#explain .ex-q').textContent")
+    assert float(re.search(r"q = \[\s*(-?\d+\.\d+)", first_q).group(1)) == pytest.approx(q[1, 0, 2, 0], abs=1e-4)
+    assert float(page.evaluate("document.body.dataset.totalMs")) > 0
+
+    page.evaluate("document.getElementById('max-new').value = '6'; document.getElementById('seed').value = '5'")
+    page.click(*page.centre("#generate"))
+    text = page.wait_for("document.getElementById('generated').dataset.text")
+    _, lines = ask(server, path="/api/generate", body={"text": PROMPT, "max_new_tokens": 6, "seed": 5, "temperature": 0.8})
+    assert text == lines[-1]["text"] and page.evaluate("document.getElementById('generated').textContent") == text
+    assert page.evaluate("document.getElementById('stepper').hidden") is False  # the decoding can be stepped through
+    assert page.problems() == ([], "")
