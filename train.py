@@ -95,9 +95,9 @@ def train(cfg: RunConfig, out_dir, resume: bool = False, overwrite: bool = False
         elif not tc.init_from:  # from scratch the embedding has one row per token; a checkpoint's may have more
             cfg = replace(cfg, model=replace(cfg.model, vocab_size=prepared.meta["vocab_size"]))
         check_memory(cfg, device)  # before anything of that size is allocated
-        precision, use_compile, autocast = step_settings(device, tc)
+        precision, _, autocast = step_settings(device, tc)
         cfg = resolve_auto(cfg, prepared.meta, saved, device, autocast, ddp)  # the "auto" settings: training/recipe.py
-        tc = cfg.train
+        tc, use_compile = cfg.train, step_settings(device, cfg.train)[1]  # a CPU's compile "auto": decided by a trial
 
         # the model and the optimizer
         random.seed(tc.seed)

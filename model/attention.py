@@ -14,6 +14,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from model.dropout import Dropout
+
 
 def causal_mask(Tq: int, Tk: int, device=None) -> torch.Tensor:
     """Bool (Tq, Tk), True where a query may attend: the queries are the LAST Tq of the Tk positions.
@@ -72,8 +74,8 @@ class CausalSelfAttention(nn.Module):
         self.dropout = config.dropout
         self.c_attn = nn.Linear(config.n_embd, 3 * config.n_embd, bias=config.bias)  # W_Q, W_K, W_V
         self.c_proj = nn.Linear(config.n_embd, config.n_embd, bias=config.bias)  # W_O
-        self.attn_dropout = nn.Dropout(config.dropout)
-        self.resid_dropout = nn.Dropout(config.dropout)
+        self.attn_dropout = Dropout(config.dropout)
+        self.resid_dropout = Dropout(config.dropout)
         self.probe = Probe()  # no parameters: checkpoints are unchanged
 
     def forward(self, x, kv_cache=None, need_attn: bool = False):
@@ -89,16 +91,25 @@ class CausalSelfAttention(nn.Module):
             k, v = kv_cache.update(self.layer, k, v)  # (B, nh, Tk, hs)
         Tq, Tk = T, k.size(2)
 
-        if need_attn:  # explicit path, for inspection: the textbook steps, one by one
+        # explicit path, for inspection: the textbook steps, one by one; and for training with dropout on a
+        # CPU, where the fused kernel would draw its mask with bernoulli_ (model/dropout.py says why not)
+        if need_attn or (self.training and self.dropout > 0 and x.device.type == "cpu"):
             scores = attention_scores(q, k)  # (B, nh, Tq, Tk), before the mask
             att = masked_softmax(scores, causal_mask(Tq, Tk, x.device))  # (B, nh, Tq, Tk)
             heads = self.attn_dropout(att) @ v  # (B, nh, Tq, hs); dropout acts on the weights
             out = self.resid_dropout(self.c_proj(heads.transpose(1, 2).reshape(B, T, C)))  # (B, T, C)
             self.probe(x=x, q=q, k=k, v=v, scores=scores, att=att, y=heads, out=out)
-            return out, att
+            return out, att if need_attn else None
         # fast path; a single query may see every cached key, so it needs no mask
         mask = None if Tq in (1, Tk) else causal_mask(Tq, Tk, x.device)
         p = self.dropout if self.training else 0.0
-        y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p, is_causal=(Tq == Tk))
+        if q.dtype == torch.bfloat16 and q.device.type == "cpu":
+            # PyTorch's CPU kernel is up to 2.5x slower in bf16 than in fp32 at these shapes (forward and
+            # backward; docs/speed.md), and fp32 is the more exact; CPU autocast would cast it back to bf16
+            with torch.autocast("cpu", enabled=False):
+                y = F.scaled_dot_product_attention(q.float(), k.float(), v.float(), attn_mask=mask, dropout_p=p,
+                                                   is_causal=(Tq == Tk)).to(q.dtype)
+        else:
+            y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p, is_causal=(Tq == Tk))
         y = y.transpose(1, 2).reshape(B, T, C)  # (B, T, nh * hs)
         return self.resid_dropout(self.c_proj(y)), None

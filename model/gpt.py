@@ -20,6 +20,7 @@ from torch import nn
 from model import sampling
 from model.attention import CausalSelfAttention
 from model.config import ACTIVATIONS, GPTConfig, ModelInputError
+from model.dropout import Dropout
 from model.kv_cache import KVCache
 
 
@@ -29,7 +30,7 @@ class MLP(nn.Module):
         self.c_fc = nn.Linear(config.n_embd, 4 * config.n_embd, bias=config.bias)
         self.gelu = nn.GELU(approximate=ACTIVATIONS[config.activation])  # exact erf form, or GPT-2's tanh
         self.c_proj = nn.Linear(4 * config.n_embd, config.n_embd, bias=config.bias)
-        self.dropout = nn.Dropout(config.dropout)
+        self.dropout = Dropout(config.dropout)
 
     def forward(self, x):
         h = self.gelu(self.c_fc(x))  # (B, T, 4C)
@@ -60,7 +61,7 @@ class GPT(nn.Module):
         self.config = config
         self.tok_emb = nn.Embedding(config.vocab_size, config.n_embd)
         self.pos_emb = nn.Embedding(config.block_size, config.n_embd)
-        self.drop = nn.Dropout(config.dropout)
+        self.drop = Dropout(config.dropout)
         self.blocks = nn.ModuleList(Block(config, layer) for layer in range(config.n_layer))
         self.ln_f = nn.LayerNorm(config.n_embd, eps=config.layer_norm_eps, bias=config.bias)
         self.lm_head = nn.Linear(config.n_embd, config.vocab_size, bias=False)

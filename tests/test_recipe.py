@@ -12,7 +12,7 @@ import train
 from data.config import DataConfig, auto_vocab_size
 from data.prepare import prepare
 from training.config import ConfigError, load_config
-from training.recipe import parse_duration, plan_settings, regularisation, steps_in
+from training.recipe import parse_duration, plan_settings, regularisation, resolve_auto, resolved_values, steps_in
 from model.nll import windows_read
 from tests.conftest import ROOT, TINY, hooked_train, tiny
 from training.budget import TimeBudget
@@ -212,3 +212,28 @@ def test_a_resumed_auto_run_keeps_the_values_its_start_chose(tmp_path, data_cach
     last = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()][-1]
     assert last["step"] == final["train"]["max_steps"] > 25  # it went on to the end its plans set
     assert 5 < last["budget_used_s"] < 20  # both processes together, about the 10 s budget
+
+
+def test_a_cpu_run_compiles_when_a_timed_trial_says_the_budget_buys_more_steps():
+    cfg = load_config(TINY, ["--train.max_steps=auto", "--train.time_budget=30m", "--train.eval_interval=100",
+                             "--train.eval_iters=10", "--train.compile=auto"])  # fmt: skip
+    eager = lambda dropout: 0.1  # noqa: E731
+    # eager: 0.1 s + (2 x 10 x 0.1 / 3 + 1) / 100 = 0.11667 s a step, 15,428 in 1,800 s; compiled after 20 s of
+    # compilation: 0.08 + (2 x 10 x 0.08 / 3 + 1) / 100 = 0.09533 s a step, 18,671 in the 1,780 s left: 1.21x
+    values, why = plan_settings(cfg, 10_000, 1, eager, compiled_trial=lambda dropout: (20.0, 0.08))
+    assert values == {"train.max_steps": 18671, "train.compile": "on"} and "compile on: 1.21x the steps" in why
+    # a slow compilation for little gain: 0.098 + (0.6533 + 1) / 100 = 0.11453 s a step, 15,192 in 1,740 s: 0.98x
+    values, why = plan_settings(cfg, 10_000, 1, eager, compiled_trial=lambda dropout: (60.0, 0.098))
+    assert values == {"train.max_steps": 15428, "train.compile": "off"} and "compile off: 0.98x" in why
+    values, why = plan_settings(cfg, 10_000, 1, eager, compiled_trial=lambda dropout: None)  # it failed to compile
+    assert values == {"train.max_steps": 15428, "train.compile": "off"} and "trial compilation failed" in why
+    short = load_config(TINY, ["--train.max_steps=auto", "--train.time_budget=10m", "--train.compile=auto"])
+    values, _ = plan_settings(short, 10_000, 1, eager, compiled_trial=lambda dropout: pytest.fail("no trial under 20 minutes"))
+    assert "train.compile" not in values
+
+
+def test_a_resume_compiles_as_its_start_did():
+    cfg = load_config(TINY, ["--train.max_steps=auto", "--train.time_budget=10m", "--train.compile=auto"])
+    chosen = {"train.max_steps": 900, "train.compile": "on"}  # what the start's trial decided, in its train state
+    resumed = resolve_auto(cfg, meta={}, saved={"resolved": chosen}, device=None, autocast=None, ddp=None)
+    assert resumed.train.compile == "on" and resolved_values(resumed) == chosen  # and the next save keeps it

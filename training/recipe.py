@@ -19,6 +19,12 @@ on), then again at every evaluation from the run's own time per step since the l
 saves included), so the cosine schedule ends when the budget does even if the machine slows down. A
 plan during warmup changes nothing used yet (the learning rate only starts to fall after it); a later
 one moves the end of the decay a little.
+
+`train.compile = "auto"` on a CPU is decided by that trial too: when the budget is at least
+COMPILE_TRIAL_FROM (20 minutes), a throwaway copy at the run's final dropout is compiled and timed, and the run compiles
+if the steps that fit after the compile time beat the eager steps by COMPILE_GAIN. The copy's compilation
+fills torch's compile cache, so the run's own compile of the same graph takes seconds. A shorter budget or
+a fixed step count (a smoke run) stays eager: there is no budget to weigh the compile time against.
 """
 
 import math
@@ -39,6 +45,11 @@ MANY_EPOCHS = (64.0, {"lr": 3e-4, "dropout": 0.2, "weight_decay": 0.5})
 # smaller batch starts to overfit first. The midpoint, sqrt(8 x 14) = 10.6 passes, is where 8 and 16 tied (docs/recipe.md).
 FEW_EPOCHS_BATCH, MANY_EPOCHS_BATCH = (8.0, 8), (14.0, 16)
 MIN_LR_RATIO = 0.1  # the cosine floor, as a share of the peak learning rate
+# On 2 CPU cores compiling the default shape took 35-38 s on a new machine (2-5 s from the cache), and its
+# steps were 1.15x faster without dropout, no faster with the default run's 0.2 (docs/speed.md): a trial
+# that loses costs its compilation, so it is run only where that is a small share of the budget
+COMPILE_TRIAL_FROM = 1200.0  # seconds of time budget
+COMPILE_GAIN = 1.05  # compile when the steps that fit grow by at least this factor (the timings' noise)
 AUTO = {"train": ("max_steps", "batch_size", "lr", "min_lr", "weight_decay"), "model": ("dropout",)}  # which keys take "auto"
 DURATION = re.compile(r"(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m)?(?:(\d+(?:\.\d+)?)s)?")
 CALIBRATION_STEPS = 3  # timed forward and backward passes before the first step (after one untimed)
@@ -91,21 +102,24 @@ def steps_in(seconds: float, seconds_per_step: float, eval_every: int, seconds_p
     return max(1, int(seconds / per_step))
 
 
-def time_training_step(model, batch_size: int, autocast, grad_clip: float, steps: int = CALIBRATION_STEPS) -> float:
-    """Seconds per optimisation step of one micro-batch on `model` (a throwaway copy, built at the dropout
-    the run will train with: on a CPU dropout costs about a sixth of the speed), timed on random tokens:
-    forward, backward, clipping and an AdamW step, as the loop does them. One step to warm up, then the median
-    of `steps`. Draws from its own generator, so the run's RNGs are untouched."""
+def time_training_step(model, batch_size: int, autocast, grad_clip: float, steps: int = CALIBRATION_STEPS,
+                       compiled: bool = False) -> tuple[float, float]:
+    """`(first, per_step)`: the seconds of the first optimisation step of one micro-batch on `model` (a
+    throwaway copy, built at the dropout the run will train with: on a CPU dropout costs about a sixth of the
+    speed), which holds the compilation when `compiled`, and the median of the `steps` after it, timed on
+    random tokens: forward, backward, clipping and an AdamW step, as the loop does them. Draws from its own
+    generator, so the run's RNGs are untouched."""
     device, T = model.tok_emb.weight.device, model.config.block_size
     generator = torch.Generator().manual_seed(0)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=device.type == "cuda")
     model.train()
+    step_model = torch.compile(model) if compiled else model  # as train.py compiles the model, not the step
     times = []
     for i in range(steps + 1):
         idx = torch.randint(model.config.vocab_size, (batch_size, T + 1), generator=generator).to(device)
         started = time.perf_counter()
         with autocast:
-            loss = model(idx[:, :-1], idx[:, 1:])[1]
+            loss = step_model(idx[:, :-1], idx[:, 1:])[1]
         loss.backward()
         if grad_clip > 0:
             torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
@@ -113,9 +127,8 @@ def time_training_step(model, batch_size: int, autocast, grad_clip: float, steps
         optimizer.zero_grad(set_to_none=True)
         if device.type == "cuda":
             torch.cuda.synchronize(device)
-        if i:
-            times.append(time.perf_counter() - started)
-    return sorted(times)[len(times) // 2]
+        times.append(time.perf_counter() - started)
+    return times[0], sorted(times[1:])[len(times[1:]) // 2]
 
 
 def evaluation_seconds(seconds_per_micro_step: float, eval_iters: int) -> float:
@@ -124,12 +137,14 @@ def evaluation_seconds(seconds_per_micro_step: float, eval_iters: int) -> float:
     return 2 * eval_iters * seconds_per_micro_step / 3 + 1.0
 
 
-def plan_settings(cfg, train_tokens: int, world: int, seconds_per_micro_step) -> tuple[dict, str]:
+def plan_settings(cfg, train_tokens: int, world: int, seconds_per_micro_step, compiled_trial=None) -> tuple[dict, str]:
     """The values of cfg's "auto" settings ({"train.lr": ...}) and a line that says how they were chosen.
 
     `seconds_per_micro_step(dropout)` times a step at cfg's batch size (the placeholder when batch_size is
     "auto") and the given dropout. It is called only when the step count has to be planned from the time
     budget: once at cfg's dropout, and when an "auto" dropout comes out above 0, once more with it on.
+    `compiled_trial(dropout)`: `(seconds of the first step, compilation included; seconds per step)` of a
+    compiled copy, or None if it failed to compile; given, it decides "train.compile" (module docstring).
     """
     tc, auto = cfg.train, set(cfg.auto)
     tokens_per_sequence = cfg.model.block_size * tc.grad_accum * world
@@ -148,11 +163,11 @@ def plan_settings(cfg, train_tokens: int, world: int, seconds_per_micro_step) ->
             b = regularisation(epochs)["batch_size"] if "train.batch_size" in auto else tc.batch_size
             return b, steps_at(b)
 
-        per_micro = seconds_per_micro_step(cfg.model.dropout)
+        per_micro, timed_at = seconds_per_micro_step(cfg.model.dropout), cfg.model.dropout
         batch, steps = plan(per_micro)
         dropout = regularisation(steps * batch * tokens_per_sequence / max(1, train_tokens))["dropout"]
         if "model.dropout" in auto and dropout > 0:  # slower steps, so fewer of them: planned again from those
-            per_micro = seconds_per_micro_step(dropout)
+            per_micro, timed_at = seconds_per_micro_step(dropout), dropout
             batch, steps = plan(per_micro)
         values["train.max_steps"] = steps
         why.append(f"{steps:,} steps fit in {tc.time_budget} at {per_micro * batch / tc.batch_size * tc.grad_accum:.3g} s "
@@ -176,6 +191,26 @@ def plan_settings(cfg, train_tokens: int, world: int, seconds_per_micro_step) ->
         values["model.dropout"] = chosen["dropout"]
     why.append(f"{steps:,} steps x {tokens_per_step:,} tokens = {epochs:.3g} passes over {train_tokens:,} "
                f"training tokens")
+    if compiled_trial is not None and "train.max_steps" in auto and budget >= COMPILE_TRIAL_FROM:
+        # at the run's own dropout, so the copy compiles the graph the run will; the settings above stay
+        dropout = values.get("model.dropout", cfg.model.dropout)
+        eager = per_micro if dropout == timed_at else seconds_per_micro_step(dropout)
+        trial = compiled_trial(dropout)
+        if trial is None:
+            values["train.compile"] = "off"
+            why.append("compile off: the trial compilation failed")
+        else:
+            def fit(per: float, seconds: float) -> int:  # steps at the planned batch
+                per_b = per * batch / tc.batch_size
+                return steps_in(seconds, per_b * tc.grad_accum, tc.eval_interval, evaluation_seconds(per_b, tc.eval_iters))
+
+            first, compiled = trial
+            gain = fit(compiled, budget - first) / fit(eager, budget)
+            values["train.compile"] = "on" if gain >= COMPILE_GAIN else "off"
+            if gain >= COMPILE_GAIN:
+                values["train.max_steps"] = fit(compiled, budget - first)
+            why.append(f"compile {values['train.compile']}: {gain:.2f}x the steps, {compiled:.3g} s a compiled step "
+                       f"against {eager:.3g} after {first:.0f} s of compilation (timed)")
     settings = " ".join(f"{k}={v}" for k, v in values.items())
     return values, f"auto: {settings} ({'; '.join(why)})"
 
@@ -202,13 +237,29 @@ def resolve_auto(cfg, meta: dict, saved: dict | None, device, autocast, ddp):
     if not cfg.auto:
         return cfg
     if saved and "resolved" in saved:
-        return apply_settings(cfg, saved["resolved"])
+        return with_values(cfg, saved["resolved"])
 
-    def timing(dropout: float) -> float:  # a throwaway model, so the run's weights and RNGs are untouched
-        model = GPT(replace(cfg.model, dropout=dropout)).to(device)
-        return time_training_step(model, cfg.train.batch_size, autocast, cfg.train.grad_clip)
+    def timing(dropout: float, compiled: bool = False) -> tuple[float, float]:  # a throwaway model, so the
+        model = GPT(replace(cfg.model, dropout=dropout)).to(device)           # run's weights and RNGs are untouched
+        return time_training_step(model, cfg.train.batch_size, autocast, cfg.train.grad_clip, compiled=compiled)
 
-    values, why = ddp.from_master(lambda: plan_settings(cfg, meta["splits"]["train"]["tokens"], ddp.world, timing))
+    def compiled_trial(dropout: float) -> tuple[float, float] | None:
+        try:
+            return timing(dropout, compiled=True)
+        except Exception as e:  # noqa: BLE001 (no C compiler, an operator inductor lacks: the run stays eager)
+            print(f"warning: torch.compile failed in the trial ({type(e).__name__}), so the run stays eager")
+            return None
+
+    trial = compiled_trial if cfg.train.compile == "auto" and device.type == "cpu" else None
+    values, why = ddp.from_master(lambda: plan_settings(cfg, meta["splits"]["train"]["tokens"], ddp.world,
+                                                        lambda dropout: timing(dropout)[1], trial))
     if ddp.master:
         print(why)
-    return apply_settings(cfg, values)
+    return with_values(cfg, values)
+
+
+def with_values(cfg, values: dict):
+    """apply_settings, and "train.compile" among the settings the run chose when the trial decided it
+    (resolved_values then saves it, so a resume compiles as the start did: the two differ in rounding)."""
+    cfg = apply_settings(cfg, values)
+    return replace(cfg, auto=cfg.auto + ("train.compile",)) if "train.compile" in values else cfg
