@@ -3,13 +3,16 @@
 A step is forward, backward and an AdamW update on random token batches, timed after warm-up,
 for the project's GPT in fp32 and bf16 autocast, eager and `torch.compile`d, and (when
 transformers is installed) for `GPT2LMHeadModel` at the same shape, in fp32 and in bf16 autocast: each of
-our rows is compared ("vs HF") with transformers at the same precision, never across precisions. Utilisation is
+our rows is compared ("vs HF") with transformers at the same precision, never across precisions. With
+`--nanogpt DIR` (a checkout of nanoGPT; nothing of it is part of this repository) its model.py's GPT runs
+the same steps, at both precisions, eager and compiled as ours, compared the same way ("vs nano"). Utilisation is
 measured against this machine's own matmul peak (a large fp32 and bf16 matmul, timed here):
 fp32 rows against the fp32 peak, bf16 rows against the bf16 one. Variants run interleaved and
 each keeps its best round, so other work on shared cores skews the comparison less.
 
     python bench/train_speed.py                       # tiny and small shapes, every variant
     python bench/train_speed.py --shapes small --steps 20 --no-compile
+    python bench/train_speed.py --shapes default,small --nanogpt /tmp/nanoGPT --no-hf --dropout 0.2
 """
 
 import argparse
@@ -35,13 +38,15 @@ class Shape:
     n_embd: int
     block_size: int
     batch_size: int
+    vocab_size: int = 8192
 
 
 SHAPES = {
     "tiny": Shape("tiny", n_layer=4, n_head=4, n_embd=128, block_size=128, batch_size=16),
+    "default": Shape("default", n_layer=4, n_head=6, n_embd=192, block_size=128, batch_size=16, vocab_size=2048),
     "small": Shape("small", n_layer=6, n_head=6, n_embd=384, block_size=256, batch_size=8),
-}
-VOCAB_SIZE = 8192
+}  # default: configs/small.toml on the built-in corpus (its "auto" vocabulary and batch)
+DROPOUT = {"p": 0.0}  # --dropout, for every model alike
 
 
 def measure_matmul_peak(dtype: torch.dtype, n: int = 2048, repeats: int = 10) -> float:
@@ -59,9 +64,19 @@ def measure_matmul_peak(dtype: torch.dtype, n: int = 2048, repeats: int = 10) ->
 
 
 def build_project_model(shape: Shape) -> torch.nn.Module:
-    config = GPTConfig(vocab_size=VOCAB_SIZE, block_size=shape.block_size, n_layer=shape.n_layer,
-                       n_head=shape.n_head, n_embd=shape.n_embd, dropout=0.0)
+    config = GPTConfig(vocab_size=shape.vocab_size, block_size=shape.block_size, n_layer=shape.n_layer,
+                       n_head=shape.n_head, n_embd=shape.n_embd, dropout=DROPOUT["p"])
     return GPT(config)
+
+
+def build_nanogpt_model(shape: Shape, checkout: str) -> torch.nn.Module:
+    """nanoGPT's GPT (DIR/model.py) at the shape: GPT-2's layout, biases, exact GELU, SDPA, tied head."""
+    spec = importlib.util.spec_from_file_location("nanogpt_model", Path(checkout) / "model.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    config = module.GPTConfig(block_size=shape.block_size, vocab_size=shape.vocab_size, n_layer=shape.n_layer,
+                              n_head=shape.n_head, n_embd=shape.n_embd, dropout=DROPOUT["p"], bias=True)
+    return module.GPT(config)
 
 
 class HFAdapter(torch.nn.Module):
@@ -81,9 +96,10 @@ def build_hf_model(shape: Shape) -> torch.nn.Module:
     """GPT-2 of the same shape with our choices: dropout off, exact (erf) GELU, SDPA attention (its default)."""
     from transformers import GPT2Config, GPT2LMHeadModel
 
-    config = GPT2Config(vocab_size=VOCAB_SIZE, n_positions=shape.block_size, n_layer=shape.n_layer,
-                        n_head=shape.n_head, n_embd=shape.n_embd, resid_pdrop=0.0, embd_pdrop=0.0,
-                        attn_pdrop=0.0, activation_function="gelu", bos_token_id=0, eos_token_id=0)
+    p = DROPOUT["p"]
+    config = GPT2Config(vocab_size=shape.vocab_size, n_positions=shape.block_size, n_layer=shape.n_layer,
+                        n_head=shape.n_head, n_embd=shape.n_embd, resid_pdrop=p, embd_pdrop=p,
+                        attn_pdrop=p, activation_function="gelu", bos_token_id=0, eos_token_id=0)
     return HFAdapter(GPT2LMHeadModel(config))
 
 
@@ -93,8 +109,8 @@ def make_train_step(model: torch.nn.Module, shape: Shape, bf16: bool, compile_mo
     model.train()
     step_model = torch.compile(model) if compile_model else model
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, weight_decay=0.1)
-    idx = torch.randint(VOCAB_SIZE, (shape.batch_size, shape.block_size + 1))
-    x, y = idx[:, :-1], idx[:, 1:]
+    idx = torch.randint(shape.vocab_size, (shape.batch_size, shape.block_size + 1))
+    x, y = idx[:, :-1].contiguous(), idx[:, 1:].contiguous()  # nanoGPT views its targets
 
     def train_step():
         with torch.autocast("cpu", dtype=torch.bfloat16) if bf16 else contextlib.nullcontext():
@@ -146,11 +162,14 @@ def parse_args(argv):
     parser.add_argument("--no-compile", action="store_true", help="skip the torch.compile variants")
     parser.add_argument("--no-hf", action="store_true", help="skip transformers' GPT2LMHeadModel")
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
+    parser.add_argument("--nanogpt", metavar="DIR", help="a nanoGPT checkout: time its GPT too")
+    parser.add_argument("--dropout", type=float, default=0.0, help="every model's dropout (the default run's: 0.2)")
     return parser.parse_args(argv)
 
 
 def main(argv=None):
     args = parse_args(argv)
+    DROPOUT["p"] = args.dropout
     if args.threads:
         torch.set_num_threads(args.threads)
     names = [name.strip() for name in args.shapes.split(",")]
@@ -175,6 +194,8 @@ def main(argv=None):
     variants = [("ours", "fp32", False), ("ours", "bf16", False)]
     if not args.no_compile:
         variants += [("ours", "fp32", True), ("ours", "bf16", True)]
+    if args.nanogpt:
+        variants += [("nanoGPT", precision, compiled) for _, precision, compiled in variants]
     variants = [v for v in variants if v[1] in peaks]
     if not args.no_hf:
         if importlib.util.find_spec("transformers"):
@@ -183,12 +204,13 @@ def main(argv=None):
             print("transformers not installed: no GPT2LMHeadModel comparison")
 
     print(f"\n{'shape':6} {'model':13} {'precision':9} {'compile':7} {'tok/s':>8} {'ms/step':>8} "
-          f"{'MFU':>6} {'vs HF':>6} {'warm-up s':>9}")
+          f"{'MFU':>6} {'vs HF':>6} {'vs nano':>7} {'warm-up s':>9}")
     for shape in shapes:
         flops_per_token = build_project_model(shape).flops_per_token(shape.block_size)
         train_steps = []
         for who, precision, compiled in variants:
-            model = build_project_model(shape) if who == "ours" else build_hf_model(shape)
+            model = {"ours": build_project_model, "transformers": build_hf_model,
+                     "nanoGPT": lambda s: build_nanogpt_model(s, args.nanogpt)}[who](shape)
             train_steps.append(make_train_step(model, shape, precision == "bf16", compiled))
         warmup_seconds, seconds_per_step = time_variants(train_steps, args.warmup, args.steps, args.rounds)
         rows = []
@@ -197,12 +219,14 @@ def main(argv=None):
             mfu = flops_per_token * tokens_per_s / (peaks[precision] * 1e9)
             rows.append((who, precision, compiled, tokens_per_s, seconds, mfu, warmup_s))
         hf_rates = {r[1]: r[3] for r in rows if r[0] == "transformers"}  # precision -> tok/s
+        nano_rates = {(r[1], r[2]): r[3] for r in rows if r[0] == "nanoGPT"}  # (precision, compiled) -> tok/s
         for who, precision, compiled, tokens_per_s, seconds, mfu, warmup_s in rows:
-            hf_rate = hf_rates.get(precision)
+            hf_rate, nano_rate = hf_rates.get(precision), nano_rates.get((precision, compiled))
             ratio = f"{tokens_per_s / hf_rate:5.2f}x" if hf_rate else "   -"
+            nano = f"{tokens_per_s / nano_rate:5.2f}x" if nano_rate else "   -"
             mark = " <- default" if defaults and who == "ours" and (precision, compiled) == defaults else ""
             print(f"{shape.name:6} {who:13} {precision:9} {compiled!s:7} {tokens_per_s:8.0f} "
-                  f"{seconds * 1e3:8.1f} {mfu:6.1%} {ratio:>6} {warmup_s:9.1f}{mark}", flush=True)
+                  f"{seconds * 1e3:8.1f} {mfu:6.1%} {ratio:>6} {nano:>7} {warmup_s:9.1f}{mark}", flush=True)
 
 
 if __name__ == "__main__":
