@@ -187,9 +187,7 @@ def write_over_training(args) -> None:
 
 def serve(args) -> None:
     """--serve: the live inspector on --host:--port until Ctrl-C."""
-    others = [name for name, value in (("--prompt", args.prompt), ("--attention", args.attention), ("--head", args.head),
-                                       ("--explain", args.explain), ("--heads", args.heads or None),
-                                       ("--score", args.score)) if value is not None]  # fmt: skip
+    others = given(args, "--prompt", "--attention", "--head", "--explain", "--heads", "--score")
     if others:
         raise UserError(f"--serve takes its texts from the page; drop {', '.join(others)}")
     host, port = args.host or "127.0.0.1", 8000 if args.port is None else args.port
@@ -234,6 +232,11 @@ def stdin_prompts():
             yield line.rstrip("\r\n")
 
 
+def given(args, *options: str) -> list[str]:
+    """Those of `options` that the command line set (a flag when on, a count when not 0)."""
+    return [option for option in options if getattr(args, option[2:].replace("-", "_")) not in (None, False, 0)]
+
+
 def check_inspection_options(args) -> None:
     """UserError for inspection options that cannot go together (before any model is loaded)."""
     looks_at_prompt = args.head is not None or args.explain is not None or (args.attention is not None and not args.heads)
@@ -250,9 +253,7 @@ def check_inspection_options(args) -> None:
     if args.port is not None and not 0 <= args.port <= 65535:
         raise UserError(f"--port {args.port} must be between 0 and 65535")
     if args.over_training is not None:
-        others = [name for name, value in (("--ckpt", args.ckpt), ("--head", args.head), ("--explain", args.explain),
-                                           ("--heads", args.heads or None), ("--score", args.score),
-                                           ("--max-new-tokens", args.max_new_tokens or None)) if value is not None]  # fmt: skip
+        others = given(args, "--ckpt", "--head", "--explain", "--heads", "--score", "--max-new-tokens")
         if args.prompt is None or args.attention is None or others:
             raise UserError("--over-training RUN draws the maps of --prompt TEXT at every snapshot of RUN into --attention "
                             f"DIR{'; drop ' + ', '.join(others) if others else ''}")
