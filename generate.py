@@ -40,6 +40,7 @@ from inspection.over_training import format_snapshot_table, snapshot_frames
 from inspection.stats import format_stats_table, format_top_attended, head_stats
 from inspection.trace import trace_ids
 from inspection.messages import LANGUAGES, locale_language, messages
+from model.decode_weights import FORMATS, check_format
 from model.errors import UserError
 from storage.atomic import write_files, write_text_atomic
 from storage.checkpoint import read_config, snapshot_dirs
@@ -61,6 +62,9 @@ def parse_args(argv):
     p.add_argument("--seed", type=integer, help="same seed, same text")
     p.add_argument("--num-samples", type=integer, default=1, help="samples decoded together as a batch")
     p.add_argument("--no-cache", action="store_true", help="recompute the context each step (the reference)")
+    p.add_argument("--weights", choices=FORMATS, default="fp32", help="weights of the cached decoding on a CPU: "
+                   "bf16 or int8 read a half or a quarter of fp32's bytes per token (faster on a larger model; "
+                   "logits near fp32's, not equal; default fp32)")
     p.add_argument("--score", metavar="FILE", help="score a UTF-8 text file instead of generating")
     p.add_argument("--attention", metavar="OUT_DIR", help="write attention maps of the prompt (+ generated text)")
     p.add_argument("--head", metavar="L.H", help="print the tokens each query of head H in layer L attends to")
@@ -113,7 +117,7 @@ def print_generation(run, prompt: str, args, attention: list | None = None) -> l
     n, new, texts = args.num_samples, [], [""] * args.num_samples
     options = dict(temperature=args.temperature, top_k=args.top_k, top_p=args.top_p,
                    repetition_penalty=args.repetition_penalty, seed=args.seed, use_cache=not args.no_cache,
-                   attention=attention)
+                   attention=attention, weights=args.weights)
     if n == 1:
         print(prompt, end="", flush=True)
     for step, pieces in stream_text(run, ids, args.max_new_tokens, n, **options):
@@ -252,6 +256,11 @@ def check_inspection_options(args) -> None:
         raise UserError("--host and --port say where --serve listens; add --serve")
     if args.port is not None and not 0 <= args.port <= 65535:
         raise UserError(f"--port {args.port} must be between 0 and 65535")
+    if args.weights != "fp32":
+        others = given(args, "--no-cache", "--attention", "--score", "--heads", "--serve", "--over-training")
+        if others:
+            raise UserError(f"--weights {args.weights} speeds up the cached decoding of generated text; "
+                            f"drop {', '.join(others)} or the --weights option")
     if args.over_training is not None:
         others = given(args, "--ckpt", "--head", "--explain", "--heads", "--score", "--max-new-tokens")
         if args.prompt is None or args.attention is None or others:
@@ -284,6 +293,7 @@ def generate(args) -> None:
     explained = parse_head(args.explain, "--explain") if args.explain is not None else None
     text = read_text(args.score) if args.score is not None else None
     run = load_run(args.ckpt, args.runs_dir, args.device)
+    check_format(args.weights, run.model)  # this model on this device, before a word is printed
     for checked in (head, explained):  # before generating anything
         if checked is not None:
             check_head(run.model.config.n_layer, run.model.config.n_head, *checked)

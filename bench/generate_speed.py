@@ -6,6 +6,7 @@
     python bench/generate_speed.py --device cuda --dtype bf16 --shapes gpt2 --vocab 50257 --new 1000 --modes ours,hf
     python bench/generate_speed.py --plot docs/decode_time.png --shapes tiny --new 1000 --repeat 1 --threads 1
     python bench/generate_speed.py --shapes default --vocab 2048 --batch 1 --new 1000 --modes ours,ours-modules --repeat 5
+    python bench/generate_speed.py --shapes small --batch 1 --new 1000 --modes ours,ours-bf16,ours-int8,hf,hf-bf16 --repeat 3
 
 Random weights, fp32 (or --dtype bf16 for every model), greedy, a 16-token prompt, vocabulary 8192
 (--vocab; 50257 makes `gpt2` GPT-2 small's 124M), block 1024 (`default` is configs/small.toml's [model]
@@ -13,7 +14,11 @@ table, block 128 included, so 1000 tokens slide its window). tok/s counts every 
 batch (B x new tokens / wall seconds). Each figure is the median of --repeat runs, the modes taking turns
 (the best is printed too): CPU seconds well below the wall seconds mean other processes had the cores (on
 a busy 2-core machine, --threads 1 gives steadier figures). `ours-modules` is the cached decoding without
-model/decode_step.py's module-free step: `--modes ours,ours-modules` is the benchmark that keeps that step. GPT2LMHeadModel.generate
+model/decode_step.py's module-free step: `--modes ours,ours-modules` is the benchmark that keeps that step.
+`ours-bf16` and `ours-int8` store the cached step's weights in that format (generate.py --weights); the
+ratio that compares like with like is ours-bf16 against `hf-bf16`, transformers' model in bf16. At batch 1 a
+step reads every weight once, so each line also gives the weights' bytes read per second against the
+memory's read rate (a 256 MB sum), the peak a batch-1 CPU decoder can approach. GPT2LMHeadModel.generate
 (its own cache, do_sample=False) is timed when transformers is installed. Issue 3's targets: cached
 >= 20x uncached at 1000 tokens, and >= 2.5x transformers' cached tok/s. Time transformers in a run of
 its own (--modes ours,hf): after the long uncached runs in the same process its figures drop by half.
@@ -50,7 +55,16 @@ SHAPES = {
     "gpt2": {"n_layer": 12, "n_head": 12, "n_embd": 768},  # GPT-2 small: 124M parameters at --vocab 50257
 }
 BLOCK, PROMPT = 1024, 16
-MODES = ("ours", "ours-nocache", "ours-modules", "hf", "hf-nocache")  # modules: cached, without the DecodeStep
+MODES = ("ours", "ours-nocache", "ours-modules", "ours-bf16", "ours-int8", "hf", "hf-nocache", "hf-bf16")
+# ours-modules: cached, without the DecodeStep; ours-bf16/-int8: the cached step's weights in that format
+# (generate.py --weights); hf-bf16: a bf16 copy of transformers' model (weights and compute).
+PAIRS = (  # (ours, theirs, what the pair compares) for the ratios
+    ("ours", "ours-nocache", "fp32, cache vs none"), ("ours", "ours-modules", "fp32, step vs modules"),
+    ("ours", "hf", "fp32 weights both"), ("ours", "hf-nocache", "fp32, theirs uncached"),
+    ("ours-bf16", "hf-bf16", "bf16 weights both"), ("ours-bf16", "ours", "bf16 vs fp32 weights, ours"),
+    ("ours-int8", "ours-bf16", "int8 vs bf16 weights, ours"),
+    ("ours-int8", "hf-bf16", "int8 vs bf16 weights: not the same precision"),
+)
 
 
 def sizes(shape) -> tuple[int, dict]:
@@ -89,17 +103,42 @@ def decode(mode, model, idx, new):
             out = generate(model, idx, new, temperature=0)
         finally:
             sampling.fast_step = fast_step
+    elif mode in ("ours-bf16", "ours-int8"):
+        out = generate(model, idx, new, temperature=0, weights=mode[5:])
     elif mode.startswith("ours"):
         out = generate(model, idx, new, temperature=0, use_cache=(mode == "ours"))
     else:
         out = model.generate(
             idx, attention_mask=torch.ones_like(idx), max_new_tokens=new, min_new_tokens=new,
-            do_sample=False, use_cache=(mode == "hf"), pad_token_id=0,
+            do_sample=False, use_cache=(mode != "hf-nocache"), pad_token_id=0,
         )  # fmt: skip
     sync(idx.device)  # CUDA runs ahead of the host: the tokens exist only once the queue is drained
     seconds, cpu_seconds = time.perf_counter() - start, time.process_time() - cpu_start
     assert out.shape == (idx.size(0), idx.size(1) + new), out.shape
     return seconds, cpu_seconds
+
+
+def model_of(mode) -> str:
+    """The key in `models` of the model a mode runs."""
+    return mode if mode == "hf-bf16" else mode.split("-")[0]
+
+
+def weight_bytes(model, mode) -> int:
+    """Bytes of the matrices one cached batch-1 step reads (the tied head once), in the mode's format."""
+    n = sum(p.numel() for name, p in model.named_parameters() if p.dim() == 2 and "pos_emb" not in name)
+    itemsize = {"ours-int8": 1, "ours-bf16": 2, "hf-bf16": 2}.get(mode, next(model.parameters()).element_size())
+    return n * itemsize
+
+
+def read_bandwidth(repeat=7) -> float:
+    """Bytes per second this machine reads from memory: the median time to sum 256 MB of floats."""
+    data = torch.ones(64 * 2**20)
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        data.sum()
+        times.append(time.perf_counter() - start)
+    return data.numel() * 4 / statistics.median(times)
 
 
 def sync(device):
@@ -117,7 +156,7 @@ def time_modes(models, modes, idx, new, repeat):
     runs = {mode: [] for mode in modes}
     for _ in range(repeat):
         for mode in modes:
-            model = models[mode.split("-")[0]]
+            model = models[model_of(mode)]
             decode(mode, model, idx, 8)  # warm-up
             runs[mode].append(decode(mode, model, idx, new))
     return runs
@@ -190,8 +229,10 @@ def main(argv=None):
         torch.set_num_threads(args.threads)
     dtype = {"fp32": torch.float32, "bf16": torch.bfloat16}[args.dtype]
     device = torch.device(args.device)
+    bandwidth = read_bandwidth()
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, {args.device} {args.dtype} greedy, "
-          f"prompt {PROMPT}, block {BLOCK} (default: {DEFAULT['block_size']}), vocab {args.vocab}, medians of {args.repeat}")
+          f"prompt {PROMPT}, block {BLOCK} (default: {DEFAULT['block_size']}), vocab {args.vocab}, medians of {args.repeat}; "
+          f"memory read {bandwidth / 1e9:.1f} GB/s (a 256 MB sum)")
     if args.plot:
         return plot_step_times(args.plot, args.shapes.split(",")[0], max(args.new), args.repeat, args.vocab)
 
@@ -202,31 +243,37 @@ def main(argv=None):
         models = {"ours": GPT(GPTConfig(vocab_size=args.vocab, block_size=block, **others)).eval()}
         models["hf"] = make_hf(shape, args.vocab)
         models = {name: m if m is None else m.to(device, dtype) for name, m in models.items()}
+        if models["hf"] is not None and "hf-bf16" in args.modes.split(","):
+            models["hf-bf16"] = make_hf(shape, args.vocab).to(device, torch.bfloat16)
         for batch in (int(b) for b in args.batch.split(",")):
             idx = torch.randint(0, args.vocab, (batch, PROMPT)).to(device)
             for new in args.new:
-                modes = [m for m in args.modes.split(",") if models[m.split("-")[0]] is not None]
+                modes = [m for m in args.modes.split(",") if models.get(model_of(m)) is not None]
                 modes = [m for m in modes if not skipped(args, m, batch, new)]
                 for mode, runs in time_modes(models, modes, idx, new, args.repeat).items():
                     seconds, cpu = statistics.median(w for w, _ in runs), statistics.median(c for _, c in runs)
                     rates[shape, batch, new, mode] = rate = batch * new / seconds
                     best = batch * new / min(w for w, _ in runs)
+                    weights_gb_s = weight_bytes(models[model_of(mode)], mode) * rate / batch / 1e9  # per step
                     if args.json:
                         figure = {"shape": shape, "batch": batch, "new": new, "mode": mode, "tok_s": round(rate, 1),
                                   "best_tok_s": round(best, 1), "runs": len(runs), "seconds": round(seconds, 3),
                                   "threads": torch.get_num_threads(), "device": args.device, "dtype": args.dtype,
-                                  "vocab": args.vocab, "block": block, **others}  # fmt: skip
+                                  "weights": {"ours-bf16": "bf16", "ours-int8": "int8", "hf-bf16": "bf16"}.get(mode, args.dtype),
+                                  "vocab": args.vocab, "block": block, "weights_gb_s": round(weights_gb_s, 2),
+                                  "read_gb_s": round(bandwidth / 1e9, 2), **others}  # fmt: skip
                         print(json.dumps(figure), flush=True)
                         continue
                     line = f"{shape:7s} B={batch} new={new:4d} {mode:13s} {rate:9.1f} tok/s (best {best:.1f}) {seconds:8.2f} s"
-                    print(f"{line}  (cpu {cpu:.2f} s)", flush=True)
+                    share = f"weights read at {weights_gb_s:5.1f} GB/s ({weights_gb_s * 1e9 / bandwidth:4.0%} of memory's)"
+                    print(f"{line}  (cpu {cpu:.2f} s)  {share}", flush=True)
 
-    print("\nratios (ours cached / other)")
-    for (shape, batch, new, mode), rate in rates.items():
-        others = [o for o in MODES[1:] if mode == "ours" and (shape, batch, new, o) in rates]
-        if others:
-            ratios = "  ".join(f"{o}: {rate / rates[shape, batch, new, o]:5.1f}x" for o in others)
-            print(f"{shape:7s} B={batch} new={new:4d}  {ratios}")
+    print("\nratios")
+    for shape, batch, new in dict.fromkeys(key[:3] for key in rates):
+        for ours, theirs, what in PAIRS:
+            if (shape, batch, new, ours) in rates and (shape, batch, new, theirs) in rates:
+                ratio = rates[shape, batch, new, ours] / rates[shape, batch, new, theirs]
+                print(f"{shape:7s} B={batch} new={new:4d}  {ours:10s} / {theirs:13s} {ratio:5.2f}x  ({what})")
 
 
 if __name__ == "__main__":

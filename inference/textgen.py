@@ -55,7 +55,8 @@ def check_sampling(temperature=TEMPERATURE, top_k=None, top_p=None, repetition_p
 def stream_text(run: Run, prompt: str | list[int], max_new_tokens: int = 200, num_samples: int = 1,
                 seed: int | None = None, use_cache: bool = True, stop_at_eot: bool = True,
                 temperature: float = TEMPERATURE, top_k: int | None = None, top_p: float | None = None,
-                repetition_penalty: float = 1.0, attention: list | None = None) -> Iterator[tuple[list[int], list[str]]]:
+                repetition_penalty: float = 1.0, attention: list | None = None,
+                weights: str = "fp32") -> Iterator[tuple[list[int], list[str]]]:
     """Continue `prompt` (text, or ids from `run.encode_prompt`) in `num_samples` rows decoded as a batch.
 
     Yields `(ids, pieces)` per step: the new token id and the completed text of each sample; after
@@ -63,6 +64,7 @@ def stream_text(run: Run, prompt: str | list[int], max_new_tokens: int = 200, nu
     `model.sampling.generate` (temperature 0 = greedy). The same seed gives the same text. Bytes that
     never form a character (a model can sample a lone byte token) print as U+FFFD. `attention`: a list
     that receives the attention maps of every forward of the decoding (`model.sampling.stream_with_logits`).
+    `weights` "bf16" or "int8": the cached CPU steps read smaller copies of the weights (model/decode_weights.py).
     """
     sampling = dict(temperature=temperature, top_k=top_k, top_p=top_p, repetition_penalty=repetition_penalty)
     check_sampling(max_new_tokens=max_new_tokens, num_samples=num_samples, seed=seed, **sampling)
@@ -72,7 +74,7 @@ def stream_text(run: Run, prompt: str | list[int], max_new_tokens: int = 200, nu
     decoders = [Utf8Stream(run.token_bytes) for _ in range(num_samples)]
     eos = run.eot_id if stop_at_eot else None
     for column in stream(run.model, idx, max_new_tokens, eos_token_id=eos, generator=generator,
-                         use_cache=use_cache, attention=attention, **sampling):
+                         use_cache=use_cache, attention=attention, weights=weights, **sampling):
         step = column.tolist()                                                      # (B,)
         yield step, [d.push(i) for d, i in zip(decoders, step)]
     yield [], [d.flush() for d in decoders]

@@ -17,8 +17,9 @@ bound once, with fewer, cheaper calls:
 `model(column, kv_cache=cache)` stays the readable reference: tests check that both give the same
 logits. Sampling (`model.sampling.fast_step`) uses this step only where `bench/generate_speed.py --modes
 ours,ours-modules` measures it faster: fp32 weights on a CPU in eval mode (1.1-2.0x at batch 1 and 8,
-one thread; at configs/small.toml's shape 1.6-1.7x at batch 1, bench/results/decode_step.jsonl). With bf16
-weights, on a GPU or with dropout the modules do every step.
+one thread; at configs/small.toml's shape 1.6-1.7x at batch 1, bench/results/decode_step.jsonl). A model
+held in bf16, on a GPU or with dropout runs the modules every step. `DecodeStep(model, "bf16" or "int8")`
+multiplies by smaller copies of the fp32 model's matrices instead (model/decode_weights.py).
 
 `native_cpu_kernels()` turns oneDNN off for a block. The switch (`torch.backends.mkldnn.enabled`) is
 process-wide, so the blocks of all threads share one count: the first to enter turns oneDNN off, the last
@@ -30,6 +31,8 @@ import threading
 
 import torch
 import torch.nn.functional as F
+
+from model import decode_weights
 
 _lock = threading.Lock()
 _inside = 0  # blocks currently open, in any thread
@@ -56,11 +59,13 @@ class native_cpu_kernels:  # lower case: it reads like a function, `with native_
                 torch.backends.mkldnn.enabled = _saved
 
 
-def linear_args(layer) -> tuple:
-    """(bias, weight (out, in)) of a linear layer; a layer without bias gets zeros (adding 0.0 changes
-    no value), so every map is one fused multiply-add call."""
+def linear_args(layer, weights: str = "fp32") -> tuple:
+    """(bias, weight (out, in)) of a linear layer, the weight in the stored form of `weights`
+    (model/decode_weights.py); a layer without bias gets zeros (adding 0.0 changes no value), so every
+    map is one fused multiply-add call."""
     w = layer.weight
-    return (w.new_zeros(w.size(0)) if layer.bias is None else layer.bias), w
+    bias = w.new_zeros(w.size(0)) if layer.bias is None else layer.bias
+    return bias, (w if weights == "fp32" else decode_weights.pack(w, weights))
 
 
 def linear_vector(x, bias, weight):
@@ -74,25 +79,28 @@ def linear_rows(x, bias, weight):
 
 
 class DecodeStep:
-    def __init__(self, model):
+    def __init__(self, model, weights: str = "fp32"):
+        """weights: "fp32" binds the model's own tensors; "bf16" or "int8" makes smaller copies of the
+        matrices (model/decode_weights.py), once per generate call."""
         c = model.config
         self.n_head, self.head_dim, self.eps = c.n_head, c.head_dim, c.layer_norm_eps
         self.shape = (c.n_embd,)  # normalized_shape of every LayerNorm
         self.tok_emb, self.pos_emb = model.tok_emb.weight, model.pos_emb.weight
-        self.layers = [
-            ((b.ln_1.weight, b.ln_1.bias, *linear_args(b.attn.c_attn), *linear_args(b.attn.c_proj)),
-             None if b.mlp is None else (b.ln_2.weight, b.ln_2.bias, *linear_args(b.mlp.c_fc), b.mlp.gelu.approximate,
-                                         *linear_args(b.mlp.c_proj)))  # an attention-only block has no MLP
+        self.layers = [  # per block: (attention's tensors, the MLP's or None in an attention-only block)
+            ((b.ln_1.weight, b.ln_1.bias, *linear_args(b.attn.c_attn, weights), *linear_args(b.attn.c_proj, weights)),
+             None if b.mlp is None else (b.ln_2.weight, b.ln_2.bias, *linear_args(b.mlp.c_fc, weights),
+                                         b.mlp.gelu.approximate, *linear_args(b.mlp.c_proj, weights)))
             for b in model.blocks
         ]  # fmt: skip
         self.ln_f = (model.ln_f.weight, model.ln_f.bias)
-        self.lm_head = model.lm_head.weight  # (V, C), tied to tok_emb
+        self.packed = weights != "fp32"
+        self.lm_head = linear_args(model.lm_head, weights)  # (zeros (V,), weight (V, C) tied to tok_emb)
 
     def __call__(self, column: torch.Tensor, cache) -> torch.Tensor:
         """column (B, 1): the newest token of each row -> logits (B, V) for the token after it."""
         B, pos, nh, hs, shape, eps = column.size(0), cache.pos, self.n_head, self.head_dim, self.shape, self.eps
         one_row = B == 1
-        linear = linear_vector if one_row else linear_rows
+        linear = decode_weights.apply if self.packed else linear_vector if one_row else linear_rows
         row = (nh * hs,) if one_row else (B, nh * hs)  # x's shape, as ints (a view by torch.Size is slower)
         ids = column[0, 0] if one_row else column[:, 0]
         x = torch.embedding(self.tok_emb, ids) + self.pos_emb[pos]  # torch.* forms skip F.*'s Python checks
@@ -109,4 +117,7 @@ class DecodeStep:
                     x = linear(h, b_p, w_p).add_(x)
         cache.advance(1)
         x = torch.layer_norm(x, shape, *self.ln_f, eps)
-        return torch.mv(self.lm_head, x).unsqueeze(0) if one_row else torch.mm(x, self.lm_head.t())  # (B, V)
+        if self.packed:
+            return decode_weights.apply(x, *self.lm_head).view(B, -1)  # (B, V)
+        w = self.lm_head[1]
+        return torch.mv(w, x).unsqueeze(0) if one_row else torch.mm(x, w.t())  # (B, V)

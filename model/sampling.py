@@ -30,6 +30,7 @@ import torch.nn.functional as F
 
 from model.config import ModelInputError
 from model.decode_step import DecodeStep
+from model.decode_weights import check_format
 from model.memory import check_fits, decoding_bytes
 
 MAX_SEED = 2**64 - 1  # the largest seed torch's generators take: generate.py's --seed and train.seed alike
@@ -113,13 +114,14 @@ def sampling_probs(logits, temperature=1.0, top_k=None, top_p=None, top=None):
     return logits.softmax(dim=-1)
 
 
-def fast_step(model, batch_size: int) -> DecodeStep | None:
+def fast_step(model, batch_size: int, weights: str = "fp32") -> DecodeStep | None:
     """The module-free single-token step where bench/generate_speed.py measures it faster than the modules
-    (fp32 weights on a CPU, eval mode); None elsewhere, and the modules do the step."""
+    (fp32 weights on a CPU, eval mode); None elsewhere, and the modules do the step. `weights` other than
+    fp32 (model/decode_weights.py) exist only in this step, so there it is always made."""
     w = model.tok_emb.weight
-    if model.training or w.device.type != "cpu" or w.dtype != torch.float32:
+    if weights == "fp32" and (model.training or w.device.type != "cpu" or w.dtype != torch.float32):
         return None
-    return DecodeStep(model)
+    return DecodeStep(model, weights)
 
 
 def window_start(start: int, n: int, block_size: int) -> int:
@@ -130,12 +132,18 @@ def window_start(start: int, n: int, block_size: int) -> int:
 @torch.inference_mode()
 def stream_with_logits(
     model, idx, max_new_tokens, temperature=1.0, top_k=None, top_p=None, repetition_penalty=1.0,
-    eos_token_id=None, generator=None, use_cache=True, attention=None,
+    eos_token_id=None, generator=None, use_cache=True, attention=None, weights="fp32",
 ):  # fmt: skip
     """Like `stream`, but yields `(column (B,), logits (B, V))`: each new token and the raw model
     logits it was chosen from (before penalty, temperature and filtering). `attention`: a list that
-    receives the maps of every forward (see the module docstring)."""
+    receives the maps of every forward (see the module docstring). `weights` "bf16" or "int8": the
+    cached one-token steps multiply by smaller copies of the weights (model/decode_weights.py; a CPU, the
+    cache, no `attention`); the prefills keep the model's own."""
     check_options(temperature, top_k, top_p, repetition_penalty)
+    check_format(weights, model)
+    if weights != "fp32" and (not use_cache or attention is not None):
+        raise ModelInputError(f"weights {weights} is for the cached decoding alone; "
+                              "drop it for the uncached reference or the recorded attention")
     if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) or max_new_tokens < 0:
         raise ModelInputError(f"max_new_tokens {max_new_tokens!r} must be an integer >= 0")
     B, T = idx.shape
@@ -154,7 +162,7 @@ def stream_with_logits(
     seen = seen_tokens(idx, model.config.vocab_size, eos_token_id) if repetition_penalty != 1 else None
     done = torch.zeros(B, dtype=torch.bool, device=idx.device) if eos_token_id is not None else None
     recording = attention is not None  # recording needs the explicit path of the model's own blocks
-    step = fast_step(model, B) if use_cache and not recording else None
+    step = fast_step(model, B, weights) if use_cache and not recording else None
     n = T
     start = window_start(0, n, block_size)
     fresh = out[:, start:n]  # the tokens the cache has not seen yet (the prompt, at first)
@@ -197,29 +205,31 @@ def stream_with_logits(
 
 def stream(
     model, idx, max_new_tokens, temperature=1.0, top_k=None, top_p=None, repetition_penalty=1.0,
-    eos_token_id=None, generator=None, use_cache=True, attention=None,
+    eos_token_id=None, generator=None, use_cache=True, attention=None, weights="fp32",
 ):  # fmt: skip
     """Yield the new token column (B,) of every step; stops after max_new_tokens, or once every row
-    has emitted `eos_token_id`. Options as in `generate`; `attention` as in `stream_with_logits`."""
+    has emitted `eos_token_id`. Options as in `generate`; `attention` and `weights` as in `stream_with_logits`."""
     for column, _ in stream_with_logits(
         model, idx, max_new_tokens, temperature, top_k, top_p, repetition_penalty, eos_token_id, generator, use_cache,
-        attention,
+        attention, weights,
     ):  # fmt: skip
         yield column
 
 
 def generate(
     model, idx, max_new_tokens, temperature=1.0, top_k=None, top_p=None, repetition_penalty=1.0,
-    eos_token_id=None, generator=None, use_cache=True,
+    eos_token_id=None, generator=None, use_cache=True, weights="fp32",
 ):  # fmt: skip
     """Continue each prompt of idx (B, T) (equal lengths) and return (B, T + n), n <= max_new_tokens.
 
     temperature 0 is greedy (top_k/top_p then do nothing); a seeded `torch.Generator` on the model's
     device makes sampling reproducible. A row that emits eos_token_id keeps emitting it, and decoding
     stops early once every row has. Call `model.eval()` first (storage.checkpoint.load_model does) so dropout is off.
+    `weights` as in `stream_with_logits`: "bf16" or "int8" decode faster on a CPU, with logits near fp32's.
     """
     columns = list(stream(
-        model, idx, max_new_tokens, temperature, top_k, top_p, repetition_penalty, eos_token_id, generator, use_cache
+        model, idx, max_new_tokens, temperature, top_k, top_p, repetition_penalty, eos_token_id, generator, use_cache,
+        weights=weights,
     ))  # fmt: skip
     if not columns:
         return idx.clone()

@@ -146,6 +146,17 @@ def test_greedy_text_is_the_same_with_and_without_the_cache(run):
     assert generate_text(run, PROMPT, 40, temperature=0, seed=5) == cached
 
 
+def test_greedy_text_with_bf16_or_int8_weights_is_the_fp32_text(run_dir, run, capsys):
+    """The run's logits have clear winners over these 40 tokens: the smaller weights keep every greedy choice."""
+    texts = {}
+    for weights in ("fp32", "bf16", "int8"):
+        code, texts[weights], _ = cli(["--ckpt", run_dir, "--prompt", PROMPT, "--max-new-tokens", 40, "--temperature", 0,
+                                       "--weights", weights, "--device", "cpu"], capsys)  # fmt: skip
+        assert code == 0
+    assert texts["bf16"] == texts["fp32"] == texts["int8"]
+    assert len(texts["fp32"]) > len(PROMPT) + 10
+
+
 def test_num_samples_are_decoded_together_and_labelled(run_dir, run, capsys):
     code, out, _ = cli(["--ckpt", run_dir, "--prompt", PROMPT, "--max-new-tokens", 12, "--seed", 1,
                         "--num-samples", 3], capsys)
@@ -530,6 +541,9 @@ BAD = [
     (["--prompt", "가", "--layers", "0"], "add --attention DIR"),
     (["--prompt", "가", "--attention", "{d}/out", "--layers", "5"], "names a layer this model lacks"),
     (["--prompt", "가", "--attention", "{d}/out", "--layers", "a-b"], "must list layers like 0,2 or 0-3"),
+    (["--prompt", "가", "--weights", "bf16", "--no-cache"], "drop --no-cache or the --weights option"),
+    (["--prompt", "가", "--weights", "int8", "--attention", "{d}/out", "--max-new-tokens", "3"], "drop --attention or"),
+    (["--prompt", "가", "--weights", "int4"], "argument --weights: invalid choice: 'int4'"),
 ]
 
 
