@@ -58,6 +58,8 @@ BLOCK, PROMPT = 1024, 16
 MODES = ("ours", "ours-nocache", "ours-modules", "ours-bf16", "ours-int8", "hf", "hf-nocache", "hf-bf16")
 # ours-modules: cached, without the DecodeStep; ours-bf16/-int8: the cached step's weights in that format
 # (generate.py --weights); hf-bf16: a bf16 copy of transformers' model (weights and compute).
+FORMAT = {"ours-bf16": "bf16", "ours-int8": "int8", "hf-bf16": "bf16"}  # the modes whose weights are not --dtype
+ITEMSIZE = {"fp32": 4, "bf16": 2, "int8": 1}
 PAIRS = (  # (ours, theirs, what the pair compares) for the ratios
     ("ours", "ours-nocache", "fp32, cache vs none"), ("ours", "ours-modules", "fp32, step vs modules"),
     ("ours", "hf", "fp32 weights both"), ("ours", "hf-nocache", "fp32, theirs uncached"),
@@ -104,7 +106,7 @@ def decode(mode, model, idx, new):
         finally:
             sampling.fast_step = fast_step
     elif mode in ("ours-bf16", "ours-int8"):
-        out = generate(model, idx, new, temperature=0, weights=mode[5:])
+        out = generate(model, idx, new, temperature=0, weights=FORMAT[mode])
     elif mode.startswith("ours"):
         out = generate(model, idx, new, temperature=0, use_cache=(mode == "ours"))
     else:
@@ -123,11 +125,10 @@ def model_of(mode) -> str:
     return mode if mode == "hf-bf16" else mode.split("-")[0]
 
 
-def weight_bytes(model, mode) -> int:
-    """Bytes of the matrices one cached batch-1 step reads (the tied head once), in the mode's format."""
+def weight_bytes(model, weights: str) -> int:
+    """Bytes of the matrices one cached batch-1 step reads (the tied head once), stored as `weights`."""
     n = sum(p.numel() for name, p in model.named_parameters() if p.dim() == 2 and "pos_emb" not in name)
-    itemsize = {"ours-int8": 1, "ours-bf16": 2, "hf-bf16": 2}.get(mode, next(model.parameters()).element_size())
-    return n * itemsize
+    return n * ITEMSIZE[weights]
 
 
 def read_bandwidth(repeat=7) -> float:
@@ -254,12 +255,13 @@ def main(argv=None):
                     seconds, cpu = statistics.median(w for w, _ in runs), statistics.median(c for _, c in runs)
                     rates[shape, batch, new, mode] = rate = batch * new / seconds
                     best = batch * new / min(w for w, _ in runs)
-                    weights_gb_s = weight_bytes(models[model_of(mode)], mode) * rate / batch / 1e9  # per step
+                    weights = FORMAT.get(mode, args.dtype)
+                    weights_gb_s = weight_bytes(models[model_of(mode)], weights) * rate / batch / 1e9  # per step
                     if args.json:
                         figure = {"shape": shape, "batch": batch, "new": new, "mode": mode, "tok_s": round(rate, 1),
                                   "best_tok_s": round(best, 1), "runs": len(runs), "seconds": round(seconds, 3),
                                   "threads": torch.get_num_threads(), "device": args.device, "dtype": args.dtype,
-                                  "weights": {"ours-bf16": "bf16", "ours-int8": "int8", "hf-bf16": "bf16"}.get(mode, args.dtype),
+                                  "weights": weights,
                                   "vocab": args.vocab, "block": block, "weights_gb_s": round(weights_gb_s, 2),
                                   "read_gb_s": round(bandwidth / 1e9, 2), **others}  # fmt: skip
                         print(json.dumps(figure), flush=True)
