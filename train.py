@@ -8,14 +8,14 @@
     torchrun --standalone --nproc_per_node=2 train.py --config configs/tiny.toml
 
 The run directory gets config.json, metrics.jsonl (with every head's role scores at each evaluation),
-loss.png, heads.png, last/ (every evaluation), best/ (lowest validation loss) and, with train.snapshots,
-snapshots/. The run ends with the exact loss over the whole validation split and its bits per
-character, for the best and the last weights. Exit codes: 0 done; 2 bad input (config, data, checkpoint);
-3 the loss became NaN/inf (last/ keeps the last good weights); 130 Ctrl-C and 143 SIGTERM, after
-finishing the step and saving last/ (the printed command resumes; a second Ctrl-C aborts without saving).
-One trainer at a time per run directory (RUN/.lock), and a run directory that holds a run needs
---resume or --overwrite. Under torchrun only rank 0 locks, logs and saves; for several nodes the run
-directory must be on a shared disk. The pieces that are not the loop live in training/.
+loss.png, heads.png, last/ (every evaluation), best/ (lowest train.best_by, the validation loss by default)
+and, with train.snapshots, snapshots/. The run ends with the exact loss over the whole validation split and
+its bits per character, for the best and the last weights, and a line on best/'s heads. Exit codes: 0 done;
+2 bad input (config, data, checkpoint); 3 the loss became NaN/inf (last/ keeps the last good weights); 130
+Ctrl-C and 143 SIGTERM, after finishing the step and saving last/ (the printed command resumes; a second
+Ctrl-C aborts without saving). One trainer at a time per run directory (RUN/.lock), and a run directory that
+holds a run needs --resume or --overwrite. Under torchrun only rank 0 locks, logs and saves; for several
+nodes the run directory must be on a shared disk. The pieces that are not the loop live in training/.
 """
 
 import time
@@ -53,12 +53,12 @@ from training.checkpoints import (drop_snapshots_after, recover, rng_state, save
                                   snapshot_due)  # fmt: skip
 from training.config import RunConfig, TrainConfig, load_config
 from training.distributed import Distributed
-from training.evaluation import evaluate, final_scores, sample_text, score_heads
+from training.evaluation import copy_loss, evaluate, final_report, final_scores, sample_text, score_heads
 from training.hardware import check_memory, peak_flops, step_settings
 from training.lock import RunLock
 from training.metrics import RunLog, Speedometer
 from training.recipe import resolve_auto, resolved_values
-from training.run_dir import check_run_dir, check_same_model, clear_run, open_run_dir
+from training.run_dir import check_run_dir, check_same_best, check_same_model, clear_run, open_run_dir
 from training.stopping import StopSignals, check_finite
 
 
@@ -107,6 +107,7 @@ def train(cfg: RunConfig, out_dir, resume: bool = False, overwrite: bool = False
         torch.manual_seed((tc.seed + ddp.rank) % 2**64)  # but different dropout masks
         if saved:
             check_same_model(out_dir / "last", asdict(cfg.model), prepared.meta)
+            check_same_best(saved, tc.best_by, out_dir / "last")
             load_weights(raw, out_dir / "last")
         elif start:
             start.copy_into(raw)
@@ -126,7 +127,7 @@ def train(cfg: RunConfig, out_dir, resume: bool = False, overwrite: bool = False
         tokens_per_step = tc.batch_size * cfg.model.block_size * tc.grad_accum * ddp.world
 
         # where the loop starts: step 0, or exactly where last/ left off
-        step, best_val, best_step, evals_since_best = 0, math.inf, 0, 0
+        step, best_val, best_step, evals_since_best, heads = 0, math.inf, 0, 0, None
         loss_sum, n_summed = torch.zeros((), device=device), 0  # train loss summed on the device since the last log
         if saved:
             step, best_val, best_step = saved["step"], saved["best_val_loss"], saved["best_step"]
@@ -157,8 +158,9 @@ def train(cfg: RunConfig, out_dir, resume: bool = False, overwrite: bool = False
             check_finite("the training loss", (loss_sum / max(1, n_summed)).item(), step, out_dir)
             biggest = torch.stack([p.detach().abs().max().float() for p in raw.parameters()]).max().item()
             check_finite("a weight", biggest, step, out_dir)
-            state = {"step": step, "best_val_loss": best_val, "best_step": best_step, "evals_since_best": evals_since_best,
-                     "loss_sum": loss_sum.cpu(), "n_summed": n_summed, "optimizer": optimizer.state_dict(),
+            state = {"step": step, "best_val_loss": best_val, "best_by": tc.best_by,  # the lowest best_by so far
+                     "best_step": best_step, "evals_since_best": evals_since_best, "loss_sum": loss_sum.cpu(),
+                     "n_summed": n_summed, "optimizer": optimizer.state_dict(),
                      "scaler": scaler.state_dict() if scaler.is_enabled() else {}, "world_size": ddp.world,
                      "ranks": ddp.gather({"rng": rng_state(), "loader": loader.state_dict()}),
                      "resolved": resolved_values(cfg), "budget_used_s": budget.used()}  # fmt: skip
@@ -212,16 +214,17 @@ def train(cfg: RunConfig, out_dir, resume: bool = False, overwrite: bool = False
                     t_scored = time.perf_counter()
                     heads = score_heads(raw, prepared.dir, prepared.meta, tokenizer) if ddp.master else None  # --heads's roles
                     check_finite("the validation loss", losses["val"], step, out_dir)
-                    improved = losses["val"] < best_val
+                    score = losses["val"] if tc.best_by == "val_loss" else ddp.from_master(lambda: copy_loss(heads))
+                    improved = score < best_val  # best/ keeps the lowest train.best_by
                     if improved:
-                        best_val, best_step = losses["val"], step
+                        best_val, best_step = score, step
                     evals_since_best = 0 if improved else evals_since_best + 1
                     if ddp.master and snapshot_due(step, tc.max_steps, len(snapshot_dirs(out_dir)), tc.snapshots):
                         save_snapshot(out_dir, step, raw, cfg.to_dict(), prepared.dir)  # before last/: see drop_snapshots_after
                     save(["last", "best"] if improved else ["last"])
                     if log:
                         record = {"kind": "eval", "step": step, "train_loss": round(losses["train"], 6),
-                                  "val_loss": round(losses["val"], 6), "best_val_loss": round(best_val, 6), "heads": heads}  # fmt: skip
+                                  "val_loss": round(losses["val"], 6), f"best_{tc.best_by}": round(best_val, 6), "heads": heads}  # fmt: skip
                         if tc.sample_tokens:
                             record["sample"] = sample_text(raw, tokenizer, prepared.meta["eot_id"], tc.sample_tokens, device)
                         log.write(record)
@@ -253,17 +256,13 @@ def train(cfg: RunConfig, out_dir, resume: bool = False, overwrite: bool = False
                       file=sys.stderr)
             return {"step": step, "exit_code": 128 + stop}
         ddp.barrier()  # best/ is complete on disk before any rank reads it
-        final, best_dir = final_scores(raw, prepared.dir, prepared.meta, out_dir, step, ddp.rank, ddp.world)
+        final, best_dir = final_scores(raw, prepared.dir, prepared.meta, tokenizer, out_dir, step, ddp.rank, ddp.world)
         final |= {"wall_s": round(time.perf_counter() - started, 1), "budget_used_s": round(budget.used(), 1),
                   **speed.overall()}  # budget_used_s: what train.time_budget counts (data, steps, scoring)
         if log:
             log.write(final)
             log.close()
-            speed_line = f"; {final['tokens_per_s']:.0f} tokens/s" if final["tokens_per_s"] else ""
-            print(f"whole validation split ({final['val_tokens_predicted']} tokens, {final['val_chars']} characters): "
-                  f"best weights ({best_dir}, step {final['best_step']}) {final['best_val_bpc']:.4f} bits/char, last "
-                  f"({out_dir / 'last'}, step {step}) {final['val_bpc']:.4f} bits/char"
-                  + speed_line + (f", MFU {final['mfu']:.1%}" if "mfu" in final else ""))  # fmt: skip
+            print(final_report(final, best_dir, out_dir, heads, lesson=tc.copy_lessons > 0))
         return final
 
 

@@ -75,6 +75,41 @@ class HeadRoles:
         return [[self.label(layer, head, lang) for head in range(H)] for layer in range(L)]
 
 
+FORMED = 0.5  # a previous-token or induction head counts as formed from this score (the lesson's bar)
+DROP_FORMED = 2.0  # nats: the in-context loss drop of a model that copies from its context
+
+
+@dataclass
+class Circuit:
+    """The copying circuit of the explainers: a previous-token head, an induction head in a layer above it that
+    reads what it wrote, and the in-context loss drop they give. Each head is (layer, head, score), or None."""
+
+    previous: tuple[int, int, float] | None
+    induction: tuple[int, int, float]
+    drop: float
+
+    @property
+    def formed(self) -> bool:
+        return (self.previous is not None and min(self.previous[2], self.induction[2]) >= FORMED
+                and self.drop >= DROP_FORMED)  # fmt: skip
+
+
+def copying_circuit(roles: HeadRoles) -> Circuit:
+    """The pair of a previous-token head and an induction head in a higher layer whose weaker score is highest
+    (the strongest induction head when the model has one layer, and no previous-token head)."""
+    prev, ind = (np.nan_to_num(roles.scores[r], nan=-1.0) for r in ("previous-token", "induction"))
+
+    def best(scores, layers):  # (layer, head, score) of the highest score in these layers
+        layer, head = max(((l, h) for l in layers for h in range(scores.shape[1])), key=lambda lh: scores[lh])
+        return layer, head, float(scores[layer, head])
+
+    if len(ind) == 1:
+        return Circuit(None, best(ind, [0]), roles.loss_drop)
+    pairs = [(best(prev, range(l)), best(ind, [l])) for l in range(1, len(ind))]
+    previous, induction = max(pairs, key=lambda pair: min(pair[0][2], pair[1][2]))
+    return Circuit(previous, induction, roles.loss_drop)
+
+
 def uniform_maps(shape: tuple[int, ...], T: int) -> torch.Tensor:
     """(..., T, T) causal maps that spread each row evenly over the keys it may see."""
     rows = torch.ones(T, T).tril() / torch.arange(1, T + 1)[:, None]  # (T, T)

@@ -13,7 +13,7 @@ def write(tmp_path, text):
 
 
 def test_shipped_configs_load():
-    for name in ("tiny", "small", "gpu"):
+    for name in ("tiny", "small", "gpu", "heads"):
         cfg = load_config(f"configs/{name}.toml")
         assert isinstance(cfg, RunConfig)
         assert cfg.model.vocab_size == (2048 if cfg.data.vocab_size == "auto" else cfg.data.vocab_size)
@@ -90,9 +90,13 @@ def test_out_of_range_values_are_refused(tmp_path):
         "--train.batch_size=0": "train.batch_size",
         "--train.lr=nan": "train.lr",
         "--model.n_head=3": "not divisible",  # GPTConfig's own check, before any data work
+        "--train.best_by=val": 'train.best_by = "val" is not one of "val_loss", "copy_loss"',
     }.items():
         with pytest.raises(UserError, match=message):
             load_config(path, [override])
+    with pytest.raises(ConfigError, match=r'best_by = "copy_loss" needs model.block_size of at least 5 .* \(it is 4\)'):
+        load_config(path, ["--train.best_by=copy_loss", "--model.block_size=4"])
+    assert load_config(path, ["--train.best_by=copy_loss", "--model.block_size=5"]).train.best_by == "copy_loss"
 
 
 def test_missing_and_malformed_files(tmp_path):

@@ -9,9 +9,10 @@ import numpy as np
 import pytest
 import torch
 
-from inspection.heads import (ROLES, format_roles_table, measure_heads, repeated_sequences, save_roles,
-                              text_role_sums)
+from inspection.heads import (ROLES, HeadRoles, copying_circuit, format_roles_table, measure_heads,
+                              repeated_sequences, roles_record, save_roles, text_role_sums)
 from model import GPT, GPTConfig
+from training.evaluation import heads_line
 
 V, P = 8, 16  # vocabulary (token 0 is the end of text) and block size of the hand-built model
 TOK, PREV, POS = 0, 8, 16  # residual dims: the token (one-hot), the previous token, the position
@@ -133,3 +134,49 @@ def test_table_ranks_heads_by_their_strongest_role_and_json_holds_every_score(co
     assert first["previous-token"] == pytest.approx(copying_roles.scores["previous-token"][0, 0], abs=1e-6)
     assert set(saved["chance"]) == set(ROLES)
     assert copying_roles.labels()[1][0].startswith("induction ")
+
+
+def test_the_copying_circuit_of_the_hand_built_model_is_its_two_heads(copying_roles):
+    circuit = copying_circuit(copying_roles)
+    assert circuit.previous[:2] == (0, 0) and circuit.induction[:2] == (1, 0)
+    assert circuit.previous[2] > 0.99 and circuit.induction[2] > 0.99 and circuit.drop > 13 and circuit.formed
+
+
+def hand_set_roles(previous, induction, drop) -> HeadRoles:
+    """Roles with these previous-token and induction scores (L, H) and loss drop; the other roles 0."""
+    scores = {r: np.zeros_like(np.asarray(previous, dtype=float)) for r in ROLES}
+    scores["previous-token"], scores["induction"] = np.asarray(previous, float), np.asarray(induction, float)
+    return HeadRoles(scores, {r: 0.05 for r in ROLES}, loss_first=drop + 0.1, loss_second=0.1)
+
+
+def test_the_circuit_pairs_an_induction_head_with_a_previous_token_head_in_a_layer_below_it():
+    # the strongest previous-token head (2.1) sits above every induction head, and the strongest induction
+    # head (0.0) has no layer below it: the circuit is 0.1 feeding 1.0, the pair whose weaker score is highest
+    roles = hand_set_roles(previous=[[0.1, 0.6], [0.2, 0.3], [0.1, 0.95]],
+                           induction=[[0.9, 0.0], [0.7, 0.1], [0.2, 0.55]], drop=3.0)
+    circuit = copying_circuit(roles)
+    assert (circuit.previous, circuit.induction, circuit.drop) == ((0, 1, 0.6), (1, 0, 0.7), pytest.approx(3.0))
+    assert circuit.formed
+    for previous, induction, drop in [(0.49, 0.7, 3.0), (0.6, 0.49, 3.0), (0.6, 0.7, 1.99)]:  # one bar missed
+        roles = hand_set_roles([[0.1, previous], [0.0, 0.0]], [[0.0, 0.0], [induction, 0.0]], drop)
+        assert not copying_circuit(roles).formed
+    one_layer = copying_circuit(hand_set_roles([[0.9, 0.1]], [[0.1, 0.8]], 5.0))
+    assert one_layer.previous is None and one_layer.induction == (0, 1, 0.8) and not one_layer.formed
+
+
+def test_the_runs_heads_line_names_the_circuit_or_what_to_try(tmp_path):
+    formed = roles_record(hand_set_roles([[0.1, 0.6], [0.0, 0.0]], [[0.0, 0.0], [0.7, 0.2]], 3.0))
+    none = roles_record(hand_set_roles([[0.1, 0.3], [0.0, 0.0]], [[0.0, 0.0], [0.05, 0.2]], 1.0))
+    run = tmp_path / "heads"
+    line = heads_line({"best_heads": formed, "best_step": 3400, "step": 6000}, run, none, lesson=True)
+    assert line == (f"heads of best/ (step 3,400): previous-token 0.60 at layer 0 head 1, induction 0.70 at layer 1 "
+                    f"head 0, in-context loss drop 3.00 nats; see them with: python generate.py --ckpt {run} --heads")
+    line = heads_line({"best_heads": none, "best_step": 1400, "step": 6000}, run, formed, lesson=False)
+    assert line == (f"heads of best/ (step 1,400): no copying circuit, but last/ (step 6,000) has one; see it with: "
+                    f"python generate.py --ckpt {run / 'last'} --heads")
+    line = heads_line({"best_heads": none, "best_step": 6000, "step": 6000}, run, none, lesson=True)
+    assert line == ("heads of best/ (step 6,000): no copying circuit formed: previous-token 0.30 at layer 0 head 1, "
+                    "induction 0.20 at layer 1 head 1, in-context loss drop 1.00 nats, where a circuit needs 0.5, 0.5 "
+                    "and 2 nats; try another --train.seed, or more --train.max_steps")
+    assert heads_line({"best_heads": none, "best_step": 9, "step": 9}, run, none, lesson=False).endswith("and 2 nats")
+    assert heads_line({"best_heads": None, "best_step": 9, "step": 9}, run, None, lesson=True) is None

@@ -174,8 +174,30 @@ def test_patience_stops_the_run_and_best_keeps_the_best_step(tmp_path, data_cach
     assert torch.load(run / "best" / "train_state.pt", weights_only=True)["step"] == 2
     assert torch.load(run / "last" / "train_state.pt", weights_only=True)["step"] == 6
     assert final["best_val_bpc"] == pytest.approx(final["val_bpc"])  # same weights, loaded back from best/
-    report = capsys.readouterr().out.strip().splitlines()[-1]
+    report, heads = capsys.readouterr().out.strip().splitlines()[-2:]
     assert f"best weights ({run / 'best'}, step 2) " in report and f"last ({run / 'last'}, step 6) " in report
+    assert heads.startswith("heads of best/ (step 2): no copying circuit formed: ") and "try" not in heads  # no lessons
+
+
+def test_best_by_copy_loss_keeps_the_weights_that_copy_best_and_says_whether_heads_formed(tmp_path, data_cache, capsys):
+    """train.best_by = "copy_loss": best/ is the evaluation whose second copy of repeated random tokens cost
+    least, and the run ends with one line on best/'s heads (none form in 20 tiny steps: what to try)."""
+    run = tmp_path / "run"
+    final = train.train(tiny(data_cache, "--train.best_by=copy_loss", "--train.copy_lessons=0.5",
+                             "--train.eval_interval=4", "--train.sample_tokens=0"), run)
+    evals = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines() if '"eval"' in line]
+    copy = [r["heads"]["loss_second_copy"] for r in evals]
+    assert [r["step"] for r in evals] == [4, 8, 12, 16, 20] and len(set(copy)) > 1
+    best = evals[copy.index(min(copy))]["step"]
+    assert final["best_step"] == best == torch.load(run / "best" / "train_state.pt", weights_only=True)["step"]
+    assert "best_copy_loss" in evals[-1] and "best_val_loss" not in evals[-1]
+    assert final["best_heads"]["loss_second_copy"] == pytest.approx(min(copy), abs=1e-5)  # best/ scored again
+    last_line = capsys.readouterr().out.strip().splitlines()[-1]
+    assert re.fullmatch(rf"heads of best/ \(step {best}\): no copying circuit formed: previous-token .*; try another "
+                        r"--train\.seed, or more --train\.max_steps", last_line)
+    with pytest.raises(UserError, match=r"its best/ holds the lowest copy_loss, and train.best_by = \"val_loss\" "):
+        train.train(tiny(data_cache, "--train.copy_lessons=0.5", "--train.max_steps=24"), run, resume=True)
+    assert torch.load(run / "last" / "train_state.pt", weights_only=True)["step"] == 20  # nothing changed
 
 
 def test_score_of_the_validation_text_equals_the_runs_val_bpc(tmp_path, data_cache):

@@ -34,6 +34,10 @@ from training.recipe import AUTO, MANY_EPOCHS_BATCH, parse_duration
 
 MAX_THREADS = 4096  # torch takes a C int; more threads than this is no machine
 MAX_STRING = 4096  # characters: the longest path Linux takes, far beyond any name a setting holds
+# What best/ keeps, and patience waits for: the weights with the lowest of these, measured at each evaluation.
+# "copy_loss" is the loss on the second copy of the head scores' repeated random tokens (inspection/heads.py),
+# which only copying from the context lowers: a lesson run's best/ is where its heads copy best.
+BEST_BY = ("val_loss", "copy_loss")
 
 
 class ConfigError(UserError):
@@ -67,6 +71,7 @@ class TrainConfig:
     threads: int = 0  # torch CPU threads per process; 0 = torch's default (one per core)
     snapshots: int = 0  # evenly spaced copies of the weights in RUN/snapshots/, to inspect the model over training
     copy_lessons: float = 0.0  # share of training windows with a repeated run of random tokens (data/lessons.py)
+    best_by: str = "val_loss"  # what best/ keeps (BEST_BY): the lowest validation loss, or the lesson's copy_loss
 
     def __post_init__(self):
         for name in ("max_steps", "batch_size", "grad_accum", "eval_interval", "eval_iters", "log_interval"):
@@ -96,6 +101,8 @@ class TrainConfig:
         for name in ("beta1", "beta2"):
             if not 0 <= getattr(self, name) < 1:
                 raise ConfigError(f"train.{name} = {getattr(self, name)} must be in [0, 1)")
+        if self.best_by not in BEST_BY:
+            raise ConfigError(f'train.best_by = "{self.best_by}" is not one of ' + ", ".join(f'"{b}"' for b in BEST_BY))
         if self.dtype not in ("auto", "fp32", "bf16", "fp16"):
             raise ConfigError(f'train.dtype = "{self.dtype}" is not one of "auto", "fp32", "bf16", "fp16"')
         if self.compile not in ("auto", "on", "off", True, False):
@@ -202,6 +209,9 @@ def build_config(raw: dict, source: str = "config") -> RunConfig:
     else:
         vocab = 2048 if data.vocab_size == "auto" else data.vocab_size  # a placeholder until the tokenizer says
         model = GPTConfig(vocab_size=vocab, **values["model"])  # checked now, before any data work
+    if train.best_by == "copy_loss" and model.block_size < 5:  # <|endoftext|> and two copies of two tokens
+        raise ConfigError(f'train.best_by = "copy_loss" needs model.block_size of at least 5 to repeat random tokens '
+                          f'in (it is {model.block_size}); raise block_size or keep best_by = "val_loss"')
     return RunConfig(data=data, model=model, train=train, log=LogConfig(**values["log"]), auto=tuple(auto))
 
 

@@ -2,7 +2,8 @@
 
     losses = evaluate(model, data_dir, cfg.train, "cpu")    # {"train": .., "val": .., "tokens": ..}
     text = sample_text(model, tokenizer, eot_id, 48, "cpu")
-    final, best_dir = final_scores(model, data_dir, meta, run_dir, step)   # the run's end: best/ and last/
+    final, best_dir = final_scores(model, data_dir, meta, tokenizer, run_dir, step)   # the run's end: best/ and last/
+    print(final_report(final, best_dir, run_dir, last_heads, lesson=True))   # bits/char, best/'s copying circuit
     heads = score_heads(model, data_dir, meta, tokenizer)       # every head's role scores, for metrics.jsonl
 
 Each split's estimate is the mean loss of the same eval_iters batches every time. A validation split small
@@ -19,6 +20,8 @@ generators), so evaluating does not change what an exactly resumed run computes.
 """
 
 import contextlib
+import math
+import shlex
 import time
 from pathlib import Path
 
@@ -28,7 +31,7 @@ import torch.distributed as dist
 from data.loader import BatchLoader, load_tokens
 from data.tokenizer import ordinary_ids
 from model.nll import bits_per_char, stream_nll, windows_read
-from inspection.heads import measure_heads, roles_record
+from inspection.heads import DROP_FORMED, FORMED, Circuit, copying_circuit, measure_heads, roles_from_record, roles_record
 from model.errors import UserError
 from model.sampling import generate
 from storage.checkpoint import checkpoint_step, load_model
@@ -79,6 +82,12 @@ def score_heads(model, data_dir: Path, meta: dict, tokenizer) -> dict | None:
     return roles_record(roles) | {"seconds": round(time.perf_counter() - started, 3)}
 
 
+def copy_loss(heads: dict | None) -> float:
+    """train.best_by = "copy_loss": the loss on the second copy of the head scores' repeated random tokens (a
+    `score_heads` record), which only copying from the context lowers; inf when they could not be measured."""
+    return math.inf if heads is None or heads["loss_second_copy"] is None else heads["loss_second_copy"]
+
+
 def sample_text(model, tokenizer, eot_id: int, n_tokens: int, device) -> str:
     """A short seeded sample starting from <|endoftext|>, the way every document starts."""
     was_training = model.training
@@ -90,22 +99,58 @@ def sample_text(model, tokenizer, eot_id: int, n_tokens: int, device) -> str:
     return tokenizer.decode(out[0, 1:].tolist()).replace("\n", " ⏎ ")
 
 
-def final_scores(model, data_dir: Path, meta: dict, run_dir: Path, step: int, rank: int = 0,
+def final_scores(model, data_dir: Path, meta: dict, tokenizer, run_dir: Path, step: int, rank: int = 0,
                  world: int = 1) -> tuple[dict, Path]:
     """The exact loss and bits per character of the whole validation split, for the weights in last/ (`model`,
-    at `step`) and in best/ (the step its own config.json names, whatever the run's counters say); and the
-    directory of the best weights."""
+    at `step`) and in best/ (the step its own config.json names, whatever the run's counters say), with best/'s
+    head scores ("best_heads", `score_heads`, on rank 0); and the directory of the best weights."""
     val_tokens, chars = load_tokens(data_dir / "val.bin", meta["dtype"]), meta["splits"]["val"]["chars"]
     nll, count = stream_nll(model, val_tokens, rank=rank, world=world)
     best_dir = run_dir / "best"
     best_step = checkpoint_step(best_dir)
     if best_step is None:  # no best/ to score: last/ is the best there is
         best_dir, best_step = run_dir / "last", step
-    if best_step == step:  # last/ and best/ of the same step hold the same weights
-        best_nll = nll
-    else:
-        best_nll = stream_nll(load_model(best_dir, model.tok_emb.weight.device), val_tokens, rank=rank, world=world)[0]
+    best = model if best_step == step else load_model(best_dir, model.tok_emb.weight.device)  # same step, same weights
+    best_nll = nll if best is model else stream_nll(best, val_tokens, rank=rank, world=world)[0]
     final = {"kind": "final", "step": step, "val_loss": nll / count, "val_bpc": bits_per_char(nll, chars),
              "best_step": best_step, "best_val_loss": best_nll / count, "best_val_bpc": bits_per_char(best_nll, chars),
-             "val_tokens_predicted": count, "val_chars": chars}  # fmt: skip
+             "val_tokens_predicted": count, "val_chars": chars,
+             "best_heads": score_heads(best, data_dir, meta, tokenizer) if rank == 0 else None}  # fmt: skip
     return final, best_dir
+
+
+def final_report(final: dict, best_dir: Path, run_dir: Path, last_heads: dict | None, lesson: bool) -> str:
+    """What a run prints at its end: the bits per character of best/ and last/, then `heads_line`."""
+    speed = f"; {final['tokens_per_s']:.0f} tokens/s" if final.get("tokens_per_s") else ""
+    lines = [f"whole validation split ({final['val_tokens_predicted']} tokens, {final['val_chars']} characters): "
+             f"best weights ({best_dir}, step {final['best_step']}) {final['best_val_bpc']:.4f} bits/char, last "
+             f"({run_dir / 'last'}, step {final['step']}) {final['val_bpc']:.4f} bits/char"
+             + speed + (f", MFU {final['mfu']:.1%}" if "mfu" in final else ""),
+             heads_line(final, run_dir, last_heads, lesson)]  # fmt: skip
+    return "\n".join(line for line in lines if line)
+
+
+def heads_line(final: dict, run_dir: Path, last_heads: dict | None, lesson: bool) -> str | None:
+    """One line on the copying circuit of best/, the checkpoint every inspection command opens
+    (`inspection.heads.copying_circuit`): formed; formed in last/ only; or not formed, with what to try when
+    the run is a `lesson` (copy lessons). `last_heads`: the last evaluation's scores. None: no scores."""
+    if not final.get("best_heads"):
+        return None
+    circuit = copying_circuit(roles_from_record(final["best_heads"]))
+    where, run = f"best/ (step {final['best_step']:,})", shlex.quote(str(run_dir))
+    if circuit.formed:
+        return f"heads of {where}: {describe_circuit(circuit)}; see them with: python generate.py --ckpt {run} --heads"
+    if last_heads and final["best_step"] != final["step"] and copying_circuit(roles_from_record(last_heads)).formed:
+        return (f"heads of {where}: no copying circuit, but last/ (step {final['step']:,}) has one; see it with: "
+                f"python generate.py --ckpt {shlex.quote(str(run_dir / 'last'))} --heads")
+    advice = "; try another --train.seed, or more --train.max_steps" if lesson else ""
+    return (f"heads of {where}: no copying circuit formed: {describe_circuit(circuit)}, where a circuit needs "
+            f"{FORMED}, {FORMED} and {DROP_FORMED:g} nats{advice}")
+
+
+def describe_circuit(circuit: Circuit) -> str:
+    """"previous-token 0.69 at layer 0 head 2, induction 0.91 at layer 1 head 3, in-context loss drop 8.02 nats"."""
+    prev = "no layer below for a previous-token head" if circuit.previous is None else \
+        "previous-token {2:.2f} at layer {0} head {1}".format(*circuit.previous)
+    return prev + ", induction {2:.2f} at layer {0} head {1}".format(*circuit.induction) + \
+        f", in-context loss drop {circuit.drop:.2f} nats"

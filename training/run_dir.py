@@ -132,6 +132,15 @@ def check_same_model(ckpt: Path, model_config: dict, meta: dict) -> None:
         )
 
 
+def check_same_best(state: dict, best_by: str, ckpt: Path) -> None:
+    """Refuse to resume with another train.best_by than the run's: best/ would be compared by a new measure."""
+    was = state.get("best_by", "val_loss")  # a run saved before train.best_by existed kept the lowest val_loss
+    if was != best_by:
+        raise UserError(f'cannot resume from {ckpt}: its best/ holds the lowest {was}, and train.best_by = "{best_by}" '
+                        f"would compare it with another measure; resume with --train.best_by={was}, or start a new "
+                        "run with --out")
+
+
 def shard_digest(meta: dict, file: str) -> str | None:
     """The recorded sha256 of a prepared shard (None for data prepared before it was recorded)."""
     record = meta.get("files")
