@@ -33,6 +33,8 @@ from inference.textgen import TEMPERATURE, check_sampling, stream_text
 from inspection.explain import explain_head, resolve_query
 from inspection.heads import format_roles_table, measure_heads, save_roles
 from inspection.heldout import held_out_ids, usable_ids
+from inspection.importance import MODES, ablation_means, head_importance
+from inspection.lens import format_lens, labeller, lens_table, logit_lens
 from inspection.html import frames_page
 from inspection.live import LiveServer
 from inspection.maps import attention_for_ids, attention_from_decoding, check_head, make_out_dir, write_attention
@@ -40,6 +42,7 @@ from inspection.over_training import format_snapshot_table, snapshot_frames
 from inspection.stats import format_stats_table, format_top_attended, head_stats
 from inspection.trace import trace_ids
 from inspection.messages import LANGUAGES, locale_language, messages
+from model.ablation import ablated, check_heads
 from model.decode_weights import FORMATS, check_format
 from model.errors import UserError
 from storage.atomic import write_files, write_text_atomic
@@ -72,6 +75,12 @@ def parse_args(argv):
     p.add_argument("--query", type=integer, default=-1, help="the token --explain looks from (negative: from the end)")
     p.add_argument("--heads", action="store_true", help="score what each head does (no prompt needed)")
     p.add_argument("--heads-text", metavar="FILE", help="held-out text for --heads (default: the run's validation split)")
+    p.add_argument("--ablate", metavar="L.H,...", help="switch these heads off for everything this command does, "
+                   "e.g. 1.0,1.2 (model/ablation.py)")
+    p.add_argument("--ablate-mode", choices=MODES, default="mean", help="what a switched-off head outputs: its mean "
+                   "on held-out text (default) or zeros")
+    p.add_argument("--lens", action="store_true", help="the logit lens of --prompt at its last token (or --query): "
+                   "the next token after the embeddings and after each block")
     p.add_argument("--layers", metavar="LIST", help="layers of the page and PNGs, e.g. 0,2 or 0-3 (default: all)")
     p.add_argument("--lang", choices=LANGUAGES, help="language of the walkthrough, the tables, the PNGs and the page: "
                    "ko or en (default: the locale's, ko where LANG or LC_ALL begins with ko)")
@@ -90,6 +99,13 @@ def parse_head(text: str, option: str = "--head") -> tuple[int, int]:
         return integer(layer), integer(head if dot else "")
     except ValueError:
         raise UserError(f"{option} {text!r} must be LAYER.HEAD with two numbers, e.g. {option} 0.1") from None
+
+
+def parse_heads(text: str) -> list[tuple[int, int]]:
+    """--ablate "1.0,1.2" -> [(1, 0), (1, 2)]; the model checks they exist (model.ablation.check_heads)."""
+    if not text.strip(" ,"):
+        raise UserError("--ablate needs at least one head, e.g. --ablate 1.0 or --ablate 1.0,1.2")
+    return [parse_head(part.strip(), "--ablate") for part in text.split(",")]
 
 
 def parse_layers(text: str, n_layer: int) -> list[int]:
@@ -144,7 +160,9 @@ def inspect_attention(run, ids: list[int], args, head, recorded: list | None = N
         text = b"".join(run.token_bytes[i] for i in maps.ids).decode("utf-8", errors="ignore")
         title = say("maps.title", ckpt=run.ckpt_dir, text=text[:60] + "…" if len(text) > 60 else text)
         layers = parse_layers(args.layers, run.model.config.n_layer) if args.layers else None
-        written = write_attention(maps, args.attention, title, trace=trace, layers=layers, roles=roles, lang=args.lang)
+        lens = lens_table(run.model, maps.ids, labeller(run.tokenizer))
+        written = write_attention(maps, args.attention, title, trace=trace, layers=layers, roles=roles, lang=args.lang,
+                                  lens=lens)
         print(say("wrote", files=", ".join(str(p) for p in written)))
     print(say("stats.title", n=len(maps.ids)))
     print(format_stats_table(head_stats(maps.weights), args.lang))
@@ -157,10 +175,12 @@ def inspect_attention(run, ids: list[int], args, head, recorded: list | None = N
         print(explain_head(trace, maps.labels, layer, h, query, w_o, args.lang, run.model.config.mlp))
 
 
-def print_heads(run, args):
-    """Score every head's role, print the ranked table, write heads.json into --attention DIR if given."""
+def print_heads(run, args, means):
+    """Score every head's role and what switching it off alone costs (`means`: of --ablate-mode mean), print the
+    ranked table, write heads.json into --attention DIR if given."""
     ids, where = held_out_ids(run, args.heads_text, args.lang)
     roles = measure_heads(run.model, ids, usable_ids(run), run.eot_id, where)
+    roles.importance = head_importance(run.model, ids, usable_ids(run), run.eot_id, means)
     print(messages(args.lang)("roles.title", where=where))
     print(format_roles_table(roles, args.lang))
     if args.attention:
@@ -191,9 +211,9 @@ def write_over_training(args) -> None:
 
 def serve(args) -> None:
     """--serve: the live inspector on --host:--port until Ctrl-C."""
-    others = given(args, "--prompt", "--attention", "--head", "--explain", "--heads", "--score")
+    others = given(args, "--prompt", "--attention", "--head", "--explain", "--heads", "--score", "--lens", "--ablate")
     if others:
-        raise UserError(f"--serve takes its texts from the page; drop {', '.join(others)}")
+        raise UserError(f"--serve takes its texts and switched-off heads from the page; drop {', '.join(others)}")
     host, port = args.host or "127.0.0.1", 8000 if args.port is None else args.port
     server = LiveServer(load_run(args.ckpt, args.runs_dir, args.device), host, port, args.lang)
     if host not in ("127.0.0.1", "localhost", "::1"):
@@ -204,11 +224,15 @@ def serve(args) -> None:
     print("stopped the live inspector")
 
 
-def print_score(run, path: str, text: str, lang: str = "en") -> None:
+def print_score(run, path: str, text: str, lang: str = "en", full=None, ablate=None) -> None:
+    """The score of `text`; with the `full` model's score, that of the heads `ablate` off beside it."""
     s, say = score_text(run, text, progress=True), messages(lang)
     print(say("score.title", path=path, ckpt=run.ckpt_dir, chars=s.chars, tokens=s.tokens))
     print(say("score.lines", loss=f"{s.loss:.4f}", ppl=f"{s.perplexity:.4f}", bpc=f"{s.bits_per_char:.4f}",
               cpt=f"{s.chars_per_token:.4f}"))
+    if full is not None:
+        print(say("score.ablated", heads=", ".join(f"{l}.{h}" for l, h in ablate), full=f"{full.bits_per_char:.4f}",
+                  diff=f"{s.bits_per_char - full.bits_per_char:+.4f}"))
 
 
 def run_prompts(run, prompts, args, head, roles=None) -> None:
@@ -218,6 +242,9 @@ def run_prompts(run, prompts, args, head, roles=None) -> None:
         ids = print_generation(run, prompt, args, recorded) if args.max_new_tokens > 0 else run.encode_prompt(prompt)
         if args.attention or head is not None or args.explain:
             inspect_attention(run, ids, args, head, recorded, roles)
+        if args.lens:
+            lens = logit_lens(run.model, ids, resolve_query(args.query, len(ids)))
+            print(format_lens(lens, labeller(run.tokenizer), args.lang))
 
 
 def stdin_prompts():
@@ -248,8 +275,12 @@ def check_inspection_options(args) -> None:
         raise UserError("--attention, --head and --explain need --prompt TEXT to look at (--heads needs none)")
     if args.heads_text is not None and not args.heads:
         raise UserError("--heads-text is the held-out text of --heads; add --heads")
-    if args.query != -1 and args.explain is None:
-        raise UserError("--query picks the token of --explain; add --explain LAYER.HEAD")
+    if args.query != -1 and args.explain is None and not args.lens:
+        raise UserError("--query picks the token of --explain and --lens; add --explain LAYER.HEAD or --lens")
+    if args.lens and args.prompt is None:
+        raise UserError("--lens reads the model at a token of --prompt TEXT; add --prompt")
+    if args.ablate is None and args.ablate_mode != "mean":
+        raise UserError("--ablate-mode says how --ablate switches heads off; add --ablate L.H")
     if args.layers is not None and args.attention is None:
         raise UserError("--layers picks the layers that --attention draws; add --attention DIR")
     if (args.host is not None or args.port is not None) and not args.serve:
@@ -257,12 +288,12 @@ def check_inspection_options(args) -> None:
     if args.port is not None and not 0 <= args.port <= 65535:
         raise UserError(f"--port {args.port} must be between 0 and 65535")
     if args.weights != "fp32":
-        others = given(args, "--no-cache", "--attention", "--score", "--heads", "--serve", "--over-training")
+        others = given(args, "--no-cache", "--attention", "--score", "--heads", "--serve", "--over-training", "--ablate")
         if others:
             raise UserError(f"--weights {args.weights} speeds up the cached decoding of generated text; "
                             f"drop {', '.join(others)} or the --weights option")
     if args.over_training is not None:
-        others = given(args, "--ckpt", "--head", "--explain", "--heads", "--score", "--max-new-tokens")
+        others = given(args, "--ckpt", "--head", "--explain", "--heads", "--score", "--max-new-tokens", "--lens", "--ablate")
         if args.prompt is None or args.attention is None or others:
             raise UserError("--over-training RUN draws the maps of --prompt TEXT at every snapshot of RUN into --attention "
                             f"DIR{'; drop ' + ', '.join(others) if others else ''}")
@@ -275,7 +306,7 @@ def main(argv=None) -> int:
 def generate(args) -> None:
     """What the command line asked for: scores, heads, generated text and inspections, in that order."""
     args.lang = args.lang or locale_language()
-    inspecting = args.attention is not None or args.head is not None or args.explain is not None or args.heads
+    inspecting = args.attention is not None or args.head is not None or args.explain is not None or args.heads or args.lens
     if args.max_new_tokens is None:
         args.max_new_tokens = 0 if inspecting else 200
     check_sampling(args.temperature, args.top_k, args.top_p, args.repetition_penalty,
@@ -291,19 +322,28 @@ def generate(args) -> None:
         raise UserError("--score scores a file; use it without --prompt, --attention, --head, --explain and --heads")
     head = parse_head(args.head) if args.head is not None else None
     explained = parse_head(args.explain, "--explain") if args.explain is not None else None
+    off = parse_heads(args.ablate) if args.ablate is not None else []
     text = read_text(args.score) if args.score is not None else None
     run = load_run(args.ckpt, args.runs_dir, args.device)
     check_format(args.weights, run.model)  # this model on this device, before a word is printed
     for checked in (head, explained):  # before generating anything
         if checked is not None:
             check_head(run.model.config.n_layer, run.model.config.n_head, *checked)
+    try:
+        check_heads(run.model, off)
+    except UserError as e:
+        raise UserError(f"--ablate {args.ablate}: {e}") from None
     if args.layers:
         parse_layers(args.layers, run.model.config.n_layer)
-    roles = print_heads(run, args) if args.heads else None
-    if text is not None:
-        print_score(run, args.score, text, args.lang)
-    elif args.prompt is not None or not args.heads:  # --heads alone reads no prompts
-        run_prompts(run, [args.prompt] if args.prompt is not None else stdin_prompts(), args, head, roles)
+    mean = args.ablate_mode == "mean" and (off or args.heads)  # the outputs a switched-off head gives instead
+    means = ablation_means(run.model, held_out_ids(run, args.heads_text, args.lang)[0]) if mean else None
+    full = score_text(run, text, progress=True) if text is not None and off else None  # before any head is off
+    with ablated(run.model, off, means):
+        roles = print_heads(run, args, means) if args.heads else None
+        if text is not None:
+            print_score(run, args.score, text, args.lang, full, off)
+        elif args.prompt is not None or not args.heads:  # --heads alone reads no prompts
+            run_prompts(run, [args.prompt] if args.prompt is not None else stdin_prompts(), args, head, roles)
 
 
 if __name__ == "__main__":

@@ -53,6 +53,7 @@ class HeadRoles:
     loss_second: float              # the same tokens in the second copy
     text: str = ""                  # where the held-out text came from
     repeat: int = 0                 # n, the length of each random copy
+    importance: object = None       # what switching each head off costs (inspection/importance.py), if measured
 
     @property
     def loss_drop(self) -> float:
@@ -176,26 +177,36 @@ def repeated_sequences(vocab_ids, n: int, count: int, seed: int, eot_id=None) ->
     return rows
 
 
-@torch.inference_mode()
-def induction_roles(model, vocab_ids, eot_id=None, seed: int = 0):
-    """(induction scores (L, H), chance, loss on copy 1, loss on copy 2, n) as defined in the docstring."""
-    o = 0 if eot_id is None else 1  # where the first copy starts
+def induction_sequences(model, vocab_ids, eot_id=None, seed: int = 0) -> tuple[torch.Tensor, int, int]:
+    """The induction test's `SEQUENCES` rows (on the model's device), n (each copy's length) and o (where the
+    first copy starts: 1 behind the end-of-text token, else 0)."""
+    o = 0 if eot_id is None else 1
     n = min(MAX_REPEAT, (model.config.block_size - o) // 2, len(vocab_ids))
     if n < 2:
         raise UserError(f"the induction test needs 2 copies of at least 2 tokens; block_size "
                         f"{model.config.block_size} and {len(vocab_ids)} usable tokens are too few")
-    seqs = repeated_sequences(vocab_ids, n, SEQUENCES, seed, eot_id).to(model.tok_emb.weight.device)
+    return repeated_sequences(vocab_ids, n, SEQUENCES, seed, eot_id).to(model.tok_emb.weight.device), n, o
+
+
+def copy_losses(logits, seqs, n: int, o: int) -> tuple[float, float]:
+    """The loss on tokens 2..n of the first and of the second copy, from logits (S, T, V) of seqs (S, T)."""
+    def loss(start):  # positions start..start+n-2 predict tokens 2..n of the copy
+        pos = torch.arange(start, start + n - 1)
+        return F.cross_entropy(logits[:, pos].flatten(0, 1).float(), seqs[:, pos + 1].flatten()).item()
+
+    return loss(o), loss(o + n)
+
+
+@torch.inference_mode()
+def induction_roles(model, vocab_ids, eot_id=None, seed: int = 0):
+    """(induction scores (L, H), chance, loss on copy 1, loss on copy 2, n) as defined in the docstring."""
+    seqs, n, o = induction_sequences(model, vocab_ids, eot_id, seed)
     logits, maps = model.forward_with_attention(seqs)  # (S, T, V), (S, L, H, T, T)
     i = torch.arange(n)
     query, target = o + n + i, o + i + 1  # each second-copy token -> the token after its first occurrence
     scores = maps[..., query, target].double().mean((0, 3)).cpu().numpy()  # (L, H)
     chance = float((1.0 / (query + 1)).double().mean())
-
-    def copy_loss(start):  # positions start..start+n-2 predict tokens 2..n of the copy
-        pos = torch.arange(start, start + n - 1)
-        return F.cross_entropy(logits[:, pos].flatten(0, 1).float(), seqs[:, pos + 1].flatten()).item()
-
-    return scores, chance, copy_loss(o), copy_loss(o + n), n
+    return scores, chance, *copy_losses(logits, seqs, n, o), n
 
 
 def measure_heads(model, text_ids, vocab_ids, eot_id=None, text: str = "") -> HeadRoles:
@@ -206,18 +217,24 @@ def measure_heads(model, text_ids, vocab_ids, eot_id=None, text: str = "") -> He
 
 
 def format_roles_table(roles: HeadRoles, lang: str = "en") -> str:
-    """Heads ranked by their strongest score: rank, layer, head, role, then the five scores (`lang`: "en" or "ko")."""
-    say = messages(lang)
+    """Heads ranked by their strongest score: rank, layer, head, role, then the five scores (`lang`: "en" or "ko"),
+    and with `roles.importance` what switching each head off alone costs."""
+    say, importance = messages(lang), roles.importance
     L, H = roles.scores[ROLES[0]].shape
     heads = sorted(((l, h) for l in range(L) for h in range(H)), key=lambda lh: -roles.strongest(*lh)[1])
-    lines = [pad(say("roles.header"), 39) + "".join(pad(n, 10, right=True) for n in say("roles.columns").split("|"))]
+    columns = say("roles.columns").split("|") + (say("roles.off_columns").split("|") if importance else [])
+    lines = [pad(say("roles.header"), 39) + "".join(pad(n, 10, right=True) for n in columns)]
     for rank, (l, h) in enumerate(heads, 1):
         role, score = roles.strongest(l, h)
         cells = "".join(f"{roles.scores[r][l, h]:>10.3f}" for r in ROLES)
+        cells += f"{importance.loss[l, h]:>+10.3f}{importance.drop[l, h]:>+10.3f}" if importance else ""
         lines.append(f"{rank:>4} {l:>5} {h:>4}  " + pad(f"{say('role.' + role)} {score:.3f}", 22) + cells)
     lines.append(pad(say("roles.chance"), 39, right=True) + "".join(f"{roles.chance[r]:>10.3f}" for r in ROLES))
     lines.append(say("roles.sequences", count=SEQUENCES, n=roles.repeat, first=f"{roles.loss_first:.3f}",
                      second=f"{roles.loss_second:.3f}", drop=f"{roles.loss_drop:.3f}"))
+    if importance:
+        lines.append(say("roles.off", mode=say("ablate." + importance.mode), loss=f"{importance.full_loss:.3f}",
+                         drop=f"{importance.full_drop:.3f}"))
     return "\n".join(lines)
 
 
@@ -227,23 +244,32 @@ def number(x) -> float | None:
 
 
 def roles_json(roles: HeadRoles) -> dict:
-    """heads.json's content: every head's scores and role, the chance levels, the induction losses."""
-    L, H = roles.scores[ROLES[0]].shape
+    """heads.json's content: every head's scores and role, the chance levels, the induction losses, and with
+    `roles.importance` each head's "off_loss_increase" and "off_drop_lost" (nats) and the full model's figures."""
+    L, H, importance = *roles.scores[ROLES[0]].shape, roles.importance
+    off = (lambda l, h: {"off_loss_increase": number(importance.loss[l, h]),
+                         "off_drop_lost": number(importance.drop[l, h])}) if importance else (lambda l, h: {})
     heads = [{"layer": l, "head": h, "role": roles.strongest(l, h)[0],
-              **{r: number(roles.scores[r][l, h]) for r in ROLES}} for l in range(L) for h in range(H)]
+              **{r: number(roles.scores[r][l, h]) for r in ROLES}, **off(l, h)} for l in range(L) for h in range(H)]
+    extra = {"off_mode": importance.mode, "held_out_loss": number(importance.full_loss)} if importance else {}
     return {"text": roles.text, "chance": {r: number(c) for r, c in roles.chance.items()},
             "induction_repeat": roles.repeat, "induction_sequences": SEQUENCES,
             "loss_first_copy": number(roles.loss_first), "loss_second_copy": number(roles.loss_second),
-            "loss_drop": number(roles.loss_drop), "heads": heads,
-            "definitions": "inspection/heads.py (module docstring)"}
+            "loss_drop": number(roles.loss_drop), **extra, "heads": heads,
+            "definitions": "inspection/heads.py and inspection/importance.py (module docstrings)"}
 
 
 def roles_record(roles: HeadRoles) -> dict:
     """The scores as a training run records them in metrics.jsonl: role -> (L, H) nested lists, with the
-    same rounding as heads.json; `roles_from_record` reads them back."""
+    same rounding as heads.json; `roles_from_record` reads them back. With `roles.importance`, "importance" too
+    (the page shows it): its mode, "loss" and "drop" (L, H) and the full model's "full_loss" and "full_drop"."""
+    imp = roles.importance
+    extra = {"importance": {"mode": imp.mode, "full_loss": number(imp.full_loss), "full_drop": number(imp.full_drop),
+                            **{k: [[number(x) for x in row] for row in getattr(imp, k)] for k in ("loss", "drop")}}
+             } if imp else {}  # fmt: skip
     return {"scores": {r: [[number(x) for x in row] for row in roles.scores[r]] for r in ROLES},
             "chance": {r: number(c) for r, c in roles.chance.items()}, "repeat": roles.repeat,
-            "loss_first_copy": number(roles.loss_first), "loss_second_copy": number(roles.loss_second)}
+            "loss_first_copy": number(roles.loss_first), "loss_second_copy": number(roles.loss_second), **extra}
 
 
 def roles_from_record(record: dict, text: str = "") -> HeadRoles:

@@ -5,7 +5,9 @@ and hover or click a token to see where it attends and what attends to it, with 
 `Trace` (inspection/trace.py), a click on a query token of a head opens the walkthrough of that head
 at that token, with the model's q, k, v and y (scores q·k_j are summed on the page from those q and
 k). Given the `prefill` of maps from decoding, a slider steps through the generated tokens one cached
-row at a time. Given head roles (inspection/heads.py), each head's caption names its strongest role.
+row at a time. Given head roles (inspection/heads.py), each head's caption names its strongest role, and
+the role table shows what switching each head off costs, when measured (inspection/importance.py). Given
+a logit lens (inspection/lens.py), the focused token shows its next-token guess after every block.
 
 The data is embedded as JSON; the glyphs of the token labels as a NanumGothic subset (a few KB), so
 Hangul renders even where no Korean font is installed; the weights as the lower triangle of each map,
@@ -102,16 +104,19 @@ def roles_json_of(roles, layers: list[int]) -> dict | None:
 
 
 def attention_page(weights: np.ndarray, labels: list[str], title: str = "Attention maps", *, trace=None,
-                   roles=None, layers: list[int] | None = None, prefill: int | None = None, lang: str = "en") -> str:
+                   roles=None, layers: list[int] | None = None, prefill: int | None = None, lang: str = "en",
+                   lens: dict | None = None) -> str:
     """The HTML text of the page for `weights` (L, H, T, T) and token `labels`; the options as in the
-    module docstring and `frame_data`; `lang` ("en" or "ko") the language it opens in."""
+    module docstring and `frame_data`; `lang` ("en" or "ko") the language it opens in; `lens`: every token's
+    logit lens (inspection.lens.lens_table), shown for the focused token."""
     layers = list(range(weights.shape[0])) if layers is None else list(layers)
     return frames_page([frame_data(weights, layers, trace=trace, roles=roles)], labels, title, layers, weights.shape[1],
-                       prefill, lang)  # fmt: skip
+                       prefill, lang, lens=lens)  # fmt: skip
 
 
 def frames_page(frames: list[dict], labels: list[str], title: str, layers: list[int], n_head: int,
-                prefill: int | None = None, lang: str = "en", live: dict | None = None, glyphs: str = "") -> str:
+                prefill: int | None = None, lang: str = "en", live: dict | None = None, glyphs: str = "",
+                lens: dict | None = None) -> str:
     """The page of one or more `frame_data` of the same text (several: a slider over the training steps),
     opening in `lang`; it carries its texts in both languages (inspection/messages.py) and switches in place.
     `live`: the live inspector's settings (inspection/live.py), which turn on its text box; `glyphs`: more
@@ -119,12 +124,14 @@ def frames_page(frames: list[dict], labels: list[str], title: str, layers: list[
     T = len(labels)
     data = {"n_layer": len(layers), "layers": layers, "n_head": n_head, "T": T, "tokens": list(labels),
             "prefill": T if prefill is None else int(prefill), "frames": frames, "lang": lang,
-            "messages": page_messages(), "live": live}
+            "messages": page_messages(), "live": live, "lens": lens}
     # "<" escaped so that no token (say "</script>") can end the script element early.
     payload = json.dumps(data, ensure_ascii=False).replace("<", "\\u003c")
     page = TEMPLATE.read_text(encoding="utf-8")
     # the glyphs of the tokens, the title and every Korean text of the page (the language picker's too)
-    font_css = font_face_css("".join(labels) + title + glyphs + "한국어" + "".join(ko for _, ko in data["messages"].values()))
+    lens_glyphs = "".join(lens["labels"].values()) if lens else ""
+    font_css = font_face_css("".join(labels) + title + glyphs + lens_glyphs + "한국어" +
+                             "".join(ko for _, ko in data["messages"].values()))
     fields = {"FONT_CSS": font_css, "TITLE": html.escape(title), "DATA": payload}
     # one pass over the template, so a title or token that spells a placeholder stays text
     return re.sub(r"__(FONT_CSS|TITLE|DATA)__", lambda m: fields[m.group(1)], page)

@@ -7,12 +7,15 @@ next-token choice at once, and a Generate button streams a continuation with the
 The standard library's ThreadingHTTPServer is enough for one user on one machine (no package added). Routes:
 
     GET  /              the page: inspection/page.html in live mode, opened on a first text
-    POST /api/inspect   {"text", "temperature", "top_k", "top_p", "explain"} -> the text's view: its tokens,
+    POST /api/inspect   {"text", "temperature", "top_k", "top_p", "explain", "ablate"} -> the text's view: its tokens,
                         every layer and head's map, with the walkthrough's tensors unless "explain" is false
                         (html.frame_data, explain.npz's numbers; most of the bytes, so the page asks for them
                         only when a token is clicked), each head's role scores, the statistics, the next
-                        token's top 10 and "model_ms"
-    POST /api/generate  {"text", "max_new_tokens", "temperature", "top_k", "top_p", "seed"} -> one JSON object
+                        token's top 10, every token's logit lens and "model_ms"; "ablate", a list of [layer, head]
+                        pairs, switches those heads off (their mean output on held-out text, model/ablation.py):
+                        then the view is the ablated model's, with the full model's next-token probabilities
+                        ("p_full") and held-out loss beside
+    POST /api/generate  {"text", "max_new_tokens", "temperature", "top_k", "top_p", "seed", "ablate"} -> one JSON object
                         a line (application/x-ndjson) per new token: its text and the view so far, each row of
                         a generated token as the KV cache computed it; the last line holds the whole view
 
@@ -36,10 +39,13 @@ from inference.runs import Run
 from inference.textgen import TEMPERATURE, check_sampling, stream_text
 from inspection.heads import measure_heads
 from inspection.heldout import held_out_ids, usable_ids
+from inspection.importance import ablation_means, held_out_windows
+from inspection.lens import labeller, lens_table
 from inspection.html import frame_data, frames_page
 from inspection.labels import token_labels
 from inspection.maps import attention_for_ids, attention_from_decoding
 from inspection.trace import trace_ids
+from model.ablation import ablated, check_heads
 from model.errors import UserError
 from model.sampling import sampling_probs
 
@@ -76,8 +82,13 @@ class LiveInspector:
     def __init__(self, run: Run, lang: str = "en"):
         self.run, self.lang = run, lang
         self.layers = list(range(run.model.config.n_layer))
-        # every head's roles do not depend on the text: measured once, on the run's held-out text
-        self.roles = measure_heads(run.model, held_out_ids(run, lang=lang)[0], usable_ids(run), run.eot_id)
+        # every head's roles do not depend on the text: measured once, on the run's held-out text, which also
+        # gives a switched-off head its mean output and the held-out loss the page compares
+        held_out = held_out_ids(run, lang=lang)[0]
+        self.roles = measure_heads(run.model, held_out, usable_ids(run), run.eot_id)
+        self.windows = held_out_windows(run.model, held_out)
+        self.means = ablation_means(run.model, held_out)
+        self.full_loss = self.held_out_loss()
         self.lock = threading.Lock()
         self.counter = itertools.count(1)
         self.latest = 0  # the number of the newest request: older ones waiting for the model give way
@@ -103,6 +114,23 @@ class LiveInspector:
                              f"(its block_size): shorten it", 413)
         return ids
 
+    def switched_off(self, body: dict) -> list[tuple[int, int]]:
+        """The heads the page switched off: "ablate", a list of [layer, head] pairs (model.ablation.check_heads)."""
+        pairs = body.get("ablate", [])
+        if not isinstance(pairs, list) or not all(isinstance(p, list) and len(p) == 2 and all(
+                isinstance(x, int) and not isinstance(x, bool) for x in p) for p in pairs):  # fmt: skip
+            raise BadRequest("ablate must be a list of [layer, head] pairs of whole numbers")
+        try:
+            return check_heads(self.run.model, pairs)
+        except UserError as e:
+            raise BadRequest(str(e)) from None
+
+    @torch.inference_mode()
+    def held_out_loss(self) -> float:
+        """The model's mean next-token loss on the held-out windows, as it runs now (heads off included)."""
+        logits = self.run.model(self.windows[:, :-1], all_logits=True)[0]
+        return torch.nn.functional.cross_entropy(logits.flatten(0, 1).float(), self.windows[:, 1:].flatten()).item()
+
     def sampling(self, body: dict) -> dict:
         options = {"temperature": number(body, "temperature", TEMPERATURE, float, 0.0, 100.0),
                    "top_k": number(body, "top_k", None, int, 1, self.run.model.config.vocab_size),
@@ -114,23 +142,35 @@ class LiveInspector:
         return options
 
     @torch.inference_mode()
-    def view(self, ids: list[int], options: dict, recorded=None, explain: bool = True) -> dict:
+    def view(self, ids: list[int], options: dict, recorded=None, explain: bool = True, full=None) -> dict:
         """The page's data for ids: tokens, one frame (maps, statistics, roles, walkthrough tensors), the next
-        token's top candidates; `recorded`: the maps of a cached decoding (inspection.maps.attention_from_decoding)."""
+        token's top candidates, every token's logit lens; `recorded`: the maps of a cached decoding
+        (inspection.maps.attention_from_decoding). `full`: the full model's next-token probabilities, when this
+        runs with heads switched off: then each candidate's "p_full" and the "held_out" loss beside the full's."""
         run = self.run
         maps = attention_from_decoding(run, ids, recorded) if recorded else attention_for_ids(run, ids)
         trace = trace_ids(run.model, maps.ids) if explain else None
         frame = frame_data(maps.weights, self.layers, trace=trace, roles=self.roles)
-        logits = run.model(torch.tensor([maps.ids], device=run.device))[0][:, -1].float()  # (1, V)
-        probs = sampling_probs(logits, **options)[0]
+        probs = self.next_probs(maps.ids, options)
         p, top = probs.topk(min(TOP, probs.numel()))
         candidates = [{"id": i, "token": label, "p": round(float(q), 6)}
                       for i, label, q in zip(top.tolist(), token_labels(run.tokenizer, top.tolist()), p.tolist())]
-        return {"tokens": maps.labels, "T": len(maps.ids), "prefill": maps.prefill or len(maps.ids),
-                "frames": [frame], "next": candidates}
+        view = {"tokens": maps.labels, "T": len(maps.ids), "prefill": maps.prefill or len(maps.ids),
+                "frames": [frame], "next": candidates, "lens": lens_table(run.model, maps.ids, labeller(run.tokenizer))}
+        if full is not None:
+            for c in candidates:
+                c["p_full"] = round(float(full[c["id"]]), 6)
+            view["held_out"] = {"loss": round(self.held_out_loss(), 6), "full": round(self.full_loss, 6)}
+        return view
+
+    @torch.inference_mode()
+    def next_probs(self, ids: list[int], options: dict) -> torch.Tensor:
+        """The next token's probabilities after ids under the sampling options: (V,)."""
+        logits = self.run.model(torch.tensor([ids], device=self.run.device))[0][:, -1].float()  # (1, V)
+        return sampling_probs(logits, **options)[0]
 
     def inspect(self, body: dict) -> tuple[int, dict]:
-        ids, options = self.encode(body), self.sampling(body)
+        ids, options, off = self.encode(body), self.sampling(body), self.switched_off(body)
         explain = body.get("explain", True)
         if not isinstance(explain, bool):
             raise BadRequest(f"explain must be true or false, not {explain!r}")
@@ -139,18 +179,20 @@ class LiveInspector:
             if ticket != self.latest:  # a newer keystroke is waiting: this one's answer would be stale
                 return 409, {"error": "superseded by a newer request"}
             started = time.perf_counter()
-            view = self.view(ids, options, explain=explain)
+            full = self.next_probs(ids, options) if off else None
+            with ablated(self.run.model, off, self.means):
+                view = self.view(ids, options, explain=explain, full=full)
             view["model_ms"] = round(1000 * (time.perf_counter() - started), 1)
         return 200, view
 
     def generate(self, body: dict, write) -> None:
         """Stream a continuation: write(line) per new token, the view so far in each; the last line complete."""
-        ids, options = self.encode(body), self.sampling(body)
+        ids, options, off = self.encode(body), self.sampling(body), self.switched_off(body)
         room = self.run.block_size - len(ids)
         wanted = number(body, "max_new_tokens", 50, int, 0, MAX_NEW)
         seed = number(body, "seed", None, int, 0, 2**63 - 1)
         ticket = self.ticket()
-        with self.lock:
+        with self.lock, ablated(self.run.model, off, self.means):
             recorded, new, text = [], [], ""
             for step, pieces in stream_text(self.run, ids, min(wanted, room), seed=seed, attention=recorded, **options):
                 if ticket != self.latest:  # a newer request: stop between two tokens

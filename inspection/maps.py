@@ -119,11 +119,12 @@ PAGE_WARN_BYTES = 50_000_000  # a page this big loads slowly; the warning sugges
 
 
 def write_attention(maps: AttentionMaps, out_dir: str | os.PathLike, title: str = "Attention maps", *,
-                    trace=None, roles=None, layers: list[int] | None = None, lang: str = "en") -> list[Path]:
+                    trace=None, roles=None, layers: list[int] | None = None, lang: str = "en",
+                    lens: dict | None = None) -> list[Path]:
     """layer_<L>.png per layer, attention.html and attention.npz in `out_dir` (created if needed), and
     explain.npz given a `Trace` (inspection/trace.py). `roles`: a `HeadRoles` (its captions in the titles,
     its scores on the page too) or captions per head, (L, H) nested lists; `lang` ("en" or "ko") the language
-    of the PNGs and the one the page opens in;
+    of the PNGs and the one the page opens in; `lens`: the page's logit lens (inspection.lens.lens_table);
     `layers`: the layers of the PNGs and the page (the npz files keep every layer). The files are moved in
     together once all are written (storage.atomic.write_files): never new PNGs beside an old npz."""
     out_dir = make_out_dir(out_dir)
@@ -132,7 +133,8 @@ def write_attention(maps: AttentionMaps, out_dir: str | os.PathLike, title: str 
                                                        lang=lang)
                for layer in (range(maps.weights.shape[0]) if layers is None else layers)}  # fmt: skip
     writers["attention.html"] = lambda path: save_html(maps.weights, maps.labels, path, title, trace=trace,
-                                                       roles=roles, layers=layers, prefill=maps.prefill, lang=lang)
+                                                       roles=roles, layers=layers, prefill=maps.prefill, lang=lang,
+                                                       lens=lens)
     writers["attention.npz"] = lambda path: save_npz(maps, path)
     if trace is not None:
         writers["explain.npz"] = lambda path: save_trace(trace, path)

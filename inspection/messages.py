@@ -32,6 +32,15 @@ MESSAGES: dict[str, tuple[str, str]] = {
         "{second} on the second (drop {drop})",
         "induction 시퀀스 (무작위 토큰 {n}개를 2번 반복, 시퀀스 {count}개): 첫 번째 복사본의 loss {first} nats, "
         "두 번째 복사본 {second} (감소 {drop})"),
+    "score.ablated": ("with heads {heads} off: {diff} bits/char against the full model's {full}",
+                      "head {heads}를 끄면: 전체 모델의 {full}보다 {diff} bits/char"),
+    "roles.off_columns": ("+loss off|-drop off", "끄면 +loss|끄면 -감소"),
+    "roles.off": ("off: each head switched off alone ({mode}): +loss = the held-out loss it adds, in nats per token "
+                  "(full model {loss}); -drop = the in-context loss drop it takes away (full model {drop})",
+                  "끄면: head 하나씩 끄고 잰 값({mode}): +loss = 검증 텍스트의 loss가 토큰당 늘어난 nats (전체 모델 "
+                  "{loss}); -감소 = in-context loss 감소에서 줄어든 만큼 (전체 모델 {drop})"),
+    "ablate.mean": ("its output replaced by its mean on held-out text", "출력을 검증 텍스트에서의 평균으로 바꿈"),
+    "ablate.zero": ("its output replaced by zeros", "출력을 영벡터로 바꿈"),
     "roles.title": ("what each head does (inspection/heads.py defines the scores), on {where}:",
                     "각 head가 하는 일 (score의 정의: inspection/heads.py), 측정한 텍스트: {where}:"),
     "where.file": ("{path} ({n} tokens)", "{path} (토큰 {n}개)"),
@@ -39,6 +48,15 @@ MESSAGES: dict[str, tuple[str, str]] = {
     "where.sampled": ("{n} tokens the model wrote itself (seed 0, temperature 1): no validation split found for {ckpt}",
                       "모델이 스스로 쓴 토큰 {n}개 (seed 0, temperature 1): {ckpt}의 검증 데이터를 찾지 못했습니다"),
     # ---- per-head statistics (inspection/stats.py) ----------------------------------------------------
+    # ---- the logit lens (inspection/lens.py) and switched-off heads (model/ablation.py) ------------------
+    "lens.title": ("logit lens at token {query}: the next token after each stage, through ln_f and the tied head "
+                   "(the model's choice: {choice})",
+                   "logit lens, 토큰 {query}: 각 단계의 residual stream을 ln_f와 tied head에 통과시킨 다음 토큰 "
+                   "(모델의 선택: {choice})"),
+    "lens.embeddings": ("token + position embeddings", "토큰 + 위치 embedding"),
+    "lens.block": ("after block {layer}", "block {layer} 뒤"),
+    "lens.output": (" = output", " = 출력"),
+    "lens.rank": ("rank {rank}", "순위 {rank}"),
     "stats.title": ("attention statistics per head over {n} tokens (inspection/stats.py defines them):",
                     "head별 attention 통계, 토큰 {n}개 (정의: inspection/stats.py):"),
     "stats.columns": ("layer|head|entropy|distance|prev|first|self", "layer|head|엔트로피|거리|이전|첫토큰|자기"),
@@ -182,6 +200,12 @@ MESSAGES: dict[str, tuple[str, str]] = {
     "page.generating": ("generating…", "생성 중…"),
     "page.next": ("the next token (top 10 with these settings): probability, token (id)",
                   "다음 토큰 (이 설정으로 상위 10개): 확률, 토큰 (id)"),
+    "page.next_off": ("the next token with heads {heads} off (top 10 with these settings): probability (the full "
+                      "model's), token (id)",
+                      "head {heads}를 끈 다음 토큰 (이 설정으로 상위 10개): 확률 (전체 모델의 확률), 토큰 (id)"),
+    "page.held_out": ("held-out loss with those heads off: {loss} nats per token (full model {full}, {diff})",
+                      "그 head를 끈 검증 텍스트 loss: 토큰당 {loss} nats (전체 모델 {full}, {diff})"),
+    "page.off_switch": ("off", "끄기"),
     "page.timing": ("model {model} ms, drawing {draw} ms, {total} ms from the keystroke",
                     "모델 {model} ms, 그리기 {draw} ms, 입력부터 {total} ms"),
 }
@@ -213,4 +237,5 @@ def fields_of(text: str) -> list[str]:
 
 def page_messages() -> dict[str, list[str]]:
     """The texts the page needs, both languages: {key: [en, ko]}."""
-    return {key: list(texts) for key, texts in MESSAGES.items() if key.startswith(("page.", "role."))}
+    return {key: list(texts) for key, texts in MESSAGES.items()
+            if key.startswith(("page.", "role.", "roles.off", "lens.", "ablate."))}

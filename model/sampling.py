@@ -29,6 +29,7 @@ import torch
 import torch.nn.functional as F
 
 from model.config import ModelInputError
+from model.ablation import has_hooks
 from model.decode_step import DecodeStep
 from model.decode_weights import check_format
 from model.memory import check_fits, decoding_bytes
@@ -117,8 +118,14 @@ def sampling_probs(logits, temperature=1.0, top_k=None, top_p=None, top=None):
 def fast_step(model, batch_size: int, weights: str = "fp32") -> DecodeStep | None:
     """The module-free single-token step where bench/generate_speed.py measures it faster than the modules
     (fp32 weights on a CPU, eval mode); None elsewhere, and the modules do the step. `weights` other than
-    fp32 (model/decode_weights.py) exist only in this step, so there it is always made."""
+    fp32 (model/decode_weights.py) exist only in this step, so there it is always made. A step that calls no
+    module would skip a hook (an ablation, model/ablation.py): then the modules do the step."""
     w = model.tok_emb.weight
+    if has_hooks(model):
+        if weights != "fp32":
+            raise ModelInputError(f"weights {weights} decode without the model's modules, so they cannot switch "
+                                  "heads off; drop one of the two")
+        return None
     if weights == "fp32" and (model.training or w.device.type != "cpu" or w.dtype != torch.float32):
         return None
     return DecodeStep(model, weights)

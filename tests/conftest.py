@@ -1,5 +1,5 @@
 """What several test files share: the repository's paths, the tiny shapes, one prepared-data cache, a tiny
-run config, a tiny trained run, a model with random biases, headless Chromium, and train.py with its test
+run config, a tiny trained run, a model with random biases, a hand-built copying model, headless Chromium, and train.py with its test
 hooks in a process."""
 
 import json
@@ -68,6 +68,44 @@ def biased_model(seed=0, block_size=16):
             if name.endswith("bias") or ".ln_" in name:
                 p.add_(0.3 * torch.randn_like(p))
     return model
+
+
+V, P = 8, 16  # vocabulary (token 0 is the end of text) and block size of the hand-built model
+TOK, PREV, POS = 0, 8, 16  # residual dims: the token (one-hot), the previous token, the position
+
+
+def copying_model(scale=3.0):
+    """Two layers that copy by construction (every other weight zero, LayerNorm gains 1, no MLP):
+
+    layer 0 head 0 matches query position i with key position i-1 (q reads POS, k reads POS shifted by
+    one) and writes the key's token into the PREV dims: a previous-token head. Layer 1 head 0 matches
+    the query's token with each key's PREV dims, so it attends to the token after an earlier occurrence
+    of the query's token and writes that token into the TOK dims, which the tied head reads out: an
+    induction head. Heads 0.1 and 1.1 have zero weights, so they spread evenly.
+    """
+    model = GPT(GPTConfig(vocab_size=V, block_size=P, n_layer=2, n_head=2, n_embd=32))
+    spike = 3.87  # a one-hot pair through LayerNorm: (1 - 2/32) / std
+    with torch.no_grad():
+        for p in model.parameters():
+            p.zero_()
+        for m in model.modules():
+            if isinstance(m, torch.nn.LayerNorm):
+                m.weight.fill_(1.0)
+        model.tok_emb.weight[:, TOK : TOK + V] = scale * torch.eye(V)
+        model.pos_emb.weight[:, POS : POS + P] = scale * torch.eye(P)
+        w0, w1 = model.blocks[0].attn.c_attn.weight, model.blocks[1].attn.c_attn.weight  # rows: q 0..31, k, v
+        for i in range(P):
+            w0[i, POS + i] = 2.0  # q_i: position i
+        for j in range(P - 1):
+            w0[32 + j + 1, POS + j] = 2.0  # k_j: position j + 1
+        for t in range(V):
+            w0[64 + t, TOK + t] = 1.0  # v: the token
+            model.blocks[0].attn.c_proj.weight[PREV + t, t] = scale / spike  # -> PREV dims
+            w1[t, TOK + t] = 3.0  # q: the query's token
+            w1[32 + t, PREV + t] = 3.0  # k: the key's previous token
+            w1[64 + t, TOK + t] = 1.0  # v: the key's token
+            model.blocks[1].attn.c_proj.weight[TOK + t, t] = 3.0 * scale / spike  # -> TOK dims, outvoting the query's own
+    return model.eval()
 
 
 def render(page_url, tmp_path, *extra):

@@ -8,6 +8,7 @@ with the weights, config.json, tokenizer.json and meta.json, as train.py does.
 """
 
 import base64
+import html
 import json
 import math
 import os
@@ -28,7 +29,11 @@ from inference import find_latest_run, generate_text, load_run, score_text, stre
 from inspection import attention_for_text, draw_head, load_npz, token_labels
 from data.token_bytes import byte_of_token
 from inference.scoring import score_ids
-from inspection.heads import ROLES
+from inspection.heads import ROLES, induction_sequences
+from inspection.heldout import held_out_ids, usable_ids
+from inspection.importance import ablation_means, held_out_windows, losses
+from inspection.lens import logit_lens
+from model.ablation import ablated
 from inspection.stats import STAT_NAMES
 from inspection.trace import load_trace
 from storage.checkpoint import save_model
@@ -425,6 +430,43 @@ def test_heads_alone_scores_the_run_on_its_validation_split(run_dir, tmp_path, c
     assert saved["loss_drop"] == pytest.approx(saved["loss_first_copy"] - saved["loss_second_copy"], abs=1e-5)
 
 
+def test_ablate_switches_heads_off_for_the_text_the_score_and_the_heads(run_dir, run, tmp_path, capsys):
+    """--ablate L.H,...: greedy text, --score (with its difference to the full model), --heads and --lens all
+    see the model with those heads off, as model.ablation.ablated computes it."""
+    means = ablation_means(run.model, held_out_ids(run)[0])
+    ids = run.encode_prompt(PROMPT)
+    with ablated(run.model, [(1, 0), (0, 1)], means):
+        expected = generate_text(run, PROMPT, 12, temperature=0)[0]
+        lens = logit_lens(run.model, ids)
+    code, out, _ = cli(["--ckpt", run_dir, "--prompt", PROMPT, "--max-new-tokens", 12, "--temperature", 0,
+                        "--ablate", "1.0,0.1"], capsys)
+    assert code == 0 and out == PROMPT + expected + "\n"
+    assert (lens.probs[-1] - logit_lens(run.model, ids).probs[-1]).abs().max() > 1e-3  # the heads matter here
+    code, out, _ = cli(["--ckpt", run_dir, "--prompt", PROMPT, "--lens", "--ablate", "1.0,0.1"], capsys)
+    assert f"(the model's choice: {token_labels(run.tokenizer, [lens.choice])[0]})" in out
+
+    text = tmp_path / "t.txt"
+    text.write_text("대한민국은 민주공화국이다. 대한민국의 주권은 국민에게 있다.", encoding="utf-8")
+    full = score_text(run, text.read_text(encoding="utf-8"))
+    with ablated(run.model, [(1, 1)]):
+        off = score_text(run, text.read_text(encoding="utf-8"))
+    code, out, _ = cli(["--ckpt", run_dir, "--score", text, "--ablate", "1.1", "--ablate-mode", "zero"], capsys)
+    assert code == 0 and re.search(rf"bits per character: +{off.bits_per_char:.4f}\n", out)
+    assert (f"with heads 1.1 off: {off.bits_per_char - full.bits_per_char:+.4f} bits/char against the full "
+            f"model's {full.bits_per_char:.4f}") in out
+
+    code, out, _ = cli(["--ckpt", run_dir, "--heads", "--attention", tmp_path / "h"], capsys)
+    saved = json.loads((tmp_path / "h" / "heads.json").read_text(encoding="utf-8"))
+    assert saved["off_mode"] == "mean" and "+loss off" in out and "held-out loss it adds" in out
+    one = next(h for h in saved["heads"] if (h["layer"], h["head"]) == (1, 0))
+    windows = held_out_windows(run.model, held_out_ids(run)[0])
+    seqs, n, o = induction_sequences(run.model, usable_ids(run), run.eot_id)
+    with ablated(run.model, [(1, 0)], means):  # the table's numbers for head 1.0, by hand
+        loss_off, drop_off = losses(run.model, windows, seqs, n, o)
+    assert one["off_loss_increase"] == pytest.approx(loss_off - saved["held_out_loss"], abs=1e-5)
+    assert one["off_drop_lost"] == pytest.approx(saved["loss_drop"] - drop_off, abs=1e-5)
+
+
 def test_heads_fall_back_to_text_the_model_writes_and_take_a_file(run_dir, tmp_path, capsys):
     alone = tmp_path / "copied"
     shutil.copytree(run_dir / "last", alone)
@@ -449,7 +491,23 @@ def test_heads_with_a_prompt_put_each_heads_role_on_the_page_and_the_pngs(run_di
         assert role == h["role"]
         scores = data["frames"][0]["scores"]["scores"]  # the page's table of role scores: heads.json's numbers
         assert [scores[r][h["layer"]][h["head"]] for r in ROLES] == [h[r] for r in ROLES]
-        assert float(score) == pytest.approx(max(v for k, v in h.items() if k not in ("layer", "head", "role")), abs=0.006)
+        assert float(score) == pytest.approx(max(h[r] for r in ROLES), abs=0.006)
+        importance = data["frames"][0]["scores"]["importance"]  # what switching it off costs, heads.json's too
+        assert importance["loss"][h["layer"]][h["head"]] == h["off_loss_increase"]
+        assert importance["drop"][h["layer"]][h["head"]] == h["off_drop_lost"]
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="needs Chromium (apt-get install chromium)")
+def test_the_page_shows_each_heads_cost_and_the_focused_tokens_lens(run_dir, tmp_path, capsys):
+    code, _, _ = cli(["--ckpt", run_dir, "--heads", "--prompt", ATTN_PROMPT, "--attention", tmp_path], capsys)
+    code, out, _ = cli(["--ckpt", run_dir, "--prompt", ATTN_PROMPT, "--lens", "--query", 2], capsys)
+    assert code == 0
+    dom, log = render((tmp_path / "attention.html").as_uri() + "#layer=1&head=all&focus=2", tmp_path, "--dump-dom")
+    assert console_errors(log) == [] and re.search(r'<pre id="errors">\s*</pre>', dom)
+    lens = html.unescape(re.search(r'<div id="lens">(.*?)</div>', dom, re.S).group(1))
+    assert lens.splitlines() == out.strip().splitlines()  # the CLI's lens of token 2, line for line
+    roles = html.unescape(re.search(r'<div id="roles">(.*?)</div>', dom, re.S).group(1))
+    assert "+loss off" in roles and "the held-out loss it adds" in roles
 
 
 def test_layers_keep_the_page_and_pngs_to_the_chosen_ones(run_dir, tmp_path, capsys):
@@ -534,7 +592,15 @@ BAD = [
     (["--prompt", "가", "--explain", "2.0"], "head 2.0 does not exist"),
     (["--prompt", "가", "--explain", "0.0", "--query", "2", "--attention", "{d}/out"], "--query 2 is outside the 2 tokens"),
     (["--explain", "0.0"], "need --prompt"),
-    (["--prompt", "가", "--query", "1"], "--query picks the token of --explain"),
+    (["--prompt", "가", "--query", "1"], "--query picks the token of --explain and --lens"),
+    (["--lens"], "--lens reads the model at a token of --prompt"),
+    (["--prompt", "가", "--ablate", "9.9"], "--ablate 9.9: head 9.9 is not in this model: it has layers 0..1"),
+    (["--prompt", "가", "--ablate", "1.x"], "--ablate '1.x' must be LAYER.HEAD"),
+    (["--prompt", "가", "--ablate", ""], "--ablate needs at least one head"),
+    (["--prompt", "가", "--ablate", " , "], "--ablate needs at least one head"),
+    (["--prompt", "가", "--ablate", "1.0,0.1,1.0"], "head 1.0 is given twice"),
+    (["--prompt", "가", "--ablate-mode", "zero"], "add --ablate L.H"),
+    (["--prompt", "가", "--ablate", "1.0", "--weights", "bf16"], "drop --ablate or the --weights option"),
     (["--prompt", "가", "--heads-text", "{d}/cp949.txt"], "add --heads"),
     (["--heads", "--heads-text", "{d}/cp949.txt"], "is not UTF-8"),
     (["--score", "{d}/cp949.txt", "--heads"], "--score scores a file"),

@@ -1,6 +1,6 @@
 """The shape of the code, checked: packages by job, every module importable alone, no import cycles, `model/`
 importing nothing else of the project, and a README whose Python lines run, whose config table is the
-dataclasses' and whose layout names every module.
+dataclasses' whose layout names every package (docs/layout.md every module).
 
     python -m pytest tests/test_layout.py -q
 """
@@ -179,11 +179,13 @@ def test_the_readme_s_config_table_has_every_key_and_default_of_the_dataclasses(
     assert table == expected
 
 
-def test_the_readme_s_layout_names_every_module_and_stays_short():  # a package's __init__ is its package
-    layout = README[README.index("## Layout"):]
+def test_the_layout_names_every_module_and_the_readme_every_package_and_stays_short():
+    layout, readme_layout = (ROOT / "docs" / "layout.md").read_text(encoding="utf-8"), README[README.index("## Layout"):]
     missing = [str(file.relative_to(ROOT)) for file in project_modules().values()
-               if file.name != "__init__.py" and str(file.relative_to(ROOT)) not in layout]  # fmt: skip
+               if file.name != "__init__.py" and str(file.relative_to(ROOT)) not in layout]  # a package's __init__ is its package
     assert missing == []
+    assert [p for p in PACKAGES + tuple(f"{s}.py" for s in SCRIPTS) if f"\n{p}" not in readme_layout] == []
+    assert "docs/layout.md" in readme_layout
     for path, most in (("README.md", 360), ("train.py", 300)):  # a README for users, a train.py read top to bottom
         lines = (ROOT / path).read_text(encoding="utf-8").count("\n")
         assert lines <= most, f"{path} has {lines} lines; keep it to about 300 (the measurement record lives in docs/)"

@@ -97,6 +97,9 @@ BAD = [  # (what, request) -> a 4xx and one line
     ("text past block_size", dict(body={"text": "국회 " * 40}), 413),
     ("body too large", dict(raw=b" " * (MAX_BODY + 1)), 413),
     ("no Content-Length", dict(raw=b"", headers={"Transfer-Encoding": "chunked"}), 411),
+    ("ablate not pairs", dict(body={"text": PROMPT, "ablate": [1, 0]}), 400),
+    ("ablate a head the model lacks", dict(body={"text": PROMPT, "ablate": [[5, 0]]}), 400),
+    ("ablate a head twice", dict(body={"text": PROMPT, "ablate": [[1, 0], [1, 0]]}), 400),
     ("unknown route", dict(path="/api/files"), 404),
     ("a file path", dict(method="GET", path="/../../etc/passwd"), 404),
     ("another method", dict(method="PUT", path="/"), 405),
@@ -110,6 +113,30 @@ def test_a_bad_request_gets_a_4xx_line_and_the_server_goes_on(server, what, requ
     if status != 200:
         assert isinstance(answer, dict) and "\n" not in answer["error"] and answer["error"]
     assert ask(server, body={"text": PROMPT})[0] == 200  # and the next good request is answered
+
+
+def test_switched_off_heads_give_the_ablated_models_view_beside_the_full_models(server, run_dir):
+    """"ablate": the maps, next-token probabilities and held-out loss of the model with those heads off (their
+    mean output, as generate.py --ablate), each candidate's full-model probability beside; the lens too."""
+    from inspection.importance import ablation_means
+    from inspection.heldout import held_out_ids
+    from inspection.lens import logit_lens
+    from model.ablation import ablated
+
+    run = server.inspector.run
+    ids = run.encode_prompt(PROMPT)
+    status, full = ask(server, body={"text": PROMPT, "temperature": 1})
+    status, off = ask(server, body={"text": PROMPT, "temperature": 1, "ablate": [[1, 0], [0, 1]]})
+    assert status == 200 and "held_out" not in full and "p_full" not in full["next"][0]
+    with ablated(run.model, [(0, 1), (1, 0)], ablation_means(run.model, held_out_ids(run)[0])):
+        lens = logit_lens(run.model, ids)
+    expected = lens.probs[-1]  # the ablated model's own next-token distribution (temperature 1, no filter)
+    for c in off["next"]:
+        assert c["p"] == pytest.approx(float(expected[c["id"]]), abs=1e-5)
+        assert c["p_full"] == pytest.approx(next((f["p"] for f in full["next"] if f["id"] == c["id"]), c["p_full"]), abs=1e-6)
+    assert off["held_out"]["full"] == pytest.approx(server.inspector.full_loss) != off["held_out"]["loss"]
+    assert off["lens"]["top"][-1][-1][0] == lens.choice  # the last token's output-stage choice
+    assert not weights_of(off).tolist() == weights_of(full).tolist()  # layer 1's maps change with 0.1 off
 
 
 def test_a_request_that_waited_while_a_newer_came_gives_way(server):
@@ -150,7 +177,7 @@ def test_the_stream_is_generate_py_s_text_and_its_maps_follow_the_cached_decodin
 
 def test_serve_refuses_what_it_cannot_use_and_stops_cleanly_on_ctrl_c(run_dir, capsys):
     assert generate.main(["--serve", "--ckpt", str(run_dir), "--prompt", "x"]) == 2
-    assert "--serve takes its texts from the page; drop --prompt" in capsys.readouterr().err
+    assert "--serve takes its texts and switched-off heads from the page; drop --prompt" in capsys.readouterr().err
     assert generate.main(["--serve", "--ckpt", str(run_dir), "--port", "70000"]) == 2
     assert "--port 70000 must be between 0 and 65535" in capsys.readouterr().err
     assert generate.main(["--ckpt", str(run_dir), "--prompt", "x", "--port", "8001"]) == 2
@@ -194,4 +221,22 @@ def test_typing_clicking_and_generating_in_chromium(server, run_dir, tmp_path, b
     _, lines = ask(server, path="/api/generate", body={"text": PROMPT, "max_new_tokens": 6, "seed": 5, "temperature": 0.8})
     assert text == lines[-1]["text"] and page.evaluate("document.getElementById('generated').textContent") == text
     assert page.evaluate("document.getElementById('stepper').hidden") is False  # the decoding can be stepped through
+
+    # a switch on a head: the next-token probabilities become those of generate.py --ablate --lens for the text
+    page.evaluate("document.getElementById('temperature').value = '1'")  # the lens's: no temperature
+    page.evaluate("{ const b = document.getElementById('live-text'); b.value = ''; b.focus() }")
+    page.type(PROMPT)
+    page.wait_for(f"document.body.dataset.shownText === {json.dumps(''.join(labels))}")
+    page.click(*page.centre("#maps input.off[data-head='1.0']"))
+    page.wait_for("document.getElementById('held-out').textContent !== ''")
+    shown = page.evaluate("document.getElementById('next').textContent").splitlines()
+    assert "with heads 1.0 off" in shown[0]
+    code = generate.main(["--ckpt", str(run_dir), "--prompt", PROMPT, "--lens", "--ablate", "1.0"])
+    out = capsys.readouterr().out.splitlines()
+    assert code == 0
+    top = re.findall(r"(\S+) (\d\.\d{3})", out[-1].split("rank")[1])  # the output stage's top 5 and probabilities
+    first = shown[1].split()
+    assert float(first[0]) == pytest.approx(float(top[0][1]), abs=1e-3)  # the page's top candidate, to 3 decimals
+    page.click(*page.centre("#maps input.off[data-head='1.0']"))  # switched on again: the full model's view
+    page.wait_for("document.getElementById('held-out').textContent === ''")
     assert page.problems() == ([], "")

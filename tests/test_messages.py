@@ -27,7 +27,8 @@ SAME_IN_BOTH = {"role.induction", "page.layer", "page.head", "page.layer_n", "pa
 TERMS = {"layer", "head", "heads", "query", "key", "value", "token", "softmax", "mask", "score", "norm", "residual",
          "stream", "attention", "induction", "nats", "perplexity", "snapshot", "step", "prefill", "cache", "forward",
          "sublayer", "block", "mlp", "map", "loss", "validation", "seed", "temperature", "n_embd", "n_head", "ln_1",
-         "resid", "out", "share", "inspection", "heads", "stats", "py", "heatmap", "entropy", "exp"}
+         "resid", "out", "share", "inspection", "heads", "stats", "py", "heatmap", "entropy", "exp",
+         "context"}  # "in-context loss", kept as the explainers keep it
 
 
 def numbers(text: str) -> list[str]:

@@ -31,6 +31,7 @@ import torch.distributed as dist
 from data.loader import BatchLoader, load_tokens
 from data.tokenizer import ordinary_ids
 from model.nll import bits_per_char, stream_nll, windows_read
+from inspection.importance import ablation_means, head_importance
 from inspection.heads import DROP_FORMED, FORMED, Circuit, copying_circuit, measure_heads, roles_from_record, roles_record
 from model.errors import UserError
 from model.sampling import generate
@@ -67,14 +68,17 @@ def evaluate(model, data_dir: Path, tc, device, autocast=None, rank: int = 0, wo
     return out
 
 
-def score_heads(model, data_dir: Path, meta: dict, tokenizer) -> dict | None:
+def score_heads(model, data_dir: Path, meta: dict, tokenizer, importance: bool = False) -> dict | None:
     """Every head's role scores on the validation split (`inspection.heads.roles_record`) and the "seconds"
-    they took, or None for a model whose context is too short to measure them."""
+    they took, or None for a model whose context is too short to measure them. `importance`: what switching
+    each head off alone costs too (inspection/importance.py: L x H forwards more, so at the end of a run only)."""
     started, was_training = time.perf_counter(), model.training
     model.eval()
+    val, usable = load_tokens(data_dir / "val.bin", meta["dtype"]), ordinary_ids(tokenizer, model.config.vocab_size)
     try:
-        roles = measure_heads(model, load_tokens(data_dir / "val.bin", meta["dtype"]),
-                              ordinary_ids(tokenizer, model.config.vocab_size), meta["eot_id"])
+        roles = measure_heads(model, val, usable, meta["eot_id"])
+        if importance:
+            roles.importance = head_importance(model, val, usable, meta["eot_id"], ablation_means(model, val))
     except UserError:  # fewer than 5 positions: no two copies of 2 random tokens fit
         return None
     finally:
@@ -103,7 +107,8 @@ def final_scores(model, data_dir: Path, meta: dict, tokenizer, run_dir: Path, st
                  world: int = 1) -> tuple[dict, Path]:
     """The exact loss and bits per character of the whole validation split, for the weights in last/ (`model`,
     at `step`) and in best/ (the step its own config.json names, whatever the run's counters say), with best/'s
-    head scores ("best_heads", `score_heads`, on rank 0); and the directory of the best weights."""
+    head scores and what switching each head off costs ("best_heads", `score_heads`, on rank 0); and the
+    directory of the best weights."""
     val_tokens, chars = load_tokens(data_dir / "val.bin", meta["dtype"]), meta["splits"]["val"]["chars"]
     nll, count = stream_nll(model, val_tokens, rank=rank, world=world)
     best_dir = run_dir / "best"
@@ -115,7 +120,7 @@ def final_scores(model, data_dir: Path, meta: dict, tokenizer, run_dir: Path, st
     final = {"kind": "final", "step": step, "val_loss": nll / count, "val_bpc": bits_per_char(nll, chars),
              "best_step": best_step, "best_val_loss": best_nll / count, "best_val_bpc": bits_per_char(best_nll, chars),
              "val_tokens_predicted": count, "val_chars": chars,
-             "best_heads": score_heads(best, data_dir, meta, tokenizer) if rank == 0 else None}  # fmt: skip
+             "best_heads": score_heads(best, data_dir, meta, tokenizer, importance=True) if rank == 0 else None}  # fmt: skip
     return final, best_dir
 
 

@@ -1,0 +1,104 @@
+"""The logit lens: what the model would predict next if it stopped after the embeddings, or after block l.
+
+    lens = logit_lens(run.model, ids, query=-1)     # ids: a text's token ids; the query token's position
+    print(format_lens(lens, labeller(run.tokenizer)))            # each stage's top 5, the model's choice's rank
+    data = lens_table(run.model, ids, labeller(run.tokenizer))   # every token's, for the page
+
+The residual stream after each stage, read by the model's own forward (hooks on `drop`, the embeddings'
+sum, and on each block), goes through the final LayerNorm and the tied head, as the last block's output
+does: the output stage is the model's own next-token distribution. An early stage that already ranks the
+final choice first has decided; a late rise shows which blocks did the work (nostalgebraist, 2020).
+"""
+
+from dataclasses import dataclass
+
+import torch
+
+from inspection.labels import pad, token_labels
+from inspection.messages import messages
+
+TOP = 5
+
+
+@dataclass
+class Lens:
+    query: int                  # the position read, 0-based
+    probs: torch.Tensor         # (stages, V): stage 0 the embeddings, stage l + 1 after block l (the last: the output)
+
+    @property
+    def choice(self) -> int:
+        """The token the full model ranks first."""
+        return int(self.probs[-1].argmax())
+
+    def rank(self, stage: int) -> int:
+        """1-based rank of `choice` at that stage."""
+        p = self.probs[stage]
+        return int((p > p[self.choice]).sum()) + 1
+
+
+@torch.inference_mode()
+def residual_streams(model, ids) -> torch.Tensor:
+    """The residual stream of every token of ids after the embeddings and after each block: (stages, T, C),
+    read by hooks from the model's own forward."""
+    idx = torch.as_tensor(ids, dtype=torch.long, device=model.tok_emb.weight.device)[None]  # (1, T)
+    streams = []
+    hooks = [model.drop.register_forward_hook(lambda m, args, out: streams.append(out[0]))]
+    hooks += [block.register_forward_hook(lambda m, args, out: streams.append(out[0][0])) for block in model.blocks]
+    try:
+        model(idx)
+    finally:
+        for hook in hooks:
+            hook.remove()
+    return torch.stack(streams)  # (stages, T, C)
+
+
+def read_out(model, streams: torch.Tensor) -> torch.Tensor:
+    """Residual streams (..., C) through the final LayerNorm and the tied head: next-token probabilities."""
+    with torch.inference_mode():
+        return model.lm_head(model.ln_f(streams)).float().softmax(-1)
+
+
+def logit_lens(model, ids, query: int = -1) -> Lens:
+    """Next-token probabilities at position `query` of ids (a list or (T,) tensor) after every stage."""
+    query = query % len(ids)  # the whole text runs, as on the page: the causal mask keeps later tokens out
+    return Lens(query, read_out(model, residual_streams(model, list(ids))[:, query]).cpu())
+
+
+def lens_table(model, ids, label, k: int = TOP) -> dict:
+    """Every token's lens as the page shows it: for each stage and token the top `k` ids ("top") and their
+    probabilities ("p"), the rank of the model's own choice ("rank"), and a label for each id shown."""
+    streams = residual_streams(model, ids)  # (S, T, C)
+    top, p, rank = [], [], []
+    choice = None
+    for stage in reversed(range(len(streams))):  # the output first: its choice is ranked at every stage
+        probs = read_out(model, streams[stage])  # (T, V), one stage at a time: a large vocabulary stays small
+        values, indices = probs.topk(k)
+        choice = indices[:, 0] if choice is None else choice
+        rank.append(((probs > probs.gather(1, choice[:, None])).sum(1) + 1).tolist())
+        top.append(indices.tolist())
+        p.append(values.tolist())  # unrounded: the page rounds once, as format_lens does
+    shown = sorted({i for stage in top for row in stage for i in row})
+    return {"top": top[::-1], "p": p[::-1], "rank": rank[::-1], "labels": {i: label(i) for i in shown}}
+
+
+def labeller(tokenizer):
+    """`label(id)`: one token's readable label (inspection.labels.token_labels), as the functions here take it;
+    `<id N>` for an id past the tokenizer's vocabulary (a model's rows padded to a round number)."""
+    return lambda token_id: (token_labels(tokenizer, [token_id])[0] if tokenizer.id_to_token(token_id) is not None
+                             else f"<id {token_id}>")
+
+
+def format_lens(lens: Lens, label, lang: str = "en") -> str:
+    """One line per stage: its top 5 tokens with probabilities, and the rank of the model's own choice;
+    `label(id)` is a token's readable label."""
+    say = messages(lang)
+    stages = len(lens.probs)
+    lines = [say("lens.title", query=lens.query, choice=label(lens.choice))]
+    for stage in range(stages):
+        name = say("lens.embeddings") if stage == 0 else say("lens.block", layer=stage - 1)
+        if stage == stages - 1:
+            name += say("lens.output")
+        p, top = lens.probs[stage].topk(TOP)
+        cells = "  ".join(f"{label(i)} {q:.3f}" for q, i in zip(p.tolist(), top.tolist()))
+        lines.append(pad(name, 30) + pad(say("lens.rank", rank=lens.rank(stage)), 12) + cells)
+    return "\n".join(lines)
