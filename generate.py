@@ -46,7 +46,7 @@ from model.ablation import ablated, check_heads
 from model.decode_weights import FORMATS, check_format
 from model.errors import UserError
 from storage.atomic import write_files, write_text_atomic
-from storage.checkpoint import read_config, snapshot_dirs
+from storage.checkpoint import read_config, snapshots_of_run
 from training.metrics import read_metrics
 
 
@@ -191,7 +191,9 @@ def print_heads(run, args, means):
 def write_over_training(args) -> None:
     """--over-training RUN: the prompt's maps at every snapshot of RUN on one page, and each one's strongest heads."""
     run_dir = Path(args.over_training)
-    snapshots = snapshot_dirs(run_dir)
+    snapshots, skipped = snapshots_of_run(run_dir) if run_dir.is_dir() else ([], [])
+    for line in skipped:  # copied in from another run, or not a snapshot at all: named, never drawn as this run's
+        print(line, file=sys.stderr)
     if not snapshots:
         raise UserError(f"{run_dir} holds no snapshots/ of a training run; train it with --train.snapshots=8 "
                         "(evenly spaced copies of the weights), then look again")
@@ -326,6 +328,9 @@ def generate(args) -> None:
     text = read_text(args.score) if args.score is not None else None
     run = load_run(args.ckpt, args.runs_dir, args.device)
     check_format(args.weights, run.model)  # this model on this device, before a word is printed
+    if args.top_k is not None and args.top_k >= run.model.config.vocab_size and args.max_new_tokens:
+        print(f"note: --top-k {args.top_k} keeps the whole vocabulary of {run.model.config.vocab_size} tokens: the same "
+              "as no --top-k", file=sys.stderr)
     for checked in (head, explained):  # before generating anything
         if checked is not None:
             check_head(run.model.config.n_layer, run.model.config.n_head, *checked)

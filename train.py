@@ -47,10 +47,10 @@ from hf.pretrained import open_pretrained
 from model import GPT
 from model.nll import windows_read
 from storage.atomic import write_json
-from storage.checkpoint import load_weights, snapshot_dirs
+from storage.checkpoint import load_weights
 from training.budget import TimeBudget
 from training.checkpoints import (drop_snapshots_after, recover, rng_state, save_checkpoint, save_snapshot, set_rng_state,
-                                  snapshot_due)  # fmt: skip
+                                  snapshot_due, snapshots_taken)  # fmt: skip
 from training.config import RunConfig, TrainConfig, load_config
 from training.distributed import Distributed
 from training.evaluation import copy_loss, evaluate, final_report, final_scores, sample_text, score_heads
@@ -58,7 +58,7 @@ from training.hardware import check_memory, peak_flops, step_settings
 from training.lock import RunLock
 from training.metrics import RunLog, Speedometer
 from training.recipe import resolve_auto, resolved_values
-from training.run_dir import check_run_dir, check_same_best, check_same_model, clear_run, open_run_dir
+from training.run_dir import check_run_dir, check_same_best, check_same_model, clear_run, open_run_dir, run_identity
 from training.stopping import StopSignals, check_finite
 
 
@@ -97,6 +97,7 @@ def train(cfg: RunConfig, out_dir, resume: bool = False, overwrite: bool = False
         check_memory(cfg, device)  # before anything of that size is allocated
         precision, _, autocast = step_settings(device, tc)
         cfg = resolve_auto(cfg, prepared.meta, saved, device, autocast, ddp)  # the "auto" settings: training/recipe.py
+        cfg = replace(cfg, run_id=run_identity(cfg.to_dict(), prepared.meta, saved))  # which its snapshots carry
         tc, use_compile = cfg.train, step_settings(device, cfg.train)[1]  # a CPU's compile "auto": decided by a trial
 
         # the model and the optimizer
@@ -147,7 +148,7 @@ def train(cfg: RunConfig, out_dir, resume: bool = False, overwrite: bool = False
             if overwrite:
                 clear_run(out_dir)  # only now that everything else checked out
             elif saved:
-                drop_snapshots_after(out_dir, step)  # this run takes them again, the same
+                drop_snapshots_after(out_dir, step, cfg)  # this run takes them again, the same
             write_json(out_dir / "config.json", cfg.to_dict())
             print(cfg.describe())
             print(f"{raw.num_params() / 1e6:.2f}M parameters on {device}, {precision}, compile {'on' if use_compile else 'off'}, "
@@ -163,7 +164,7 @@ def train(cfg: RunConfig, out_dir, resume: bool = False, overwrite: bool = False
                      "n_summed": n_summed, "optimizer": optimizer.state_dict(),
                      "scaler": scaler.state_dict() if scaler.is_enabled() else {}, "world_size": ddp.world,
                      "ranks": ddp.gather({"rng": rng_state(), "loader": loader.state_dict()}),
-                     "resolved": resolved_values(cfg), "budget_used_s": budget.used()}  # fmt: skip
+                     "resolved": resolved_values(cfg), "budget_used_s": budget.used(), "run_id": cfg.run_id}  # fmt: skip
             for name in names if ddp.master else []:
                 save_checkpoint(out_dir, name, raw, {**cfg.to_dict(), "step": step}, prepared.dir, state, during_save)
 
@@ -219,7 +220,7 @@ def train(cfg: RunConfig, out_dir, resume: bool = False, overwrite: bool = False
                     if improved:
                         best_val, best_step = score, step
                     evals_since_best = 0 if improved else evals_since_best + 1
-                    if ddp.master and snapshot_due(step, tc.max_steps, len(snapshot_dirs(out_dir)), tc.snapshots):
+                    if ddp.master and snapshot_due(step, tc.max_steps, len(snapshots_taken(out_dir, cfg)), tc.snapshots):
                         save_snapshot(out_dir, step, raw, cfg.to_dict(), prepared.dir)  # before last/: see drop_snapshots_after
                     save(["last", "best"] if improved else ["last"])
                     if log:
@@ -234,7 +235,7 @@ def train(cfg: RunConfig, out_dir, resume: bool = False, overwrite: bool = False
                     speed.pause(budget.seconds_per_eval)  # evaluation time is not training time
                     if tc.patience and evals_since_best >= tc.patience:
                         if log:
-                            bar.write(f"early stop: no better val loss in {tc.patience} evaluations")
+                            bar.write(f"early stop: no better {tc.best_by.replace('_', ' ')} in {tc.patience} evaluations")
                         break
                     if replans and not last:  # a time budget plans max_steps again from the time per step lately
                         planned = max(step, ddp.from_master(lambda: budget.steps_that_fit(step)))

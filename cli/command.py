@@ -21,6 +21,7 @@ import sys
 import threading
 from collections.abc import Callable
 
+from cli.console import safe_console
 from model.errors import UserError
 
 
@@ -94,6 +95,7 @@ def run_command(work: Callable[[], int | None], interrupted: str = "") -> int:
     """work()'s exit code (None is 0), or the exit code of what ended it (module docstring). `interrupted`:
     the error line to print after Ctrl-C or SIGTERM, unless the `Interrupted` says more (else a bare line
     break, which ends a line of streamed text)."""
+    safe_console()  # a terminal that cannot print Korean gets "?", not a UnicodeEncodeError
     try:
         with stop_signals_raise():
             return work() or 0

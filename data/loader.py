@@ -35,7 +35,7 @@ class BatchLoader:
             if not meta_path.is_file():
                 raise DataError(f"{meta_path} is missing, so the dtype of {bin_path} is unknown; "
                                 f"run `python -m data.prepare`")
-            dtype = json.loads(meta_path.read_text())["dtype"]
+            dtype = json.loads(meta_path.read_text(encoding="utf-8"))["dtype"]
         self.tokens = load_tokens(bin_path, dtype)
         if len(self.tokens) < block_size + 1:
             raise DataError(f"{bin_path} holds {len(self.tokens)} tokens, fewer than block_size + 1 = "

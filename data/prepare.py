@@ -97,7 +97,7 @@ def prepare_sources(cfg: DataConfig, train: Source, val: Source | None = None, v
                             f"to a writable directory") from None
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
-    meta = json.loads((out / "meta.json").read_text())
+    meta = json.loads((out / "meta.json").read_text(encoding="utf-8"))
     if verbose:
         report(out, meta, train.name, reused, time.perf_counter() - started)
     return Prepared(out, meta, out / "tokenizer.json", reused)
@@ -164,7 +164,7 @@ def build(out: Path, cfg: DataConfig, train: Source, val: Source | None, fingerp
             raise DataError(f"the {part} split is empty ({plan.chars} characters in {train.name}); add text "
                             f"or set data.val_source")
     meta["files"] = file_records(out)  # checked on every reuse
-    (out / "meta.json").write_text(json.dumps(meta, indent=2, ensure_ascii=False))
+    (out / "meta.json").write_text(json.dumps(meta, indent=2, ensure_ascii=False), encoding="utf-8")
 
 
 def sample_texts(chunks, stride: int, bar: tqdm):

@@ -12,6 +12,7 @@ place; their fields are plain `{name}`s (the page fills them in with JavaScript)
 """
 
 import os
+import re
 import string
 
 LANGUAGES = ("en", "ko")
@@ -212,11 +213,12 @@ MESSAGES: dict[str, tuple[str, str]] = {
 
 
 def locale_language() -> str:
-    """"ko" when the locale is Korean (the first of LC_ALL, LC_MESSAGES, LANG that is set begins with "ko"), else "en"."""
+    """"ko" when the locale is Korean (the first of LC_ALL, LC_MESSAGES, LANG that is set is "ko" or "ko_...",
+    with or without ".encoding" or "@modifier"; not "kok_IN", Konkani), else "en"."""
     for name in ("LC_ALL", "LC_MESSAGES", "LANG"):
         value = os.environ.get(name)
         if value:
-            return "ko" if value.lower().startswith("ko") else "en"
+            return "ko" if re.match(r"ko(?:[_.@]|$)", value, re.IGNORECASE) else "en"
     return "en"
 
 

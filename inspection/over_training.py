@@ -9,6 +9,7 @@ the snapshot (`records`: metrics.jsonl's); a snapshot with none recorded is scor
 definitions and held-out text (inspection/heads.py, inspection/heldout.py).
 """
 
+import sys
 from pathlib import Path
 
 from inference.runs import crop, load_run
@@ -20,14 +21,14 @@ from inspection.messages import messages
 from inspection.maps import attention_for_ids
 from inspection.trace import trace_ids
 from model.errors import UserError
-from storage.checkpoint import read_meta
+from storage.checkpoint import read_meta, snapshot_step
 
 
 def snapshot_frames(snapshots: list[Path], prompt: str, records: list[dict], device: str = "auto",
                     layers: list[int] | None = None) -> tuple[list[dict], list[str], object]:
     """The frames of `prompt` (html.frame_data), one per snapshot in order, its token labels and the last
     snapshot's Run (for titles and sizes)."""
-    recorded = {r["step"]: r["heads"] for r in records if r.get("kind") == "eval" and r.get("heads")}
+    recorded = {r.get("step"): r["heads"] for r in records if r.get("kind") == "eval" and r.get("heads")}
     frames, labels, first_meta, run = [], None, None, None
     for directory in snapshots:
         run = load_run(directory, device=device)
@@ -39,14 +40,28 @@ def snapshot_frames(snapshots: list[Path], prompt: str, records: list[dict], dev
                             "theirs, so this folder was changed by hand: remove the odd one")
         maps = attention_for_ids(run, ids)
         labels = maps.labels
-        step = int(directory.name[5:])
-        if step in recorded:
-            roles = roles_from_record(recorded[step])
-        else:  # a snapshot whose evaluation record is gone: score it the same way now
+        step = snapshot_step(directory)
+        roles = recorded_roles(recorded.get(step), directory, (run.model.config.n_layer, run.model.config.n_head))
+        if roles is None:  # a snapshot whose evaluation record is gone: score it the same way now
             roles = measure_heads(run.model, held_out_ids(run)[0], usable_ids(run), run.eot_id)
         chosen = list(range(run.model.config.n_layer)) if layers is None else layers
         frames.append(frame_data(maps.weights, chosen, trace=trace_ids(run.model, maps.ids), roles=roles, step=step))
     return frames, labels, run
+
+
+def recorded_roles(record, snapshot: Path, shape: tuple[int, int]):
+    """The HeadRoles of a metrics.jsonl `heads` record for a model of `shape` (layers, heads), or None (with a
+    line) when it holds none to read."""
+    if record is None:
+        return None
+    try:
+        roles = roles_from_record(record)
+        if all(roles.scores[r].shape == shape for r in roles.scores):
+            return roles
+    except (KeyError, TypeError, ValueError, IndexError, AttributeError):
+        pass
+    print(f"metrics.jsonl's head scores for {snapshot.name} cannot be read; scoring that snapshot again", file=sys.stderr)
+    return None
 
 
 def format_snapshot_table(frames: list[dict], layers: list[int], lang: str = "en") -> str:

@@ -18,6 +18,7 @@ a one-line message.
 """
 
 import json
+import re
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -60,10 +61,70 @@ def save_model(model: GPT, directory, extra_config: dict | None = None) -> None:
 SNAPSHOTS = "snapshots"  # RUN/snapshots/step_<step>/: a run's train.snapshots, checkpoint dirs without train_state.pt
 
 
+STEP_NAME = re.compile(r"step_([0-9]+)")  # ASCII digits: "step_²" and "step_١٥" (isdigit() takes both) are no steps
+
+
 def snapshot_dirs(run_dir) -> list[Path]:
-    """The snapshots of a run, by step."""
-    found = [d for d in (Path(run_dir) / SNAPSHOTS).glob("step_*") if d.name[5:].isdigit() and d.is_dir()]
-    return sorted(found, key=lambda d: int(d.name[5:]))
+    """The directories named like snapshots in RUN/snapshots/, by step (whose they are: `run_snapshots`)."""
+    found = [d for d in (Path(run_dir) / SNAPSHOTS).glob("step_*") if STEP_NAME.fullmatch(d.name) and d.is_dir()]
+    return sorted(found, key=snapshot_step)
+
+
+def snapshot_step(snapshot: Path) -> int:
+    return int(STEP_NAME.fullmatch(snapshot.name).group(1))
+
+
+def run_snapshots(run_dir, model: dict, run_id: str) -> tuple[list[Path], list[str]]:
+    """The snapshots of the run whose model table is `model` and whose identity is `run_id` (config.json's
+    "run_id"; "" for a run from before identities, whose snapshots the model alone decides), by step; and a
+    line for every other entry of RUN/snapshots/, saying why it is skipped: a copy from another run or of
+    another shape would show another model's maps as this run's step."""
+    folder, mine, skipped = Path(run_dir) / SNAPSHOTS, [], []
+    if not folder.is_dir():
+        return [], []
+    defaults = asdict(GPTConfig())  # a setting added since a snapshot was saved has its default value there
+
+    def shape_of(table: dict) -> dict:
+        return {k: v for k, v in {**defaults, **table}.items() if k != "dropout"}  # dropout: a resume may change it
+
+    shape = shape_of(model)
+    for entry in sorted(folder.iterdir()):
+        if entry.name.startswith(".tmp-"):  # a snapshot being written, or one a crash left (training repairs it)
+            continue
+        why = None
+        if not (STEP_NAME.fullmatch(entry.name) and entry.is_dir()):
+            why = "not a directory named step_<ASCII digits>"
+        else:
+            try:
+                config = read_json(entry / CONFIG, "") or {}
+            except CheckpointError:
+                config = {}
+            theirs = config.get("model") if isinstance(config.get("model"), dict) else None
+            if theirs is None or not (entry / WEIGHTS).is_file():
+                why = f"no {CONFIG} with a model, or no {WEIGHTS}"
+            elif shape_of(theirs) != shape:
+                why = "another model's (" + ", ".join(f"{k} {shape_of(theirs)[k]} here, {v} in the run"
+                                                     for k, v in shape.items() if shape_of(theirs)[k] != v) + ")"
+            elif config.get("run_id", "") != run_id:
+                why = f"another run's (run_id {config.get('run_id') or 'none'}, this run's {run_id or 'none'})"
+        if why:
+            skipped.append(f"skipped {entry}: {why}")
+        else:
+            mine.append(entry)
+    return sorted(mine, key=snapshot_step), skipped
+
+
+def snapshots_of_run(run_dir) -> tuple[list[Path], list[str]]:
+    """`run_snapshots` of a run directory, the run named by its config.json (else last/'s or best/'s)."""
+    run_dir = Path(run_dir)
+    if not (run_dir / SNAPSHOTS).is_dir():
+        return [], []
+    for where in (run_dir, run_dir / "last", run_dir / "best"):
+        config = read_json(where / CONFIG, "restore it, or train the run again")
+        if config is not None and isinstance(config.get("model"), dict):
+            return run_snapshots(run_dir, config["model"], config.get("run_id", ""))
+    raise CheckpointError(f"{run_dir} has no {CONFIG} of a training run (nor last/ or best/ one); pass the directory "
+                          "train.py wrote (its --out)")
 
 
 def find_checkpoint(path) -> Path:

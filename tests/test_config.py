@@ -1,5 +1,7 @@
 """Config loading: TOML tables onto dataclasses, command-line overrides, typos and wrong types."""
 
+from dataclasses import replace
+
 import pytest
 
 from model.errors import UserError
@@ -29,7 +31,7 @@ def test_tables_map_onto_dataclasses_and_defaults_fill_the_rest(tmp_path):
     assert cfg.log.wandb is False
     saved = cfg.to_dict()
     assert saved["model"]["vocab_size"] == 512 and saved["model"]["n_layer"] == 3
-    assert set(saved) == {"data", "model", "train", "log", "auto"} and saved["auto"] == []
+    assert set(saved) == {"data", "model", "train", "log", "auto", "run_id"} and saved["auto"] == [] and saved["run_id"] == ""
 
 
 def test_overrides_are_toml_values(tmp_path):
@@ -104,3 +106,27 @@ def test_missing_and_malformed_files(tmp_path):
         load_config(tmp_path / "nope.toml")
     with pytest.raises(ConfigError, match="not valid TOML"):
         load_config(write(tmp_path, "[train\n"))
+
+
+@pytest.mark.parametrize("overrides, most", [(["--train.snapshots=100000"], 2), ([f"--train.snapshots={2**63 - 1}"], 2),
+                                             (["--train.snapshots=3", "--train.max_steps=10"], 1)])  # fmt: skip
+def test_snapshots_past_the_evaluations_of_a_fixed_run_are_refused_with_the_largest_useful_value(overrides, most):
+    with pytest.raises(ConfigError, match=f"more than this run's {most} evaluations can take .* set at most {most},"):
+        load_config("configs/tiny.toml", overrides)  # 20 steps (or 10), an evaluation every 10
+    assert load_config("configs/tiny.toml", ["--train.snapshots=2"]).train.snapshots == 2  # one at each: allowed
+
+
+def test_a_setting_the_run_cannot_honour_is_said_once_at_its_start():
+    cfg = load_config("configs/tiny.toml", ["--train.warmup_steps=50", "--train.patience=2", "--train.sample_tokens=17",
+                                            "--train.eval_interval=30", "--train.time_budget=1m"])  # fmt: skip
+    notes = [line for line in cfg.describe().splitlines() if line.startswith("note: ")]
+    assert [n.split(" = ")[0] for n in notes] == ["note: train.time_budget", "note: train.warmup_steps",
+                                                  "note: train.eval_interval", "note: train.patience",
+                                                  "note: train.sample_tokens"]  # fmt: skip
+    assert "not below the 20 steps" in notes[1] and "one evaluation, at the last step" in notes[2]
+    assert "can never stop the run: it makes 1 evaluations" in notes[3] and "its last 8" in notes[4]
+    planned = replace(load_config("configs/small.toml"), train=replace(TrainConfig(), max_steps=500, eval_interval=50,
+                                                                         snapshots=20))  # a budget's plan: kept, said
+    planned = replace(planned, auto=("train.max_steps",))
+    assert "train.snapshots = 20, but the planned 10 evaluations take at most one snapshot each" in planned.describe()
+    assert "note:" not in load_config("configs/tiny.toml").describe()

@@ -640,3 +640,12 @@ def test_bad_input_in_a_real_process_has_no_traceback(damaged_runs):
     assert result.returncode == 2 and result.stdout == ""
     assert result.stderr.count("\n") == 1 and result.stderr.startswith("error: no trained run under")
     assert "python train.py" in result.stderr  # says how to get one
+
+
+def test_a_top_k_past_the_vocabulary_is_said_to_do_nothing(run_dir, run, capsys):
+    V = run.model.config.vocab_size
+    code, out, err = cli(["--ckpt", run_dir, "--prompt", "가", "--max-new-tokens", 3, "--top-k", V, "--seed", 1], capsys)
+    assert code == 0 and f"note: --top-k {V} keeps the whole vocabulary of {V} tokens" in err
+    _, plain, _ = cli(["--ckpt", run_dir, "--prompt", "가", "--max-new-tokens", 3, "--seed", 1], capsys)
+    assert out == plain  # the same as no --top-k
+    assert "note:" not in cli(["--ckpt", run_dir, "--prompt", "가", "--max-new-tokens", 3, "--top-k", V - 1], capsys)[2]

@@ -48,6 +48,8 @@ def test_every_text_has_both_languages_with_the_same_fields_and_numbers():
 @pytest.mark.parametrize("env, lang", [
     ({"LANG": "ko_KR.UTF-8"}, "ko"), ({"LANG": "en_US.UTF-8"}, "en"), ({"LC_ALL": "ko_KR.UTF-8", "LANG": "C"}, "ko"),
     ({"LC_ALL": "C.UTF-8", "LANG": "ko_KR.UTF-8"}, "en"), ({}, "en"), ({"LC_MESSAGES": "ko_KR", "LANG": "C"}, "ko"),
+    ({"LANG": "kok_IN"}, "en"), ({"LANG": "kok_IN.UTF-8"}, "en"), ({"LANG": "ko"}, "ko"), ({"LANG": "ko.UTF-8"}, "ko"),
+    ({"LANG": "KO_kr.euckr"}, "ko"), ({"LANG": "ko@latin"}, "ko"), ({"LANG": "korean"}, "en"),  # Konkani is not Korean
 ])  # fmt: skip
 def test_the_default_language_is_the_locale_s(env, lang, monkeypatch):
     for name in ("LC_ALL", "LC_MESSAGES", "LANG"):

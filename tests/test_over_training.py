@@ -6,6 +6,8 @@ over them (training/evaluation.py, training/plots.py, training/checkpoints.py, i
 
 import json
 import re
+import shutil
+import types
 
 import numpy as np
 import pytest
@@ -15,8 +17,8 @@ import generate
 import train
 from inference.runs import load_run
 from inspection.heads import ROLES
-from storage.checkpoint import snapshot_dirs
-from training.checkpoints import snapshot_due
+from storage.checkpoint import read_config, snapshot_dirs
+from training.checkpoints import drop_snapshots_after, snapshot_due, snapshots_taken
 from training.metrics import read_metrics
 from training.plots import plot_heads
 from tests.conftest import CHROMIUM, TINY
@@ -145,3 +147,52 @@ def test_the_slider_steps_the_page_through_the_snapshots(run, tmp_path, capsys, 
         induction = [float(line.split()[-1]) for line in roles[2:4]]  # heads 0 and 1 of layer 1
         np.testing.assert_allclose(induction, recorded[step]["scores"]["induction"][1], atol=5e-4)
     assert page.problems() == ([], "")
+
+
+def test_over_training_draws_only_this_runs_snapshots_and_names_each_other_entry(run, tmp_path, data_cache, capsys):
+    copy = tmp_path / "run"
+    shutil.copytree(run, copy)
+    snapshots = copy / "snapshots"
+    other = tmp_path / "other"  # another run of the same shape: another seed, 10 steps, its one snapshot at step 10
+    assert train.main(["--config", str(TINY), f"--data.cache_dir={data_cache}", "--train.threads=1", "--train.seed=7",
+                       "--train.sample_tokens=0", "--train.max_steps=10", "--train.snapshots=1", "--out", str(other)]) == 0
+    shutil.copytree(other / "snapshots" / "step_000010", snapshots / "step_000010")
+    shutil.copytree(snapshots / "step_000020", snapshots / "step_000025")  # another shape: 3 layers of 4 heads
+    config = json.loads((snapshots / "step_000025" / "config.json").read_text(encoding="utf-8"))
+    config["model"] |= {"n_layer": 3, "n_head": 4}
+    (snapshots / "step_000025" / "config.json").write_text(json.dumps(config), encoding="utf-8")
+    for name in ("step_²", "step_١٥"):  # digits, but not ASCII ones
+        shutil.copytree(snapshots / "step_000020", snapshots / name)
+    (snapshots / "step_000035").write_text("not a directory", encoding="utf-8")
+    records = [json.loads(line) for line in (copy / "metrics.jsonl").read_text(encoding="utf-8").splitlines()]
+    for r in records:
+        if r.get("kind") == "eval" and r["step"] == 30:
+            r["heads"] = {"seconds": 0.1}  # a record whose heads hold no scores
+    (copy / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    capsys.readouterr()
+
+    assert generate.main(["--prompt", PROMPT, "--attention", str(tmp_path / "page"), "--over-training", str(copy)]) == 0
+    out, err = capsys.readouterr()
+    page = (tmp_path / "page" / "over_training.html").read_text(encoding="utf-8")
+    data = json.loads(re.search(r'<script type="application/json" id="data">(.*?)</script>', page, re.S).group(1))
+    assert [f["step"] for f in data["frames"]] == [20, 30, 40]  # this run's three, nothing else
+    skipped = {line.split()[1].rstrip(":").rsplit("/", 1)[1]: line for line in err.splitlines() if line.startswith("skipped")}
+    assert sorted(skipped) == ["step_000010", "step_000025", "step_000035", "step_²", "step_١٥"]
+    assert "another run's (run_id " in skipped["step_000010"]
+    assert "another model's (n_layer 3 here, 2 in the run, n_head 4 here, 2 in the run)" in skipped["step_000025"]
+    assert all("not a directory named step_<ASCII digits>" in skipped[n] for n in ("step_000035", "step_²", "step_١٥"))
+    assert "metrics.jsonl's head scores for step_000030 cannot be read; scoring that snapshot again" in err
+    assert "Traceback" not in err and out.count("\n") == 5  # the "wrote" line, the table's header and three steps
+
+
+def test_a_resume_counts_and_retakes_only_its_own_snapshots(run, tmp_path, data_cache):
+    copy = tmp_path / "run"
+    shutil.copytree(run, copy)
+    foreign = copy / "snapshots" / "step_000035"
+    shutil.copytree(copy / "snapshots" / "step_000030", foreign)
+    config = json.loads((foreign / "config.json").read_text(encoding="utf-8")) | {"run_id": "0123456789abcdef"}
+    (foreign / "config.json").write_text(json.dumps(config), encoding="utf-8")
+    cfg = types.SimpleNamespace(model=read_config(copy / "last"), run_id=json.loads((copy / "config.json").read_text())["run_id"])
+    assert [d.name for d in snapshots_taken(copy, cfg)] == ["step_000020", "step_000030", "step_000040"]
+    drop_snapshots_after(copy, 20, cfg)  # what a resume from step 20 does: the foreign one stays where it was
+    assert sorted(d.name for d in (copy / "snapshots").iterdir()) == ["step_000020", "step_000035"]

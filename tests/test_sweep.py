@@ -267,3 +267,106 @@ def test_every_file_a_command_reads_is_refused_when_damaged(env, tmp_path, targe
     one_line_refusal(code, capsys.readouterr().err, [file.name, str(directory), "train.bogus"])
     assert (snapshot(directory), snapshot(env.run), sorted(os.listdir(env.cache))) == before
     assert not (tmp_path / "out").exists()
+
+
+# ---- terminals that cannot print everything: every command that prints, on ASCII, cp949 and Latin-1 -------
+
+TERMINALS = ("ascii", "cp949", "latin-1")
+PRINTING = [  # (name, command, argv); {run} the module's run, {out} a fresh path, {text} a Korean text file
+    ("generate --prompt", generate.main, ["--ckpt", "{run}", "--prompt", "대한민국", "--max-new-tokens", "8"]),
+    ("generate --explain --lang ko", generate.main, ["--ckpt", "{run}", "--prompt", "대한민국 국회는", "--explain", "1.0",
+                                                     "--lang", "ko", "--attention", "{out}"]),
+    ("generate --score --lang ko", generate.main, ["--ckpt", "{run}", "--score", "{text}", "--lang", "ko"]),
+    ("generate --heads", generate.main, ["--ckpt", "{run}", "--heads", "--heads-text", "{text}", "--lang", "ko"]),
+    ("generate --lens", generate.main, ["--ckpt", "{run}", "--prompt", "대한민국의 주권은", "--lens", "--ablate", "1.0"]),
+    ("train.py and its samples, then --resume", train.main, ["--train.sample_tokens=16", "--train.max_steps=2",
+                                                              "--train.eval_interval=2", "--out", "{out}"]),
+    ("data.prepare", prepare.main, ["--data.source={text}"]),
+    ("export", export_gpt2.main, ["{run}", "{out}"]),
+    ("import", import_gpt2.main, ["{hf}", "{out}"]),
+]  # fmt: skip
+
+
+def fake_terminal(monkeypatch, encoding: str) -> tuple[io.BytesIO, io.BytesIO]:
+    """stdout and stderr as a terminal of `encoding` has them: Python's text streams, strict, over bytes."""
+    raw = io.BytesIO(), io.BytesIO()
+    monkeypatch.setattr("sys.stdout", io.TextIOWrapper(raw[0], encoding=encoding, errors="strict", write_through=True))
+    monkeypatch.setattr("sys.stderr", io.TextIOWrapper(raw[1], encoding=encoding, errors="strict", write_through=True))
+    return raw
+
+
+@pytest.mark.parametrize("encoding", TERMINALS)
+@pytest.mark.parametrize("name, command, argv", PRINTING, ids=[p[0] for p in PRINTING])
+def test_every_command_prints_on_a_terminal_that_lacks_korean(env, tmp_path, monkeypatch, name, command, argv, encoding):
+    text = tmp_path / "korean.txt"
+    text.write_text((env.root / "texts" / "corpus.txt").read_text(encoding="utf-8"), encoding="utf-8")
+    argv = [a.format(run=env.run, out=tmp_path / "out", text=text, hf=env.root / "hf")
+            for a in common_args(command, argv, env)]  # fmt: skip
+    out, err = fake_terminal(monkeypatch, encoding)
+    assert command(argv) == 0
+    if command is train.main:  # the resume prints its samples the same way
+        assert command([*argv[:-2], "--train.max_steps=4", "--out", str(tmp_path / "out"), "--resume"]) == 0
+    stdout, stderr = out.getvalue().decode(encoding), err.getvalue().decode(encoding)
+    assert "Traceback" not in stderr and "error:" not in stderr
+    assert stderr.count("note: this terminal's encoding") == 1 and "PYTHONIOENCODING=utf-8" in stderr
+    assert stdout.strip() and ("?" in stdout + stderr or encoding == "cp949")  # what the terminal cannot show: "?"
+    for written in (p for p in tmp_path.rglob("*") if p.suffix in (".json", ".html", ".jsonl")):
+        written.read_text(encoding="utf-8")  # the files stay UTF-8 whatever the terminal
+
+
+def test_the_terminal_sweep_covers_every_command_that_prints_korean():
+    assert {p[1] for p in PRINTING} == {generate.main, train.main, prepare.main, export_gpt2.main, import_gpt2.main}
+
+
+# ---- RUN/snapshots/: foreign or malformed entries, for every command that reads them ------------------------
+
+def edit_config(snapshot_dir: Path, change) -> None:
+    file = snapshot_dir / "config.json"
+    file.write_text(json.dumps(change(json.loads(file.read_text(encoding="utf-8")))), encoding="utf-8")
+
+
+ENTRIES = {  # kind -> (the entry's name, how to make it from a copy of the run's own snapshot at step 2)
+    "another shape": ("step_000001", lambda d: edit_config(d, lambda c: c | {"model": c["model"] | {"n_layer": 3}})),
+    "another run": ("step_000001", lambda d: edit_config(d, lambda c: c | {"run_id": "0123456789abcdef"})),
+    "no run identity": ("step_000001", lambda d: edit_config(d, lambda c: {k: v for k, v in c.items() if k != "run_id"})),
+    "no config.json": ("step_000001", lambda d: (d / "config.json").unlink()),
+    "damaged config.json": ("step_000001", lambda d: (d / "config.json").write_bytes(b'{"model": {')),
+    "no weights": ("step_000001", lambda d: (d / "model.safetensors").unlink()),
+    "superscript digits": ("step_²", lambda d: None),
+    "Arabic-Indic digits": ("step_١٥", lambda d: None),
+    "a file": ("step_000001", lambda d: (shutil.rmtree(d), d.write_text("x"))),
+}
+READERS = ("generate --over-training", "train.py --resume")
+
+
+@pytest.mark.parametrize("reader", READERS)
+@pytest.mark.parametrize("kind", ENTRIES)
+def test_an_entry_of_snapshots_that_is_not_this_runs_is_named_and_left_alone(env, tmp_path, kind, reader, capsys):
+    run = tmp_path / "run"
+    shutil.copytree(env.run, run)
+    own = run / "snapshots" / "step_000002"
+    shutil.copytree(run / "last", own, ignore=shutil.ignore_patterns("train_state.pt"))  # the run's own, at step 2
+    name, make = ENTRIES[kind]
+    entry = run / "snapshots" / name
+    shutil.copytree(own, entry)
+    make(entry)
+    before = snapshot(entry) if entry.is_dir() else entry.read_bytes()
+    capsys.readouterr()
+    if reader == "generate --over-training":
+        code = generate.main(["--prompt", "대한민국", "--attention", str(tmp_path / "page"), "--over-training", str(run)])
+        out, err = capsys.readouterr()
+        assert code == 0 and out.startswith(f"wrote {tmp_path / 'page' / 'over_training.html'} (1 snapshots, "), err
+        assert [line for line in err.splitlines() if "Traceback" in line or line.startswith("error")] == []
+        assert [line.split(":")[0] for line in err.splitlines() if line.startswith("skipped")] == [f"skipped {entry}"]
+    else:
+        code = train.main([*env.base, "--train.max_steps=4", "--train.eval_interval=2", "--train.snapshots=2",
+                           "--out", str(run), "--resume"])  # fmt: skip
+        assert code == 0, capsys.readouterr().err
+        assert (run / "snapshots" / "step_000004").is_dir()  # its second, counted without the entry
+    assert (snapshot(entry) if entry.is_dir() else entry.read_bytes()) == before  # left as it was
+
+
+def test_a_utf8_terminal_gets_every_character_and_no_note(env, monkeypatch):
+    out, err = fake_terminal(monkeypatch, "utf-8")
+    assert generate.main(["--ckpt", str(env.run), "--prompt", "대한민국 국회는", "--explain", "1.0"]) == 0
+    assert "␣" in out.getvalue().decode("utf-8") and "note:" not in err.getvalue().decode("utf-8")

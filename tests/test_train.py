@@ -57,7 +57,10 @@ def test_tiny_run_end_to_end(tmp_path, data_cache):
         state = torch.load(run / ckpt / "train_state.pt", weights_only=True)
         assert state["step"] == 20
     saved = json.loads((run / "config.json").read_text())
-    assert saved == {**cfg.to_dict(), "model": {**cfg.to_dict()["model"], "vocab_size": meta["vocab_size"]}}
+    assert re.fullmatch("[0-9a-f]{16}", saved["run_id"])  # the run's identity, which every checkpoint carries
+    assert saved["run_id"] == state["run_id"] == json.loads((run / "best" / "config.json").read_text())["run_id"]
+    assert saved == {**cfg.to_dict(), "model": {**cfg.to_dict()["model"], "vocab_size": meta["vocab_size"]},
+                     "run_id": saved["run_id"]}  # fmt: skip
     assert json.loads((run / "last" / "config.json").read_text())["train"] == saved["train"]
     assert (run / "loss.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     model = load_model(run)  # generate.py's way in: best/ of the run dir

@@ -23,6 +23,7 @@ import os
 import random
 import shutil
 from collections.abc import Callable
+from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
@@ -30,7 +31,7 @@ import torch
 
 from storage.atomic import DiskError, swap_directory, write_failure
 from storage.checkpoint import (META, SNAPSHOTS, STATE, TOKENIZER, CheckpointError, checkpoint_step, load_train_state,
-                                save_model, save_train_state, snapshot_dirs)  # fmt: skip
+                                run_snapshots, save_model, save_train_state, snapshot_step)  # fmt: skip
 from training.run_dir import LEFTOVER
 
 COPIED = (TOKENIZER, META)  # from the prepared data dir, so a checkpoint is self-contained
@@ -134,9 +135,15 @@ def save_snapshot(run_dir: Path, step: int, model, config: dict, data_dir: Path)
     return save_checkpoint(run_dir / SNAPSHOTS, f"step_{step:06d}", model, {**config, "step": step}, data_dir, None)
 
 
-def drop_snapshots_after(run_dir: Path, step: int) -> None:
+def snapshots_taken(run_dir: Path, cfg) -> list[Path]:
+    """The snapshots in run_dir that are this run's (`cfg`, a RunConfig: its model and run_id), by step; a
+    directory copied in from elsewhere is neither counted nor removed."""
+    return run_snapshots(run_dir, asdict(cfg.model), cfg.run_id)[0]
+
+
+def drop_snapshots_after(run_dir: Path, step: int, cfg) -> None:
     """A resumed run takes again the snapshots after its checkpoint, so drop those a stopped run took: an
     evaluation takes its snapshot before it saves last/, so a crash in between leaves one to retake."""
-    for d in snapshot_dirs(run_dir):
-        if int(d.name[5:]) > step:
+    for d in snapshots_taken(run_dir, cfg):
+        if snapshot_step(d) > step:
             shutil.rmtree(d)

@@ -126,15 +126,57 @@ class RunConfig:
     train: TrainConfig = field(default_factory=TrainConfig)
     log: LogConfig = field(default_factory=LogConfig)
     auto: tuple[str, ...] = ()  # the "auto" settings ("train.lr", ...): placeholders until training.recipe resolves them
+    run_id: str = ""  # the run's identity (training.run_dir.run_identity), which its snapshots carry
 
     def to_dict(self) -> dict:
         """The resolved config as saved in config.json ("auto" lists which values the run chose)."""
         return {**asdict(self), "auto": list(self.auto)}
 
     def describe(self) -> str:
-        """One line per table, `[train] lr=0.001 ...`, as train.py prints the resolved settings."""
+        """One line per table, `[train] lr=0.001 ...`, as train.py prints the resolved settings, then a `note:`
+        line for each setting the run cannot honour as given (`unhonoured`)."""
         tables = [(name, values) for name, values in self.to_dict().items() if isinstance(values, dict)]
-        return "\n".join(f"[{name}] " + " ".join(f"{k}={v!r}" for k, v in values.items()) for name, values in tables)
+        lines = [f"[{name}] " + " ".join(f"{k}={v!r}" for k, v in values.items()) for name, values in tables]
+        return "\n".join(lines + [f"note: {note}" for note in unhonoured(self.train, self.model, self.auto)])
+
+
+def evaluations(train: "TrainConfig") -> int:
+    """How many evaluations a run of train.max_steps makes: every eval_interval steps, and at the last step."""
+    return -(-train.max_steps // train.eval_interval)
+
+
+def unhonoured(train: "TrainConfig", model: GPTConfig, auto: tuple[str, ...] = ()) -> list[str]:
+    """What of the settings the run will not do as asked, said once at its start (train.snapshots past the
+    evaluations is refused outright where max_steps is a number: `check_snapshots`)."""
+    n, notes = evaluations(train), []
+    if train.time_budget and "train.max_steps" not in auto:
+        notes.append(f"train.time_budget = {train.time_budget!r} is not used: train.max_steps = {train.max_steps} is "
+                     'a number of steps, run whatever they take (max_steps = "auto" fits the steps to the budget)')
+    if train.snapshots > n:
+        notes.append(f"train.snapshots = {train.snapshots}, but the planned {n} evaluations take at most one "
+                     f"snapshot each: the run keeps at most {n}")
+    if train.warmup_steps >= train.max_steps:
+        notes.append(f"train.warmup_steps = {train.warmup_steps} is not below the {train.max_steps} steps: the learning "
+                     f"rate climbs the whole run (to train.lr {train.lr:g} at most at its last step) and never decays")
+    if train.eval_interval > train.max_steps:
+        notes.append(f"train.eval_interval = {train.eval_interval} is past the {train.max_steps} steps: one evaluation, "
+                     "at the last step, so best/ is last/")
+    if train.patience and train.patience >= n:
+        notes.append(f"train.patience = {train.patience} can never stop the run: it makes {n} evaluations")
+    if train.sample_tokens > model.block_size:  # the first is predicted from <|endoftext|> alone
+        notes.append(f"train.sample_tokens = {train.sample_tokens} is past model.block_size {model.block_size}: the "
+                     f"sample's later tokens see only its last {model.block_size // 2} (a sliding window)")
+    return notes
+
+
+def check_snapshots(train: "TrainConfig") -> None:
+    """train.snapshots past what a fixed number of steps can take (one per evaluation): refused with the largest
+    useful value, since the run would keep fewer without a word."""
+    n = evaluations(train)
+    if train.snapshots > n:
+        raise ConfigError(f"train.snapshots = {train.snapshots} is more than this run's {n} evaluations can take (one "
+                          f"each: max_steps {train.max_steps}, eval_interval {train.eval_interval}); set at most {n}, "
+                          "or evaluate more often with a smaller train.eval_interval")
 
 
 SECTIONS = {"data": DataConfig, "model": GPTConfig, "train": TrainConfig, "log": LogConfig}
@@ -202,6 +244,8 @@ def build_config(raw: dict, source: str = "config") -> RunConfig:
     if "train.max_steps" in auto and values["train"].get("time_budget", "") == "":
         raise ConfigError('train.max_steps = "auto" needs train.time_budget (e.g. "10m"); or give a number of steps')
     data, train = DataConfig(**values["data"]), TrainConfig(**values["train"])
+    if "train.max_steps" not in auto:  # a number of steps: known now (a budget plans them later: a note then)
+        check_snapshots(train)
     if train.init_from:  # its small files are read now, so a bad path or setting fails before any data work
         start = open_pretrained(train.init_from)
         model = start.model_config(values["model"])

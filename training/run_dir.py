@@ -10,6 +10,8 @@ nothing but a run's own names. Anything else (a Hugging Face export, an imported
 the user's) is refused before a lock file is created in it or a leftover is cleaned from it.
 """
 
+import hashlib
+import json
 import os
 import re
 import shutil
@@ -26,7 +28,7 @@ from storage.checkpoint import (REQUIRED, SNAPSHOTS, CheckpointError, expected_s
 
 RUN_CONTENT = ("best/", "last/", "metrics.jsonl", f"{SNAPSHOTS}/")  # what a new run would replace
 REPLACED = ("best", "last", "metrics.jsonl", "loss.png", "heads.png", "config.json", SNAPSHOTS)  # what --overwrite deletes
-RUN_TABLES = {"data", "model", "train", "log", "auto"}  # the keys of a run's config.json (RunConfig.to_dict)
+RUN_TABLES = {"data", "model", "train", "log", "auto", "run_id"}  # the keys of a run's config.json (RunConfig.to_dict)
 # what a run writes besides REPLACED: the lock, leftovers of a crashed save or atomic write, wandb's folder
 LEFTOVER = re.compile(r"\.lock|(best|last)\.old|\.tmp-(best|last)|wandb|\.(config\.json|metrics\.jsonl|(loss|heads)\.png)\..+\.tmp")
 
@@ -130,6 +132,16 @@ def check_same_model(ckpt: Path, model_config: dict, meta: dict) -> None:
             "data.val_source or a [data] setting), so its best validation loss would be compared with losses of "
             "another text; resume with the data it was trained on (see its config.json) or start a new run with --out"
         )
+
+
+def run_identity(config: dict, meta: dict, saved: dict | None) -> str:
+    """The run's identity, written into its config.json and every checkpoint's: a hash of the config it started
+    with and its data (the token shards' sha256), kept by every resume. A snapshot copied in from another run
+    carries another (storage.checkpoint.run_snapshots); "" for a run begun before identities existed."""
+    if saved is not None:
+        return saved.get("run_id", "")
+    data = {file: shard_digest(meta, file) for file in ("train.bin", "val.bin")} | {"tokenizer": meta.get("tokenizer_hash")}
+    return hashlib.sha256(json.dumps([config, data], sort_keys=True).encode()).hexdigest()[:16]
 
 
 def check_same_best(state: dict, best_by: str, ckpt: Path) -> None:
