@@ -36,7 +36,7 @@ from inspection.heldout import held_out_ids, usable_ids
 from inspection.importance import MODES, ablation_means, head_importance
 from inspection.lens import format_lens, labeller, lens_table, logit_lens
 from inspection.html import frames_page
-from inspection.live import LiveServer
+from inspection.live_server import LiveServer
 from inspection.maps import attention_for_ids, attention_from_decoding, check_head, make_out_dir, write_attention
 from inspection.over_training import format_snapshot_table, snapshot_frames
 from inspection.stats import format_stats_table, format_top_attended, head_stats
@@ -213,17 +213,28 @@ def write_over_training(args) -> None:
 
 def serve(args) -> None:
     """--serve: the live inspector on --host:--port until Ctrl-C."""
-    others = given(args, "--prompt", "--attention", "--head", "--explain", "--heads", "--score", "--lens", "--ablate")
+    if args.port is not None and not 0 <= args.port <= 65535:
+        raise UserError(f"--port {args.port} must be between 0 and 65535")
+    defaults = {"--temperature": TEMPERATURE, "--repetition-penalty": 1.0, "--num-samples": 1, "--weights": "fp32",
+                "--query": -1, "--ablate-mode": "mean"}  # fmt: skip
+    others = given(args, "--prompt", "--attention", "--head", "--explain", "--heads", "--heads-text", "--score", "--lens",
+                   "--ablate", "--over-training", "--layers", "--max-new-tokens", "--top-k", "--top-p", "--seed",
+                   "--no-cache") + [o for o, v in defaults.items() if getattr(args, o[2:].replace("-", "_")) != v]  # fmt: skip
     if others:
-        raise UserError(f"--serve takes its texts and switched-off heads from the page; drop {', '.join(others)}")
+        raise UserError(f"--serve takes its texts, sampling settings and switched-off heads from the page; drop "
+                        f"{', '.join(others)}")
     host, port = args.host or "127.0.0.1", 8000 if args.port is None else args.port
     server = LiveServer(load_run(args.ckpt, args.runs_dir, args.device), host, port, args.lang)
     if host not in ("127.0.0.1", "localhost", "::1"):
-        warn(f"--host {host}: the live inspector is reachable from other machines at that address; it has no "
-             "password, so serve it only on a network you trust")
+        warn(f"--host {host}: the live inspector answers every machine that reaches this one (open "
+             f"http://<this machine's address>:{server.port}/ there); it has no password, so serve it only on a "
+             "network you trust")
     print(f"live inspector of {server.inspector.run.ckpt_dir}: open {server.address} (Ctrl-C stops it)", flush=True)
-    server.serve()
-    print("stopped the live inspector")
+    try:
+        server.serve()
+    except KeyboardInterrupt:  # Ctrl-C or SIGTERM, after the server stopped gracefully: the normal way to end it
+        pass
+    print("stopped the live inspector", flush=True)
 
 
 def print_score(run, path: str, text: str, lang: str = "en", full=None, ablate=None) -> None:
@@ -308,6 +319,8 @@ def main(argv=None) -> int:
 def generate(args) -> None:
     """What the command line asked for: scores, heads, generated text and inspections, in that order."""
     args.lang = args.lang or locale_language()
+    if args.serve:  # before any default is filled in: what --serve does not use is refused as given
+        return serve(args)
     inspecting = args.attention is not None or args.head is not None or args.explain is not None or args.heads or args.lens
     if args.max_new_tokens is None:
         args.max_new_tokens = 0 if inspecting else 200
@@ -318,8 +331,6 @@ def generate(args) -> None:
     check_inspection_options(args)
     if args.over_training is not None:
         return write_over_training(args)
-    if args.serve:
-        return serve(args)
     if args.score is not None and (args.prompt is not None or inspecting):
         raise UserError("--score scores a file; use it without --prompt, --attention, --head, --explain and --heads")
     head = parse_head(args.head) if args.head is not None else None

@@ -3,7 +3,7 @@
     python bench/live_speed.py                          # the most recent run under runs/, a text of 128 tokens
     python bench/live_speed.py --ckpt runs/small --tokens 64,128 --keystrokes 15
 
-A LiveServer (inspection/live.py) runs in this process; headless Chromium opens its page (driven over the
+A LiveServer (inspection/live_server.py) runs in this process; headless Chromium opens its page (driven over the
 DevTools protocol by tests/conftest.py's Browser), and for each keystroke the page records, in its own
 clock: the time from the keystroke to the drawn view ("total"), the server's time in the model
 ("model": the forward with its maps, the traced tensors of the walkthrough, the roles' frame, the next
@@ -19,7 +19,6 @@ import os
 import statistics
 import sys
 import tempfile
-import threading
 from pathlib import Path
 
 import torch
@@ -27,7 +26,8 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from data.sources import builtin_files  # noqa: E402
 from inference.runs import load_run  # noqa: E402
-from inspection.live import DEBOUNCE_MS, LiveServer  # noqa: E402
+from inspection.live import DEBOUNCE_MS  # noqa: E402
+from inspection.live_server import LiveServer  # noqa: E402
 from tests.conftest import CHROMIUM, Browser  # noqa: E402
 
 
@@ -53,8 +53,7 @@ def main(argv=None):
     if args.threads:
         torch.set_num_threads(args.threads)
     run = load_run(args.ckpt, device="cpu")
-    server = LiveServer(run, "127.0.0.1", 0)
-    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+    server = LiveServer(run, "127.0.0.1", 0).start_in_thread()
     c = run.model.config
     print(f"{run.ckpt_dir}: {c.n_layer} layers x {c.n_head} heads x {c.n_embd}, block {c.block_size}; "
           f"torch threads {torch.get_num_threads()}; debounce {DEBOUNCE_MS} ms; medians of {args.keystrokes} keystrokes")
@@ -62,7 +61,7 @@ def main(argv=None):
     with tempfile.TemporaryDirectory() as tmp:
         page = Browser("about:blank", Path(tmp) / "profile")
         try:
-            page.evaluate(f"location.href = 'http://127.0.0.1:{server.server_address[1]}/'")
+            page.evaluate(f"location.href = 'http://127.0.0.1:{server.port}/'")
             page.wait_for("document.getElementById('live-text') && !document.getElementById('live').hidden")
             for n in [int(t) for t in args.tokens.split(",")]:
                 text = text_of(run, n)

@@ -1,37 +1,31 @@
-"""The live inspector: a local page where a text, as it is typed, shows the model's attention, walkthrough and
-next-token choice at once, and a Generate button streams a continuation with the maps following the decoding.
+"""The live inspector's model side: the page's view of a text, and a generation that streams views, each cut
+into the steps the model thread runs (inspection/live_worker.py); inspection/live_server.py serves them.
 
-    python generate.py --serve [--ckpt RUN] [--port 8000] [--host 127.0.0.1]
-    server = LiveServer(run, "127.0.0.1", 8000); server.serve()      # until Ctrl-C
+    inspector = LiveInspector(run)
+    steps = inspector.inspect({"text": "대한민국"})      # checked now (BadRequest), computed a step at a time
+    (status, view), = steps                             # one step: the view
+    for line in inspector.generate({"text": "대한민국", "max_new_tokens": 20}): ...   # one step per token
 
-The standard library's ThreadingHTTPServer is enough for one user on one machine (no package added). Routes:
+Requests (JSON objects):
 
-    GET  /              the page: inspection/page.html in live mode, opened on a first text
-    POST /api/inspect   {"text", "temperature", "top_k", "top_p", "explain", "ablate"} -> the text's view: its tokens,
-                        every layer and head's map, with the walkthrough's tensors unless "explain" is false
-                        (html.frame_data, explain.npz's numbers; most of the bytes, so the page asks for them
-                        only when a token is clicked), each head's role scores, the statistics, the next
-                        token's top 10, every token's logit lens and "model_ms"; "ablate", a list of [layer, head]
-                        pairs, switches those heads off (their mean output on held-out text, model/ablation.py):
-                        then the view is the ablated model's, with the full model's next-token probabilities
-                        ("p_full") and held-out loss beside
-    POST /api/generate  {"text", "max_new_tokens", "temperature", "top_k", "top_p", "seed", "ablate"} -> one JSON object
-                        a line (application/x-ndjson) per new token: its text and the view so far, each row of
-                        a generated token as the KV cache computed it; the last line holds the whole view
+    inspect   {"text", "temperature", "top_k", "top_p", "explain", "ablate"} -> the text's view: its tokens,
+              every layer and head's map, with the walkthrough's tensors unless "explain" is false
+              (html.frame_data, explain.npz's numbers; most of the bytes, so the page asks for them only
+              when a token is clicked), each head's role scores, the statistics, the next token's top 10,
+              every token's logit lens and "model_ms"; "ablate", a list of [layer, head] pairs, switches
+              those heads off (their mean output on held-out text, model/ablation.py): then the view is the
+              ablated model's, with the full model's next-token probabilities ("p_full") and held-out loss
+    generate  {"text", "max_new_tokens", "temperature", "top_k", "top_p", "seed", "ablate"} -> one object per
+              new token: its text and the view so far, each row of a generated token as the KV cache computed
+              it; the last holds the whole view
 
-Limits: the server answers only requests whose Host header names it (a page elsewhere cannot reach it by
-a DNS name that points here); a text may hold at most the model's block_size tokens, a body 64 KB, a
-generation block_size tokens in all; bad JSON, a bad value, an unknown route or method gets a 4xx with a
-one-line JSON `{"error": ...}` and the server goes on. The model runs one request at a time; a request
-that waited while a newer one came in gives way (409), and a newer request stops a generation between two
-tokens. No path or file name is ever read from a request.
+A text may hold at most the model's block_size tokens, a generation block_size tokens in all; every number is
+bounded before use. Switched-off heads are switched on again between two steps, so the steps of other
+clients, run in between, see the whole model.
 """
 
-import itertools
-import json
-import threading
+import math
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import torch
 
@@ -49,7 +43,6 @@ from model.ablation import ablated, check_heads
 from model.errors import UserError
 from model.sampling import sampling_probs
 
-MAX_BODY = 64 * 1024  # bytes of a request body
 FIRST_TEXT = "대한민국 국회는 법률을 제정한다. 대한민국 국회는"  # what the page opens on
 TOP = 10  # next-token candidates shown
 MAX_NEW = 200  # tokens a Generate may ask for (block_size bounds it too)
@@ -69,10 +62,12 @@ def number(body: dict, name: str, default, kind=float, low=None, high=None):
     value = body.get(name, default)
     if value is None and default is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or (kind is int and not float(value).is_integer()):
-        raise BadRequest(f"{name} must be {'a whole number' if kind is int else 'a number'}, not {value!r}")
-    if (low is not None and value < low) or (high is not None and value > high):
-        raise BadRequest(f"{name} = {value} must be between {low} and {high}")
+    whole = isinstance(value, int) or (isinstance(value, float) and math.isfinite(value) and value.is_integer())
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or (kind is int and not whole) or (
+            isinstance(value, float) and not math.isfinite(value)):  # fmt: skip
+        raise BadRequest(f"{name} must be {'a whole number' if kind is int else 'a finite number'}, not {str(value)[:40]}")
+    if (low is not None and value < low) or (high is not None and value > high):  # ints of any size compare exactly
+        raise BadRequest(f"{name} = {str(value)[:40]} must be between {low} and {high}")
     return kind(value)
 
 
@@ -89,13 +84,6 @@ class LiveInspector:
         self.windows = held_out_windows(run.model, held_out)
         self.means = ablation_means(run.model, held_out)
         self.full_loss = self.held_out_loss()
-        self.lock = threading.Lock()
-        self.counter = itertools.count(1)
-        self.latest = 0  # the number of the newest request: older ones waiting for the model give way
-
-    def ticket(self) -> int:
-        self.latest = number = next(self.counter)
-        return number
 
     def encode(self, body: dict) -> list[int]:
         """The request's text as token ids (the <|endoftext|> first), at most block_size of them."""
@@ -142,7 +130,8 @@ class LiveInspector:
         return options
 
     @torch.inference_mode()
-    def view(self, ids: list[int], options: dict, recorded=None, explain: bool = True, full=None) -> dict:
+    def view(self, ids: list[int], options: dict, recorded=None, explain: bool = True, full=None,
+             lens: bool = True) -> dict:
         """The page's data for ids: tokens, one frame (maps, statistics, roles, walkthrough tensors), the next
         token's top candidates, every token's logit lens; `recorded`: the maps of a cached decoding
         (inspection.maps.attention_from_decoding). `full`: the full model's next-token probabilities, when this
@@ -156,7 +145,9 @@ class LiveInspector:
         candidates = [{"id": i, "token": label, "p": round(float(q), 6)}
                       for i, label, q in zip(top.tolist(), token_labels(run.tokenizer, top.tolist()), p.tolist())]
         view = {"tokens": maps.labels, "T": len(maps.ids), "prefill": maps.prefill or len(maps.ids),
-                "frames": [frame], "next": candidates, "lens": lens_table(run.model, maps.ids, labeller(run.tokenizer))}
+                "frames": [frame], "next": candidates}
+        if lens:  # every token's logit lens: left out of a generation's lines but its last (the page keeps going)
+            view["lens"] = lens_table(run.model, maps.ids, labeller(run.tokenizer))
         if full is not None:
             for c in candidates:
                 c["p_full"] = round(float(full[c["id"]]), 6)
@@ -169,163 +160,46 @@ class LiveInspector:
         logits = self.run.model(torch.tensor([ids], device=self.run.device))[0][:, -1].float()  # (1, V)
         return sampling_probs(logits, **options)[0]
 
-    def inspect(self, body: dict) -> tuple[int, dict]:
+    def inspect(self, body: dict):
+        """The steps of an inspect (one: (200, view)), its request checked now."""
         ids, options, off = self.encode(body), self.sampling(body), self.switched_off(body)
         explain = body.get("explain", True)
         if not isinstance(explain, bool):
-            raise BadRequest(f"explain must be true or false, not {explain!r}")
-        ticket = self.ticket()
-        with self.lock:
-            if ticket != self.latest:  # a newer keystroke is waiting: this one's answer would be stale
-                return 409, {"error": "superseded by a newer request"}
+            raise BadRequest(f"explain must be true or false, not {str(explain)[:40]}")
+
+        def steps():
             started = time.perf_counter()
             full = self.next_probs(ids, options) if off else None
             with ablated(self.run.model, off, self.means):
                 view = self.view(ids, options, explain=explain, full=full)
             view["model_ms"] = round(1000 * (time.perf_counter() - started), 1)
-        return 200, view
+            yield 200, view
 
-    def generate(self, body: dict, write) -> None:
-        """Stream a continuation: write(line) per new token, the view so far in each; the last line complete."""
+        return steps()
+
+    def generate(self, body: dict):
+        """The steps of a generation: one line per new token, the view so far in each; the last line complete.
+        The heads it switches off are off only within each step."""
         ids, options, off = self.encode(body), self.sampling(body), self.switched_off(body)
         room = self.run.block_size - len(ids)
         wanted = number(body, "max_new_tokens", 50, int, 0, MAX_NEW)
         seed = number(body, "seed", None, int, 0, 2**63 - 1)
-        ticket = self.ticket()
-        with self.lock, ablated(self.run.model, off, self.means):
+
+        def steps():
             recorded, new, text = [], [], ""
-            for step, pieces in stream_text(self.run, ids, min(wanted, room), seed=seed, attention=recorded, **options):
-                if ticket != self.latest:  # a newer request: stop between two tokens
-                    write({"stopped": True})
-                    return
-                new += step
-                text += pieces[0]
-                if step:
-                    write({"piece": pieces[0], "view": self.view(ids + new, options, recorded, explain=False)})
-            final = self.view(ids + new, options, recorded) if new else self.view(ids, options)
-            write({"done": True, "text": text, "view": final})
+            tokens = stream_text(self.run, ids, min(wanted, room), seed=seed, attention=recorded, **options)
+            while True:
+                with ablated(self.run.model, off, self.means):
+                    step, pieces = next(tokens, (None, None))
+                    if step is None:
+                        final = self.view(ids + new, options, recorded) if new else self.view(ids, options)
+                        break
+                    new += step
+                    text += pieces[0]
+                    view = self.view(ids + new, options, recorded, explain=False, lens=False) if step else None
+                    line = {"piece": pieces[0], "view": view} if step else None
+                if line:
+                    yield line
+            yield {"done": True, "text": text, "view": final}
 
-
-class Handler(BaseHTTPRequestHandler):
-    server: "LiveServer"
-    error_content_type = "application/json"
-    error_message_format = '{"error": "%(message)s"}\n'
-
-    def log_message(self, format, *args):  # quiet: the terminal shows the address and errors only
-        pass
-
-    def send_error(self, code, message=None, explain=None):
-        # a method the server does not implement is the client's mistake here: 405, not 501
-        super().send_error(405 if code == 501 else code, message)
-
-    def allowed_host(self) -> bool:
-        return self.headers.get("Host", "") in self.server.hosts
-
-    def reply(self, status: int, obj, content_type: str = "application/json") -> None:
-        data = obj if isinstance(obj, bytes) else (json.dumps(obj, ensure_ascii=False) + "\n").encode("utf-8")
-        self.send_response(status)
-        self.send_header("Content-Type", f"{content_type}; charset=utf-8")
-        self.send_header("Content-Length", str(len(data)))
-        self.send_header("Cache-Control", "no-store")
-        self.end_headers()
-        self.wfile.write(data)
-
-    def do_GET(self):
-        if not self.allowed_host():
-            return self.reply(403, {"error": "this server answers only at its own address"})
-        if self.path.split("?")[0] != "/":
-            return self.reply(404, {"error": f"no page at {self.path[:100]}; open /"})
-        self.reply(200, self.server.page().encode("utf-8"), "text/html")
-
-    def do_POST(self):
-        if not self.allowed_host():
-            return self.reply(403, {"error": "this server answers only at its own address"})
-        route = {"/api/inspect": self.inspect, "/api/generate": self.generate}.get(self.path)
-        if route is None:
-            return self.reply(404, {"error": f"no route {self.path[:100]}; POST /api/inspect or /api/generate"})
-        try:
-            route(self.body())
-        except BadRequest as e:
-            self.reply(e.status, {"error": str(e)})
-        except UserError as e:  # the model's own refusals (a sampling option it cannot take)
-            self.reply(400, {"error": str(e)})
-
-    def body(self) -> dict:
-        length = self.headers.get("Content-Length")
-        if length is None or not length.isdigit():
-            raise BadRequest("send a JSON body with its Content-Length", 411)
-        if int(length) > MAX_BODY:
-            raise BadRequest(f"the body is {int(length):,} bytes; at most {MAX_BODY:,}", 413)
-        try:
-            body = json.loads(self.rfile.read(int(length)).decode("utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError) as e:
-            raise BadRequest(f"the body is not JSON ({e})") from None
-        if not isinstance(body, dict):
-            raise BadRequest("the body must be a JSON object")
-        return body
-
-    def inspect(self, body: dict) -> None:
-        self.reply(*self.server.inspector.inspect(body))
-
-    def generate(self, body: dict) -> None:
-        started = []
-
-        def write(obj) -> None:
-            if not started:  # the first line: headers of a stream that ends when the connection closes
-                self.send_response(200)
-                self.send_header("Content-Type", "application/x-ndjson; charset=utf-8")
-                self.send_header("Cache-Control", "no-store")
-                self.end_headers()
-                started.append(True)
-            self.wfile.write((json.dumps(obj, ensure_ascii=False) + "\n").encode("utf-8"))
-            self.wfile.flush()
-
-        try:
-            self.server.inspector.generate(body, write)
-        except (BrokenPipeError, ConnectionResetError):  # the page went away or stopped reading
-            pass
-
-
-class LiveServer(ThreadingHTTPServer):
-    daemon_threads = True  # a generation still streaming does not hold up Ctrl-C
-
-    def __init__(self, run: Run, host: str = "127.0.0.1", port: int = 8000, lang: str = "en"):
-        try:
-            super().__init__((host, port), Handler)
-        except OSError as e:
-            raise UserError(f"cannot listen on {host}:{port} ({e.strerror}); pick another --port or --host") from None
-        self.inspector = LiveInspector(run, lang)
-        self.lang = lang
-        port = self.server_address[1]  # the one the system gave, for port 0
-        names = {host, "localhost", "127.0.0.1", "[::1]"} if host in ("127.0.0.1", "localhost", "::1") else {host}
-        self.hosts = {f"{name}:{port}" for name in names} | ({"localhost", "127.0.0.1"} if port == 80 else set())
-        self.address = f"http://{'localhost' if host in ('127.0.0.1', '::1') else host}:{port}/"
-        self._page = None
-
-    def page(self) -> str:
-        """The live page, opened on FIRST_TEXT (built once)."""
-        if self._page is None:
-            inspector, words = self.inspector, FIRST_TEXT.split(" ")
-            while len(words) > 1 and len(inspector.run.encode(" ".join(words))) >= inspector.run.block_size:
-                words.pop()  # a small model's context may hold only the first words
-            text = " ".join(words)
-            ids = inspector.encode({"text": text})
-            options = {"temperature": TEMPERATURE, "top_k": None, "top_p": None}
-            with inspector.lock:
-                view = inspector.view(ids, options)
-            live = {"text": text, "next": view["next"], "block_size": inspector.run.block_size,
-                    "max_new": MAX_NEW, "temperature": TEMPERATURE, "debounce_ms": DEBOUNCE_MS}
-            run = inspector.run
-            every_token = "".join(token_labels(run.tokenizer, list(range(run.tokenizer.get_vocab_size()))))
-            self._page = frames_page(view["frames"], view["tokens"], f"{run.ckpt_dir}", inspector.layers,
-                                     run.model.config.n_head, lang=self.lang, live=live, glyphs=every_token)
-        return self._page
-
-    def serve(self) -> None:
-        """Answer requests until Ctrl-C (or SIGTERM), then close the socket."""
-        try:
-            self.serve_forever(poll_interval=0.2)
-        except KeyboardInterrupt:
-            pass
-        finally:
-            self.server_close()
+        return steps()

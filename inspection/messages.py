@@ -199,6 +199,8 @@ MESSAGES: dict[str, tuple[str, str]] = {
     "page.seed": ("seed", "seed"),
     "page.generate": ("Generate", "생성"),
     "page.generating": ("generating…", "생성 중…"),
+    "page.reconnecting": ("the server cannot be reached (stopped or restarting?); trying again every 2 s…",
+                          "서버에 연결할 수 없습니다(멈췄거나 다시 시작하는 중인가요?). 2초마다 다시 시도합니다…"),
     "page.next": ("the next token (top 10 with these settings): probability, token (id)",
                   "다음 토큰 (이 설정으로 상위 10개): 확률, 토큰 (id)"),
     "page.next_off": ("the next token with heads {heads} off (top 10 with these settings): probability (the full "

@@ -1,4 +1,5 @@
-"""The live inspector (inspection/live.py, generate.py --serve): its answers, its refusals, its stream, the page.
+"""The live inspector (inspection/live.py, inspection/live_server.py, generate.py --serve): its answers, its
+refusals, its stream, several clients at once, its stop, the page.
 
     python -m pytest tests/test_live.py -q
 """
@@ -11,14 +12,18 @@ import re
 import signal
 import subprocess
 import sys
+import socket
 import threading
+import time
 
 import numpy as np
 import pytest
 
 import generate
-from inspection.live import MAX_BODY, LiveServer
+from inspection import live_server
+from inspection.live_server import MAX_BODY, LiveServer
 from inference.runs import load_run
+from model.errors import UserError
 from tests.conftest import CHROMIUM, ROOT, trained_tiny_run
 
 PROMPT = "대한민국 국회는"
@@ -31,19 +36,17 @@ def run_dir(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def server(run_dir):
-    server = LiveServer(load_run(run_dir, device="cpu"), "127.0.0.1", 0)
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-    thread.start()
+    server = LiveServer(load_run(run_dir, device="cpu"), "127.0.0.1", 0).start_in_thread()
     yield server
     server.shutdown()
-    server.server_close()
 
 
 def ask(server, method="POST", path="/api/inspect", body=None, headers=None, raw=None):
     """(status, parsed JSON or text) of one request to the server."""
-    connection = http.client.HTTPConnection("127.0.0.1", server.server_address[1], timeout=60)
+    connection = http.client.HTTPConnection(getattr(server, "address_to_ask", "127.0.0.1"), server.port, timeout=60)
     data = raw if raw is not None else (None if body is None else json.dumps(body).encode())
-    connection.request(method, path, body=data, headers=headers or {})
+    headers = ({"Content-Type": "application/json"} if method == "POST" else {}) | (headers or {})
+    connection.request(method, path, body=data, headers={k: v for k, v in headers.items() if v is not None})
     response = connection.getresponse()
     text = response.read().decode("utf-8")
     connection.close()
@@ -96,7 +99,23 @@ BAD = [  # (what, request) -> a 4xx and one line
     ("too many new tokens", dict(path="/api/generate", body={"text": PROMPT, "max_new_tokens": 10**9}), 400),
     ("text past block_size", dict(body={"text": "국회 " * 40}), 413),
     ("body too large", dict(raw=b" " * (MAX_BODY + 1)), 413),
-    ("no Content-Length", dict(raw=b"", headers={"Transfer-Encoding": "chunked"}), 411),
+    ("a body that never arrives", dict(raw=b"", headers={"Transfer-Encoding": "chunked"}), 408),
+    ("a Content-Length past the body", dict(raw=b'{"text": "x"}', headers={"Content-Length": "500"}), 408),
+    ("JSON nested 20,000 deep", dict(raw=b'{"text": ' + b"[" * 20000 + b"]" * 20000 + b"}"), 400),
+    ("top_k of 400 digits", dict(body={"text": PROMPT, "top_k": 10**400}), 400),
+    ("seed of 400 digits", dict(path="/api/generate", body={"text": PROMPT, "seed": 10**400}), 400),
+    ("max_new_tokens of 400 digits", dict(path="/api/generate", body={"text": PROMPT, "max_new_tokens": 10**400}), 400),
+    ("top_k of 5,000 digits", dict(raw=b'{"text": "x", "top_k": ' + b"9" * 5000 + b"}"), 400),
+    ("temperature 1e999", dict(raw=b'{"text": "x", "temperature": 1e999}'), 400),
+    ("a form, not JSON", dict(raw=b"text=x", headers={"Content-Type": "application/x-www-form-urlencoded"}), 415),
+    ("text/plain, not JSON", dict(body={"text": PROMPT}, headers={"Content-Type": "text/plain"}), 415),
+    ("no Content-Type", dict(body={"text": PROMPT}, headers={"Content-Type": None}), 415),
+    ("another site's page", dict(body={"text": PROMPT}, headers={"Origin": "http://attacker.example"}), 403),
+    ("a foreign DNS name", dict(body={"text": PROMPT}, headers={"Host": "rebind.attacker.example:{port}"}), 403),
+    ("this server's own page", dict(body={"text": PROMPT}, headers={"Origin": "http://127.0.0.1:{port}"}), 200),
+    ("its address on the network", dict(body={"text": PROMPT}, headers={"Host": "192.168.1.20:{port}"}), 200),
+    ("an IPv6 address", dict(body={"text": PROMPT}, headers={"Host": "[::1]:{port}"}), 200),
+    ("localhost", dict(body={"text": PROMPT}, headers={"Host": "localhost:{port}"}), 200),
     ("ablate not pairs", dict(body={"text": PROMPT, "ablate": [1, 0]}), 400),
     ("ablate a head the model lacks", dict(body={"text": PROMPT, "ablate": [[5, 0]]}), 400),
     ("ablate a head twice", dict(body={"text": PROMPT, "ablate": [[1, 0], [1, 0]]}), 400),
@@ -107,12 +126,15 @@ BAD = [  # (what, request) -> a 4xx and one line
 
 
 @pytest.mark.parametrize("what, request_, status", BAD, ids=[b[0] for b in BAD])
-def test_a_bad_request_gets_a_4xx_line_and_the_server_goes_on(server, what, request_, status):
-    got, answer = ask(server, **request_)
+def test_a_bad_request_gets_a_4xx_line_and_the_server_goes_on(server, what, request_, status, capsys, monkeypatch):
+    monkeypatch.setattr(live_server, "BODY_TIMEOUT", 1.0)  # what never arrives is refused sooner than 10 s
+    headers = {k: v.format(port=server.port) if v else v for k, v in request_.get("headers", {}).items()}
+    got, answer = ask(server, **(request_ | {"headers": headers}))
     assert got == status, answer
     if status != 200:
         assert isinstance(answer, dict) and "\n" not in answer["error"] and answer["error"]
     assert ask(server, body={"text": PROMPT})[0] == 200  # and the next good request is answered
+    assert "Traceback" not in capsys.readouterr().err
 
 
 def test_switched_off_heads_give_the_ablated_models_view_beside_the_full_models(server, run_dir):
@@ -139,21 +161,69 @@ def test_switched_off_heads_give_the_ablated_models_view_beside_the_full_models(
     assert not weights_of(off).tolist() == weights_of(full).tolist()  # layer 1's maps change with 0.1 off
 
 
-def test_a_request_that_waited_while_a_newer_came_gives_way(server):
-    results, before = {}, server.inspector.latest
-    with server.inspector.lock:  # the model is busy: both requests queue
-        older = threading.Thread(target=lambda: results.update(older=ask(server, body={"text": "대한"})[0]))
-        older.start()
-        while server.inspector.latest == before:  # until the older one has taken its number
-            pass
-        first = server.inspector.latest
-        newer = threading.Thread(target=lambda: results.update(newer=ask(server, body={"text": "대한민국"})[0]))
-        newer.start()
-        while server.inspector.latest == first:
-            pass
-    older.join(30)
-    newer.join(30)
-    assert results == {"older": 409, "newer": 200}
+def test_each_client_gets_its_last_typed_text_answered_and_none_cancels_another(server):
+    """Three pages typing at once (a request per keystroke, not waiting for the answers): the last text of
+    each is answered; an older one of the same page may give way (409), none of another page's does."""
+    results = {}
+
+    def typing(client):
+        threads = []
+        for n in range(1, 7):
+            text = PROMPT[:n] + " " + client
+            thread = threading.Thread(target=lambda n=n, text=text: results.__setitem__(
+                (client, n), ask(server, body={"text": text, "client": client, "explain": False})))  # fmt: skip
+            thread.start()
+            threads.append(thread)
+            time.sleep(0.02)
+        for thread in threads:
+            thread.join(60)
+
+    pages = [threading.Thread(target=typing, args=(c,)) for c in ("page-a", "page-b", "page-c")]
+    for page in pages:
+        page.start()
+    for page in pages:
+        page.join(120)
+    for client in ("page-a", "page-b", "page-c"):
+        status, view = results[client, 6]
+        last = server.inspector.encode({"text": PROMPT[:6] + " " + client})
+        assert status == 200 and view["T"] == len(last)  # the last text, answered
+        assert {results[client, n][0] for n in range(1, 6)} <= {200, 409}
+
+
+def raw_exchange(server, data: bytes) -> bytes:
+    with socket.create_connection(("127.0.0.1", server.port), timeout=10) as s:
+        s.sendall(data)
+        s.shutdown(socket.SHUT_WR)
+        return b"".join(iter(lambda: s.recv(65536), b""))
+
+
+def test_what_http_itself_refuses_gets_a_400_and_a_client_gone_early_costs_nothing(server, capsys):
+    host = b"Host: 127.0.0.1:%d\r\n" % server.port
+    for request in (b"POST /api/inspect HTTP/1.1\r\n" + host + b"Content-Type: application/json\r\n"
+                    b"Content-Length: \xc2\xb2\r\n\r\n{}",  # Content-Length: "²"
+                    b"GARBAGE / NOT-HTTP\r\n\r\n"):  # fmt: skip
+        head, _, body = raw_exchange(server, request).partition(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 400") and b"application/json" not in head  # no body that claims JSON
+    for _ in range(5):  # a client that sends a request and closes at once
+        body = json.dumps({"text": PROMPT, "client": "gone"}).encode()
+        with socket.create_connection(("127.0.0.1", server.port)) as s:
+            s.sendall(b"POST /api/inspect HTTP/1.1\r\n" + host + b"Content-Type: application/json\r\n"
+                      b"Content-Length: %d\r\n\r\n%s" % (len(body), body))  # fmt: skip
+    assert ask(server, body={"text": PROMPT})[0] == 200
+    assert "Traceback" not in capsys.readouterr().err
+
+
+def test_a_client_that_stops_reading_holds_up_nobody(server):
+    stalled = socket.create_connection(("127.0.0.1", server.port))  # asks for a generation, never reads it
+    body = json.dumps({"text": PROMPT, "max_new_tokens": 12, "client": "stalled"}).encode()
+    stalled.sendall(b"POST /api/generate HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nContent-Type: application/json\r\n"
+                    b"Content-Length: %d\r\n\r\n%s" % (server.port, len(body), body))
+    half_open = [socket.create_connection(("127.0.0.1", server.port)) for _ in range(50)]  # and 50 that send nothing
+    started = time.perf_counter()
+    status, _ = ask(server, body={"text": PROMPT, "client": "other", "explain": False})
+    assert status == 200 and time.perf_counter() - started < 2
+    for s in [stalled, *half_open]:
+        s.close()
 
 
 def test_the_stream_is_generate_py_s_text_and_its_maps_follow_the_cached_decoding(server, run_dir, tmp_path, capsys):
@@ -177,26 +247,79 @@ def test_the_stream_is_generate_py_s_text_and_its_maps_follow_the_cached_decodin
 
 def test_serve_refuses_what_it_cannot_use_and_stops_cleanly_on_ctrl_c(run_dir, capsys):
     assert generate.main(["--serve", "--ckpt", str(run_dir), "--prompt", "x"]) == 2
-    assert "--serve takes its texts and switched-off heads from the page; drop --prompt" in capsys.readouterr().err
+    assert "--serve takes its texts, sampling settings and switched-off heads from the page; drop --prompt" in (
+        capsys.readouterr().err)
+    for option in (["--num-samples", "2"], ["--repetition-penalty", "1.2"], ["--no-cache"], ["--seed", "3"],
+                   ["--temperature", "0.5"], ["--over-training", str(run_dir), "--attention", "x"]):  # fmt: skip
+        assert generate.main(["--serve", "--ckpt", str(run_dir), *option]) == 2
+        assert option[0] in capsys.readouterr().err.split("drop ")[1]
     assert generate.main(["--serve", "--ckpt", str(run_dir), "--port", "70000"]) == 2
     assert "--port 70000 must be between 0 and 65535" in capsys.readouterr().err
     assert generate.main(["--ckpt", str(run_dir), "--prompt", "x", "--port", "8001"]) == 2
     assert "--host and --port say where --serve listens; add --serve" in capsys.readouterr().err
+
+
+def serving(run_dir, *extra):
+    """`generate.py --serve` in a process of its own: (process, port)."""
     proc = subprocess.Popen([sys.executable, str(ROOT / "generate.py"), "--serve", "--ckpt", str(run_dir), "--port", "0",
-                             "--host", "0.0.0.0"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, env={**os.environ, "OMP_NUM_THREADS": "1"})  # fmt: skip
+                             *extra], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "OMP_NUM_THREADS": "1"})  # fmt: skip
     line = proc.stdout.readline()
-    assert re.search(r"open http://0\.0\.0\.0:\d+/ \(Ctrl-C stops it\)", line), line
-    proc.send_signal(signal.SIGINT)
+    found = re.search(r"open http://(\S+):(\d+)/ \(Ctrl-C stops it\)", line)
+    assert found, line + proc.stderr.read()
+    return proc, int(found.group(2))
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+@pytest.mark.parametrize("route", ["generate", "inspect"])
+def test_a_signal_while_the_model_works_stops_the_server_cleanly(run_dir, route, signum):
+    """Requests keep the model busy (bench/live_signals.py tries it 20 times each); the signal stops the
+    server between two steps: exit 0, one line, no traceback, no abort."""
+    proc, port = serving(run_dir, "--host", "0.0.0.0")
+    answered, stop = [], threading.Event()
+
+    def busy():
+        while not stop.is_set():
+            try:
+                connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+                connection.request("POST", f"/api/{route}", body=json.dumps({"text": PROMPT, "max_new_tokens": 12}),
+                                   headers={"Content-Type": "application/json"})  # fmt: skip
+                answered.append(connection.getresponse().read())
+            except OSError:
+                return
+
+    client = threading.Thread(target=busy)
+    client.start()
+    while len(answered) < 2:  # the server answers the address it was reached at (127.0.0.1 for --host 0.0.0.0)
+        time.sleep(0.01)
+    proc.send_signal(signum)
     out, err = proc.communicate(timeout=30)
-    assert proc.returncode == 0 and out.strip() == "stopped the live inspector"
-    assert "Traceback" not in err and err.startswith("warning: --host 0.0.0.0: the live inspector is reachable")
+    stop.set()
+    client.join(30)
+    assert proc.returncode == 0, err
+    assert out.splitlines()[-1] == "stopped the live inspector"
+    assert "Traceback" not in err and "terminate called" not in err
+    assert err.startswith("warning: --host 0.0.0.0: the live inspector answers every machine that reaches this one")
+
+
+@pytest.mark.skipif(not socket.has_ipv6, reason="no IPv6 on this machine")
+def test_it_serves_on_ipv6_too(run_dir):
+    try:
+        server = LiveServer(load_run(run_dir, device="cpu"), "::1", 0).start_in_thread()
+    except UserError as e:
+        pytest.skip(f"::1 cannot be bound here ({e})")
+    server.address_to_ask = "::1"
+    try:
+        assert server.address == f"http://[::1]:{server.port}/"
+        assert ask(server, body={"text": PROMPT}, headers={"Host": f"[::1]:{server.port}"})[0] == 200
+    finally:
+        server.shutdown()
 
 
 @pytest.mark.slow
 @pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install chromium); CI installs it")
 def test_typing_clicking_and_generating_in_chromium(server, run_dir, tmp_path, browser, capsys):
-    port = server.server_address[1]
+    port = server.port
     page = browser(tmp_path / "unused.html")  # a blank tab, then the server's page
     page.evaluate(f"location.href = 'http://127.0.0.1:{port}/#layer=1&head=0'")
     page.wait_for("document.getElementById('live-text') && !document.getElementById('live').hidden")
@@ -240,3 +363,27 @@ def test_typing_clicking_and_generating_in_chromium(server, run_dir, tmp_path, b
     page.click(*page.centre("#maps input.off[data-head='1.0']"))  # switched on again: the full model's view
     page.wait_for("document.getElementById('held-out').textContent === ''")
     assert page.problems() == ([], "")
+
+
+def test_the_page_opens_for_a_tokenizer_with_an_unused_id(run_dir):
+    """An id the tokenizer does not spell (a merge dropped, a model padded past its vocabulary) is left out of
+    the page's font instead of failing every GET /."""
+    run = load_run(run_dir, device="cpu")
+
+    class Holed:  # the run's tokenizer, with id 7 unused
+        def __init__(self, inner):
+            self.inner = inner
+
+        def __getattr__(self, name):
+            return getattr(self.inner, name)
+
+        def id_to_token(self, i):
+            return None if i == 7 else self.inner.id_to_token(i)
+
+    run.tokenizer = Holed(run.tokenizer)
+    server = LiveServer(run, "127.0.0.1", 0).start_in_thread()
+    try:
+        status, page = ask(server, method="GET", path="/")
+        assert status == 200 and 'id="live-text"' in page
+    finally:
+        server.shutdown()

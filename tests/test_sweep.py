@@ -279,6 +279,8 @@ PRINTING = [  # (name, command, argv); {run} the module's run, {out} a fresh pat
     ("generate --score --lang ko", generate.main, ["--ckpt", "{run}", "--score", "{text}", "--lang", "ko"]),
     ("generate --heads", generate.main, ["--ckpt", "{run}", "--heads", "--heads-text", "{text}", "--lang", "ko"]),
     ("generate --lens", generate.main, ["--ckpt", "{run}", "--prompt", "대한민국의 주권은", "--lens", "--ablate", "1.0"]),
+    ("generate --over-training --lang ko", generate.main, ["--prompt", "대한민국", "--attention", "{out}",
+                                                           "--over-training", "{snapshots}", "--lang", "ko"]),
     ("train.py and its samples, then --resume", train.main, ["--train.sample_tokens=16", "--train.max_steps=2",
                                                               "--train.eval_interval=2", "--out", "{out}"]),
     ("data.prepare", prepare.main, ["--data.source={text}"]),
@@ -300,7 +302,11 @@ def fake_terminal(monkeypatch, encoding: str) -> tuple[io.BytesIO, io.BytesIO]:
 def test_every_command_prints_on_a_terminal_that_lacks_korean(env, tmp_path, monkeypatch, name, command, argv, encoding):
     text = tmp_path / "korean.txt"
     text.write_text((env.root / "texts" / "corpus.txt").read_text(encoding="utf-8"), encoding="utf-8")
-    argv = [a.format(run=env.run, out=tmp_path / "out", text=text, hf=env.root / "hf")
+    if "{snapshots}" in argv:  # a run with one snapshot of its own
+        shutil.copytree(env.run, tmp_path / "run")
+        shutil.copytree(env.run / "last", tmp_path / "run" / "snapshots" / "step_000002",
+                        ignore=shutil.ignore_patterns("train_state.pt"))  # fmt: skip
+    argv = [a.format(run=env.run, out=tmp_path / "out", text=text, hf=env.root / "hf", snapshots=tmp_path / "run")
             for a in common_args(command, argv, env)]  # fmt: skip
     out, err = fake_terminal(monkeypatch, encoding)
     assert command(argv) == 0

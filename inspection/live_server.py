@@ -1,0 +1,315 @@
+"""The live inspector's server: the page and its two routes, on Starlette (the app) and uvicorn (the server).
+
+    server = LiveServer(run, host="127.0.0.1", port=8000); server.serve()   # until Ctrl-C or SIGTERM
+
+    GET  /              the page: inspection/page.html in live mode, opened on a first text
+    POST /api/inspect   a text's view (inspection/live.py), one JSON object
+    POST /api/generate  a generation, one JSON object a line (application/x-ndjson) per new token
+
+Why these two: uvicorn is the server the Python web world runs (asyncio, one thread for every connection, its
+own limits on headers, keep-alive and connections, a graceful stop on SIGINT and SIGTERM), and Starlette the
+small toolkit under FastAPI: routes, requests and responses, nothing more. The model runs on its own thread
+(inspection/live_worker.py) and hands each answer to the connection's queue, so a client that stops reading
+holds nothing anyone else needs: its send times out (SEND_TIMEOUT) and its generation is cancelled.
+
+Who may ask: the Host header must name this server (an IP address, `localhost`, the machine's name or the
+--host given: a web page cannot reach it through a DNS name of its own that points here), a request with an
+`Origin` must come from this server's own page, and the API takes `application/json` only, so another site's
+page cannot make the machine compute (its form posts and simple requests are refused, its preflights fail).
+Every refusal is one JSON line `{"error": ...}` with a 4xx; a body is at most MAX_BODY bytes and must arrive
+within BODY_TIMEOUT seconds; JSON nested too deep or numbers of thousands of digits are a 400.
+"""
+
+import asyncio
+import ipaddress
+import json
+import math
+import socket
+import sys
+import threading
+import time
+import traceback
+
+import uvicorn
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import ClientDisconnect, Request
+from starlette.responses import HTMLResponse, JSONResponse, Response
+from starlette.routing import Route
+
+from inference.runs import Run
+from inference.textgen import TEMPERATURE
+from inspection.html import frames_page
+from inspection.labels import token_labels
+from inspection.live import DEBOUNCE_MS, FIRST_TEXT, MAX_NEW, BadRequest, LiveInspector
+from inspection.live_worker import SUPERSEDED, ModelWorker
+from model.errors import UserError
+
+MAX_BODY = 64 * 1024  # bytes of a request body
+BODY_TIMEOUT = 10.0  # seconds a body may take to arrive
+SEND_TIMEOUT = 15.0  # seconds a client may leave a line of its generation unread before it is dropped
+MAX_CLIENTS = 200  # connections at once; uvicorn answers 503 past it
+LOCAL = ("127.0.0.1", "localhost", "::1")
+
+
+def finite(obj):
+    """obj with every NaN or infinity as null: what JSON can hold (a statistic of a one-token text is NaN)."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: finite(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [finite(v) for v in obj]
+    return obj
+
+
+def json_line(obj) -> bytes:
+    return (json.dumps(finite(obj), ensure_ascii=False, allow_nan=False) + "\n").encode("utf-8")
+
+
+class JSON(JSONResponse):
+    """Valid JSON whatever the numbers: one line, UTF-8, never cached."""
+
+    def render(self, content) -> bytes:
+        return json_line(content)
+
+
+def error(status: int, message: str) -> JSONResponse:
+    return JSON({"error": message}, status, headers={"Cache-Control": "no-store"})
+
+
+def split_host(header: str) -> tuple[str, int | None]:
+    """("name", port) of a Host header: `name:8000`, `[::1]:8000`, `name`; ValueError if it is none of them."""
+    if header.startswith("["):
+        name, _, rest = header[1:].partition("]")
+        port = rest[1:] if rest.startswith(":") else ("" if not rest else "x")
+    else:
+        name, _, port = header.rpartition(":") if ":" in header else (header, "", "")
+    if not name or (port and not port.isascii()) or (port and not port.isdigit()):
+        raise ValueError(header)
+    return name.lower(), int(port) if port else None
+
+
+class LiveServer:
+    def __init__(self, run: Run, host: str = "127.0.0.1", port: int = 8000, lang: str = "en"):
+        self.socket = listen(host, port)
+        self.host, self.port, self.lang = host, self.socket.getsockname()[1], lang
+        shown = f"[{host}]" if ":" in host else ("localhost" if host == "127.0.0.1" else host)
+        self.address = f"http://{shown}:{self.port}/"
+        self.names = {"localhost", host.lower(), socket.gethostname().lower(), socket.gethostname().lower() + ".local"}
+        self.inspector = LiveInspector(run, lang)
+        self.worker = ModelWorker()
+        self.page_html = self.page()
+        self.app = Starlette(routes=[Route("/", self.get_page, methods=["GET"]),
+                                     Route("/api/inspect", self.api_inspect, methods=["POST"]),
+                                     Route("/api/generate", self.api_generate, methods=["POST"])],
+                             exception_handlers={HTTPException: self.http_error, Exception: self.server_error})
+        config = uvicorn.Config(self.guarded, interface="asgi3", proxy_headers=False, log_level="critical",
+                                access_log=False, lifespan="off",
+                                limit_concurrency=MAX_CLIENTS, timeout_keep_alive=5, timeout_graceful_shutdown=3,
+                                h11_max_incomplete_event_size=16 * 1024)  # fmt: skip
+        self.server = uvicorn.Server(config)
+
+    # ---- who may ask ---------------------------------------------------------------------------------------
+
+    def refusal(self, scope) -> JSONResponse | None:
+        """Why this request is refused (a 4xx), or None: the Host, the Origin, the content type."""
+        headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
+        try:
+            name, port = split_host(headers.get("host", ""))
+        except ValueError:
+            return error(400, "the request has no valid Host header")
+        if port not in (self.port, None if self.port == 80 else self.port) or not self.names_me(name):
+            return error(403, "this server answers only at its own address")
+        origin = headers.get("origin")
+        if origin is not None and origin.lower() != f"http://{headers['host'].lower()}":
+            return error(403, f"requests from another site ({origin[:80]}) are refused; open this server's own page")
+        if scope["method"] == "POST" and headers.get("content-type", "").split(";")[0].strip().lower() != "application/json":
+            return error(415, "send the body as Content-Type: application/json")
+        return None
+
+    def names_me(self, name: str) -> bool:
+        try:
+            ipaddress.ip_address(name)  # an address: a DNS name of a foreign page never is one
+            return True
+        except ValueError:
+            return name in self.names
+
+    async def guarded(self, scope, receive, send) -> None:
+        if scope["type"] == "http":
+            refused = self.refusal(scope)
+            if refused is not None:
+                return await refused(scope, receive, send)
+        await self.app(scope, receive, send)
+
+    # ---- the routes ----------------------------------------------------------------------------------------
+
+    async def get_page(self, request: Request) -> Response:
+        return HTMLResponse(self.page_html, headers={"Cache-Control": "no-store"})
+
+    async def api_inspect(self, request: Request) -> Response:
+        body = await read_body(request)
+        steps = self.inspector.inspect(body)
+        answers, _ = self.submit(body, request, steps, SUPERSEDED, single=True)
+        (answer, _) = await answers.get()
+        if answer is None or answer == {"stopped": True}:
+            return error(503, "the server is stopping")
+        status, view = answer
+        return JSON(view, status, headers={"Cache-Control": "no-store"})
+
+    async def api_generate(self, request: Request) -> Response:
+        body = await read_body(request)
+        steps = self.inspector.generate(body)
+        answers, job = self.submit(body, request, steps)
+        return Lines(answers, lambda: self.worker.cancel(job))
+
+    def submit(self, body: dict, request: Request, steps, on_cancel=None, single: bool = False):
+        """Queue `steps` as the client's job ("client" of the body: the page's own id, else the connection's);
+        its answers arrive in the returned queue as (answer, last). (queue, job)."""
+        client = body.get("client")
+        if not (isinstance(client, str) and 0 < len(client) <= 64):
+            client = f"{request.client.host}:{request.client.port}" if request.client else "?"
+        loop, answers = asyncio.get_running_loop(), asyncio.Queue()
+
+        def emit(answer, last):  # on the model thread: never blocks
+            loop.call_soon_threadsafe(answers.put_nowait, (answer, last))
+
+        kwargs = {} if on_cancel is None else {"on_cancel": on_cancel}
+        return answers, self.worker.submit(client, steps, emit, single=single, **kwargs)
+
+    async def http_error(self, request: Request, exc: HTTPException) -> Response:
+        if exc.status_code == 404:
+            return error(404, f"no page at {request.url.path[:100]}; open / (the API: POST /api/inspect, /api/generate)")
+        if exc.status_code == 405:
+            return error(405, f"{request.method[:10]} is not answered at {request.url.path[:100]}")
+        return error(exc.status_code, str(exc.detail)[:200])
+
+    async def server_error(self, request: Request, exc: Exception) -> Response:
+        if isinstance(exc, BadRequest):
+            return error(exc.status, str(exc))
+        if isinstance(exc, UserError):  # the model's own refusals (a sampling option it cannot take)
+            return error(400, str(exc))
+        if isinstance(exc, ClientDisconnect):
+            return error(400, "the client went away")
+        traceback.print_exception(exc, file=sys.stderr)  # a bug of ours: the server goes on
+        return error(500, "the server failed on this request; see its terminal")
+
+    # ---- the page and the process --------------------------------------------------------------------------
+
+    def page(self) -> str:
+        """The live page, opened on FIRST_TEXT cut to what the model reads."""
+        inspector, run = self.inspector, self.inspector.run
+        text = FIRST_TEXT  # a small model's context holds its first words only
+        while len(text) > 1 and len(run.encode(text)) + (run.eot_id is not None) > run.block_size:
+            text = text[:-1]
+        options = {"temperature": TEMPERATURE, "top_k": None, "top_p": None}
+        (_, view), = inspector.inspect({"text": text, **options})
+        live = {"text": text, "next": view["next"], "block_size": run.block_size, "max_new": MAX_NEW,
+                "temperature": TEMPERATURE, "debounce_ms": DEBOUNCE_MS}
+        known = [i for i in range(run.tokenizer.get_vocab_size()) if run.tokenizer.id_to_token(i) is not None]
+        return frames_page(view["frames"], view["tokens"], f"{run.ckpt_dir}", inspector.layers, run.model.config.n_head,
+                           lang=self.lang, live=live, glyphs="".join(token_labels(run.tokenizer, known)))
+
+    def serve(self) -> None:
+        """Answer until Ctrl-C or SIGTERM (which uvicorn turns into a graceful stop, then raises again for the
+        command's own handler), the model thread stopped between two steps first."""
+        self.worker.start()
+        try:
+            self.server.run(sockets=[self.socket])
+        finally:
+            self.worker.stop()
+            self.socket.close()
+
+
+    def start_in_thread(self) -> "LiveServer":
+        """Serve on a thread of this process (tests, benchmarks; uvicorn leaves the signals alone there)."""
+        self.worker.start()
+        self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self.socket]}, daemon=True)
+        self.thread.start()
+        while not self.server.started and self.thread.is_alive():
+            time.sleep(0.01)
+        return self
+
+    def shutdown(self) -> None:
+        """Stop what `start_in_thread` started."""
+        self.server.should_exit = True
+        self.thread.join(10)
+        self.worker.stop()
+        self.socket.close()
+
+
+class Lines(Response):
+    """A generation's lines as they come: each sent within SEND_TIMEOUT, else the client is dropped and its
+    generation cancelled; a client that went away cancels it too."""
+
+    def __init__(self, answers: asyncio.Queue, cancel):
+        self.answers, self.cancel = answers, cancel
+        self.status_code, self.background = 200, None
+
+    async def __call__(self, scope, receive, send) -> None:
+        headers = [(b"content-type", b"application/x-ndjson; charset=utf-8"), (b"cache-control", b"no-store")]
+        try:
+            first, last = await self.answers.get()
+            if isinstance(first, tuple):  # refused before a token: (status, {"error"}), e.g. superseded at once
+                status, obj = first
+                return await error(status, obj.get("error", "error"))(scope, receive, send)
+            await send({"type": "http.response.start", "status": 200, "headers": headers})
+            answer = first
+            while True:
+                if answer is not None:
+                    line = json_line(answer)
+                    await asyncio.wait_for(send({"type": "http.response.body", "body": line, "more_body": True}),
+                                           SEND_TIMEOUT)  # fmt: skip
+                if last:
+                    break
+                answer, last = await self.answers.get()
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+        except (asyncio.TimeoutError, OSError, ClientDisconnect, asyncio.CancelledError):
+            self.cancel()  # the client stopped reading or went away: nothing else waits on it
+            if isinstance(sys.exc_info()[1], asyncio.CancelledError):
+                raise
+
+
+async def read_body(request: Request) -> dict:
+    """The request's JSON object: at most MAX_BODY bytes, within BODY_TIMEOUT, no deeper than the parser goes."""
+    length = request.headers.get("content-length")
+    if length is not None and not (length.isascii() and length.isdigit()):
+        raise BadRequest("Content-Length must be a number of bytes", 400)
+    if length is not None and int(length) > MAX_BODY:
+        raise BadRequest(f"the body is {int(length):,} bytes; at most {MAX_BODY:,}", 413)
+
+    async def collect() -> bytes:
+        data = bytearray()
+        async for chunk in request.stream():
+            data += chunk
+            if len(data) > MAX_BODY:
+                raise BadRequest(f"the body is more than {MAX_BODY:,} bytes", 413)
+        return bytes(data)
+
+    try:
+        data = await asyncio.wait_for(collect(), BODY_TIMEOUT)
+    except asyncio.TimeoutError:
+        raise BadRequest(f"the body did not arrive within {BODY_TIMEOUT:g} s", 408) from None
+    try:
+        body = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise BadRequest(f"the body is not JSON ({' '.join(str(e).split())[:120]})") from None
+    except (RecursionError, ValueError):  # nested thousands deep, or an integer of thousands of digits
+        raise BadRequest("the body nests too deep or holds a number too long to read") from None
+    if not isinstance(body, dict):
+        raise BadRequest("the body must be a JSON object")
+    return body
+
+
+def listen(host: str, port: int) -> socket.socket:
+    """A listening socket on host:port (IPv4 or IPv6), or a UserError that says what to change."""
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+        sock = socket.socket(family, kind, proto)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(address)
+        sock.listen(128)
+    except OSError as e:
+        raise UserError(f"cannot listen on {host}:{port} ({e.strerror or e}); pick another --port or --host") from None
+    sock.set_inheritable(True)
+    return sock
