@@ -47,7 +47,7 @@ MESSAGES: dict[str, tuple[str, str]] = {
     "where.file": ("{path} ({n} tokens)", "{path} (토큰 {n}개)"),
     "where.validation": ("the run's validation split {path} ({n} tokens)", "학습 때 떼어 둔 검증 데이터 {path} (토큰 {n}개)"),
     "where.sampled": ("{n} tokens the model wrote itself (seed 0, temperature 1): no validation split found for {ckpt}",
-                      "모델이 스스로 쓴 토큰 {n}개 (seed 0, temperature 1): {ckpt}의 검증 데이터를 찾지 못했습니다"),
+                      "모델이 스스로 쓴 토큰 {n}개 (seed 0, temperature 1; {ckpt}의 검증 데이터가 없어 대신 사용)"),
     # ---- per-head statistics (inspection/stats.py) ----------------------------------------------------
     # ---- the logit lens (inspection/lens.py) and switched-off heads (model/ablation.py) ------------------
     "lens.title": ("logit lens at token {query}: the next token after each stage, through ln_f and the tied head "
@@ -62,7 +62,7 @@ MESSAGES: dict[str, tuple[str, str]] = {
                     "head별 attention 통계, 토큰 {n}개 (정의: inspection/stats.py):"),
     "stats.columns": ("layer|head|entropy|distance|prev|first|self", "layer|head|엔트로피|거리|이전|첫토큰|자기"),
     "stats.top": ("layer {layer} head {head}: the tokens each query attends to most",
-                  "layer {layer} head {head}: 각 query가 가장 많이 attention하는 토큰"),
+                  "layer {layer} head {head}: 각 query가 가장 많이 보는(attention 값이 가장 큰) 토큰"),
     # ---- the walkthrough of one head at one query (inspection/explain.py) ------------------------------
     "explain.title": ("Layer {layer}, head {head}, query token {i} {token} of {T} tokens (n_embd {C}, {H} heads of "
                       "d_k = {d} dimensions)",
@@ -74,7 +74,7 @@ MESSAGES: dict[str, tuple[str, str]] = {
                       "모든 토큰)입니다{masked}."),
     "explain.masked_later": ("; the later tokens are masked (step 5)", ". 뒤의 토큰은 mask됩니다(5단계)"),
     "explain.some_keys": ("   {shown} of the {n} keys are listed: the first, the most attended, the last few.",
-                          "   key {n}개 중 {shown}개만 보입니다: 첫 key, attention을 가장 많이 받는 key, 마지막 몇 개."),
+                          "   표에는 key {n}개 중 {shown}개만 싣습니다: 첫 key, attention 값이 가장 큰 key들, 마지막 몇 개."),
     "explain.x": ("   Normalised input x_j = ln_1(residual stream at j): first {dims} of {C} dims and the norm.",
                   "   정규화된 입력 x_j = ln_1(j 위치의 residual stream): {C}차원 중 처음 {dims}개 값과 norm."),
     "explain.token": ("token", "토큰"),
@@ -86,33 +86,33 @@ MESSAGES: dict[str, tuple[str, str]] = {
     "explain.step34": ("3. Scores q·k_j.  4. Divided by √d_k, d_k = {d} (n_embd / n_head = {C} / {H}): √{d} = {root}, "
                        "which keeps their spread from growing with d_k.",
                        "3. score q·k_j.  4. √d_k로 나누기, d_k = {d} (n_embd / n_head = {C} / {H}): √{d} = {root}. "
-                       "d_k가 커져도 score가 퍼지는 폭이 커지지 않게 합니다."),
+                       "이렇게 나누면 d_k가 커져도 score가 퍼지는 폭이 커지지 않습니다."),
     "explain.step56": ("5. Masked: a key after the query gets -∞, so its weight is 0.  6. Softmax: w_j = exp(s_j) / "
                        "Σ exp(s), over the row.",
-                       "5. mask: query보다 뒤에 있는 key는 -∞가 되어 가중치가 0이 됩니다.  6. softmax: w_j = exp(s_j) / "
-                       "Σ exp(s), 한 행에 걸쳐."),
+                       "5. mask: query보다 뒤에 있는 key의 score는 -∞가 되어 w_j가 0이 됩니다.  6. softmax: 한 행 안에서 "
+                       "w_j = exp(s_j) / Σ exp(s)."),
     "explain.more_masked": ("    …  and {n} more later keys, all masked: -∞, w_j = 0",
                             "    …  그리고 뒤의 key {n}개, 모두 mask: -∞, w_j = 0"),
     "explain.largest": ("   the largest terms w_j v_j (by norm w_j |v_j|):", "   가장 큰 항 w_j v_j (norm w_j |v_j| 기준):"),
     "explain.step8": ("8. Where y goes: its {d} values become dims {lo}..{last} of the {C}-vector that concatenates the "
                       "outputs of all {H} heads at token {i}; that vector times W_O ({C} x {C}) plus b_O is",
                       "8. y가 가는 곳: y의 값 {d}개는 토큰 {i}에서 head {H}개 모두의 출력을 이어 붙인 {C}차원 벡터의 "
-                      "{lo}..{last}번째 차원이 되고, 그 벡터에 W_O ({C} x {C})를 곱하고 b_O를 더한 것이"),
+                      "{lo}..{last}번째 차원이 되고, 그 벡터에 W_O ({C} x {C})를 곱하고 b_O를 더한 결과는 다음과 같습니다:"),
     "explain.share": ("   of which this head's share y W_O[{lo}:{end}] = {share}   |share| = {norm}",
                       "   그중 이 head의 몫 y W_O[{lo}:{end}] = {share}   |share| = {norm}"),
     "explain.residual": ("   out_{i} is added to the residual stream (resid_{i} + out_{i}){mlp}.",
                          "   out_{i}: 이 값이 residual stream에 더해집니다 (resid_{i} + out_{i}){mlp}."),
-    "explain.mlp_follows": (", and the block's MLP follows", ". 그다음 block의 MLP가 이어집니다"),
+    "explain.mlp_follows": (", and the block's MLP follows", ". 이어서 같은 block의 MLP가 계산됩니다"),
     # ---- one text through the snapshots of a run (inspection/over_training.py) -------------------------
     "snapshots.title": ("wrote {path} ({n} snapshots, {T} tokens); the strongest heads at each step:",
-                        "{path}에 썼습니다 (snapshot {n}개, 토큰 {T}개). 각 step에서 가장 강한 head:"),
+                        "{path}에 저장했습니다 (snapshot {n}개, 토큰 {T}개). 각 step에서 가장 강한 head:"),
     "snapshots.columns": ("step|previous-token|induction|in-context loss drop", "step|이전 토큰|induction|in-context loss 감소"),
     "snapshots.page_title": ("{text}: {n} snapshots of {run}", "{text}: {run}의 snapshot {n}개"),
     # ---- generate.py's other lines ----------------------------------------------------------------------
     "maps.title": ("Attention maps of {ckpt}: {text}", "{ckpt}의 attention map: {text}"),
-    "wrote": ("wrote {files}", "파일을 썼습니다: {files}"),
+    "wrote": ("wrote {files}", "파일을 저장했습니다: {files}"),
     "score.title": ("scored {path} with {ckpt}: {chars} characters, {tokens} tokens",
-                    "{path}의 점수 ({ckpt}): 글자 {chars}개, 토큰 {tokens}개"),
+                    "{path} 평가 (모델: {ckpt}): 글자 {chars}개, 토큰 {tokens}개"),
     "score.lines": ("token loss:           {loss} nats\nperplexity:           {ppl}\nbits per character:   {bpc}\n"
                     "characters per token: {cpt}",
                     "토큰당 loss:          {loss} nats\nperplexity:           {ppl}\n글자당 비트:          {bpc}\n"
@@ -122,7 +122,7 @@ MESSAGES: dict[str, tuple[str, str]] = {
     "plot.query": ("query token", "query 토큰"),
     "plot.weight": ("attention weight", "attention 가중치"),
     "plot.layer": ("layer {layer}: attention per head (rows attend to columns)",
-                   "layer {layer}: head별 attention (행이 열에 attention합니다)"),
+                   "layer {layer}: head별 attention (행 = query, 열 = key)"),
     # ---- the offline page (inspection/page.html): plain {name} fields, filled in by the page ----------
     "page.language": ("Language", "언어"),
     "page.layer": ("Layer", "Layer"),
@@ -137,9 +137,9 @@ MESSAGES: dict[str, tuple[str, str]] = {
                   "아래 줄의 토큰에 마우스를 올리면 그 토큰의 attention이 보입니다. 토큰이나 heatmap의 행을 클릭하면 "
                   "고정되고(다시 클릭하면 풀림), 그 query 토큰에서 그 head의 계산을 단계별로 보여 줍니다."),
     "page.tokens": ("Tokens", "토큰"),
-    "page.outgoing": ("Where the token attends (its row: query → keys)", "이 토큰이 attention하는 곳 (행: query → key)"),
+    "page.outgoing": ("Where the token attends (its row: query → keys)", "이 토큰이 보는 곳 (행: query → key)"),
     "page.incoming": ("What attends to the token (its column: queries → key)",
-                      "이 토큰에 attention하는 것 (열: query → key)"),
+                      "이 토큰을 보는 토큰들 (열: query → key)"),
     "page.heatmaps": ("Heatmaps (rows = query tokens, columns = key tokens)", "Heatmap (행 = query 토큰, 열 = key 토큰)"),
     "page.token_title": ("token {i}: {token}", "토큰 {i}: {token}"),
     "page.cell": ("layer {layer} head {head}: query {q} {qt} → key {k} {kt}: {w}",
@@ -150,7 +150,7 @@ MESSAGES: dict[str, tuple[str, str]] = {
                          "역할 score{at} (학습에 쓰지 않은 텍스트, inspection/heads.py):"),
     "page.roles_at": (" at step {step}", ": step {step} 시점"),
     "page.roles_columns": ("head|previous|first|self|duplicate|induction", "head|이전 토큰|첫 토큰|자기 자신|중복 토큰|induction"),
-    "page.chance": ("chance", "우연 수준"),
+    "page.chance": ("chance", "우연"),
     "page.drop": ("in-context loss drop on repeated random tokens: {drop} nats ({first} on the first copy, {second} on "
                   "the second)",
                   "반복된 무작위 토큰에서 in-context loss 감소: {drop} nats (첫 번째 복사본 {first}, 두 번째 {second})"),
@@ -159,9 +159,9 @@ MESSAGES: dict[str, tuple[str, str]] = {
                      "prefill: 토큰 0..{last}, 한 번의 forward; cache에 key {keys}개{next}"),
     "page.decode": ("step {step} of {steps}: token {last} “{token}” went in, its row attends over the {keys} cached "
                     "keys{next}",
-                    "{steps}단계 중 {step}단계: 토큰 {last} “{token}” 입력, 그 행은 cache된 key {keys}개에 "
-                    "attention합니다{next}"),
-    "page.chose": (" and chose token {n} “{token}”", "; 다음 토큰으로 {n} “{token}” 선택"),
+                    "{steps}단계 중 {step}단계: 토큰 {last} “{token}” 입력, 그 query 행이 cache된 key {keys}개를 "
+                    "봅니다{next}"),
+    "page.chose": (" and chose token {n} “{token}”", "; 다음 토큰: 토큰 {n} “{token}”"),
     "page.ex_title": ("Walkthrough: layer {layer}, head {head}, query token {i} “{token}”",
                       "단계별 계산: layer {layer}, head {head}, query 토큰 {i} “{token}”"),
     "page.ex1": ("1. Token {i} may attend to tokens 0..{i} (itself and every token before it){masked}. x_j = "
@@ -190,8 +190,8 @@ MESSAGES: dict[str, tuple[str, str]] = {
     # ---- the live page (inspection/live.py) -----------------------------------------------------------
     "page.live_hint": ("Type a text: its maps, roles and next token follow as you type (Enter: at once). Generate "
                        "continues it, the maps following the cached decoding.",
-                       "텍스트를 입력하면 입력하는 대로 map, 역할, 다음 토큰이 바뀝니다 (Enter: 바로). 생성을 누르면 "
-                       "이어 쓰고, map이 cache된 디코딩을 따라갑니다."),
+                       "텍스트를 입력하면 입력하는 대로 map, 역할, 다음 토큰이 바뀝니다 (Enter를 누르면 즉시). [생성]을 누르면 "
+                       "모델이 글을 이어 쓰고, map은 KV cache로 한 토큰씩 디코딩하는 과정을 따라갑니다."),
     "page.temperature": ("temperature", "temperature"),
     "page.top_k": ("top-k", "top-k"),
     "page.top_p": ("top-p", "top-p"),
@@ -210,7 +210,7 @@ MESSAGES: dict[str, tuple[str, str]] = {
                       "그 head를 끈 검증 텍스트 loss: 토큰당 {loss} nats (전체 모델 {full}, {diff})"),
     "page.off_switch": ("off", "끄기"),
     "page.timing": ("model {model} ms, drawing {draw} ms, {total} ms from the keystroke",
-                    "모델 {model} ms, 그리기 {draw} ms, 입력부터 {total} ms"),
+                    "모델 {model} ms, 그리기 {draw} ms, 키 입력부터 표시까지 {total} ms"),
 }
 
 
