@@ -84,8 +84,15 @@ def lens_table(model, ids, label, k: int = TOP) -> dict:
 def labeller(tokenizer):
     """`label(id)`: one token's readable label (inspection.labels.token_labels), as the functions here take it;
     `<id N>` for an id past the tokenizer's vocabulary (a model's rows padded to a round number)."""
-    return lambda token_id: (token_labels(tokenizer, [token_id])[0] if tokenizer.id_to_token(token_id) is not None
-                             else f"<id {token_id}>")
+    labels: dict[int, str] = {}  # every id's, made at the first call in one pass (a label alone re-reads the decoder)
+
+    def label(token_id: int) -> str:
+        if not labels:
+            known = [i for i in range(tokenizer.get_vocab_size()) if tokenizer.id_to_token(i) is not None]
+            labels.update(zip(known, token_labels(tokenizer, known)))
+        return labels.get(token_id, f"<id {token_id}>")
+
+    return label
 
 
 def format_lens(lens: Lens, label, lang: str = "en") -> str:

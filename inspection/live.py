@@ -84,6 +84,7 @@ class LiveInspector:
         self.windows = held_out_windows(run.model, held_out)
         self.means = ablation_means(run.model, held_out)
         self.full_loss = self.held_out_loss()
+        self.label = labeller(run.tokenizer)  # every token's label, made once
 
     def encode(self, body: dict) -> list[int]:
         """The request's text as token ids (the <|endoftext|> first), at most block_size of them."""
@@ -147,7 +148,7 @@ class LiveInspector:
         view = {"tokens": maps.labels, "T": len(maps.ids), "prefill": maps.prefill or len(maps.ids),
                 "frames": [frame], "next": candidates}
         if lens:  # every token's logit lens: left out of a generation's lines but its last (the page keeps going)
-            view["lens"] = lens_table(run.model, maps.ids, labeller(run.tokenizer))
+            view["lens"] = lens_table(run.model, maps.ids, self.label)
         if full is not None:
             for c in candidates:
                 c["p_full"] = round(float(full[c["id"]]), 6)
