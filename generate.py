@@ -211,15 +211,15 @@ def write_over_training(args) -> None:
     print(format_snapshot_table(frames, layers, args.lang))
 
 
+SERVE_USES = {"ckpt", "runs_dir", "device", "serve", "host", "port", "lang"}  # the options --serve reads
+
+
 def serve(args) -> None:
     """--serve: the live inspector on --host:--port until Ctrl-C."""
     if args.port is not None and not 0 <= args.port <= 65535:
         raise UserError(f"--port {args.port} must be between 0 and 65535")
-    defaults = {"--temperature": TEMPERATURE, "--repetition-penalty": 1.0, "--num-samples": 1, "--weights": "fp32",
-                "--query": -1, "--ablate-mode": "mean"}  # fmt: skip
-    others = given(args, "--prompt", "--attention", "--head", "--explain", "--heads", "--heads-text", "--score", "--lens",
-                   "--ablate", "--over-training", "--layers", "--max-new-tokens", "--top-k", "--top-p", "--seed",
-                   "--no-cache") + [o for o, v in defaults.items() if getattr(args, o[2:].replace("-", "_")) != v]  # fmt: skip
+    untouched = vars(parse_args([]))  # what the page sets: every other option given is refused, not ignored
+    others = [f"--{k.replace('_', '-')}" for k, v in vars(args).items() if k not in SERVE_USES and v != untouched[k]]
     if others:
         raise UserError(f"--serve takes its texts, sampling settings and switched-off heads from the page; drop "
                         f"{', '.join(others)}")
@@ -298,8 +298,6 @@ def check_inspection_options(args) -> None:
         raise UserError("--layers picks the layers that --attention draws; add --attention DIR")
     if (args.host is not None or args.port is not None) and not args.serve:
         raise UserError("--host and --port say where --serve listens; add --serve")
-    if args.port is not None and not 0 <= args.port <= 65535:
-        raise UserError(f"--port {args.port} must be between 0 and 65535")
     if args.weights != "fp32":
         others = given(args, "--no-cache", "--attention", "--score", "--heads", "--serve", "--over-training", "--ablate")
         if others:

@@ -18,6 +18,7 @@ near 13 MB; q, k, v, y as base64 float32. `layers` keeps only some layers, for l
 import base64
 import html
 import json
+import math
 import os
 import re
 from pathlib import Path
@@ -92,6 +93,17 @@ def frame_data(weights: np.ndarray, layers: list[int], *, trace=None, roles=None
             "stats": {name: value.tolist() for name, value in head_stats(weights[layers]).items()},
             "roles": captions, "scores": roles_json_of(roles, layers),
             "explain": None if trace is None else explain_data(trace, layers)}
+
+
+def finite(obj):
+    """obj with every NaN or infinity as null: what JSON can hold (a statistic of a one-token text is NaN)."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: finite(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [finite(v) for v in obj]
+    return obj
 
 
 def roles_json_of(roles, layers: list[int]) -> dict | None:

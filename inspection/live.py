@@ -35,7 +35,7 @@ from inspection.heads import measure_heads
 from inspection.heldout import held_out_ids, usable_ids
 from inspection.importance import ablation_means, held_out_windows
 from inspection.lens import labeller, lens_table
-from inspection.html import frame_data, frames_page
+from inspection.html import frame_data
 from inspection.labels import token_labels
 from inspection.maps import attention_for_ids, attention_from_decoding
 from inspection.trace import trace_ids

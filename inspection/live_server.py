@@ -23,7 +23,6 @@ within BODY_TIMEOUT seconds; JSON nested too deep or numbers of thousands of dig
 import asyncio
 import ipaddress
 import json
-import math
 import socket
 import sys
 import threading
@@ -39,7 +38,7 @@ from starlette.routing import Route
 
 from inference.runs import Run
 from inference.textgen import TEMPERATURE
-from inspection.html import frames_page
+from inspection.html import finite, frames_page
 from inspection.labels import token_labels
 from inspection.live import DEBOUNCE_MS, FIRST_TEXT, MAX_NEW, BadRequest, LiveInspector
 from inspection.live_worker import SUPERSEDED, ModelWorker
@@ -50,17 +49,6 @@ BODY_TIMEOUT = 10.0  # seconds a body may take to arrive
 SEND_TIMEOUT = 15.0  # seconds a client may leave a line of its generation unread before it is dropped
 MAX_CLIENTS = 200  # connections at once; uvicorn answers 503 past it
 LOCAL = ("127.0.0.1", "localhost", "::1")
-
-
-def finite(obj):
-    """obj with every NaN or infinity as null: what JSON can hold (a statistic of a one-token text is NaN)."""
-    if isinstance(obj, float):
-        return obj if math.isfinite(obj) else None
-    if isinstance(obj, dict):
-        return {k: finite(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [finite(v) for v in obj]
-    return obj
 
 
 def json_line(obj) -> bytes:
@@ -119,7 +107,7 @@ class LiveServer:
             name, port = split_host(headers.get("host", ""))
         except ValueError:
             return error(400, "the request has no valid Host header")
-        if port not in (self.port, None if self.port == 80 else self.port) or not self.names_me(name):
+        if (port or 80) != self.port or not self.names_me(name):  # no port in the header: 80
             return error(403, "this server answers only at its own address")
         origin = headers.get("origin")
         if origin is not None and origin.lower() != f"http://{headers['host'].lower()}":
@@ -264,10 +252,11 @@ class Lines(Response):
                     break
                 answer, last = await self.answers.get()
             await send({"type": "http.response.body", "body": b"", "more_body": False})
-        except (asyncio.TimeoutError, OSError, ClientDisconnect, asyncio.CancelledError):
+        except (asyncio.TimeoutError, OSError, ClientDisconnect):
             self.cancel()  # the client stopped reading or went away: nothing else waits on it
-            if isinstance(sys.exc_info()[1], asyncio.CancelledError):
-                raise
+        except asyncio.CancelledError:  # the server stopping
+            self.cancel()
+            raise
 
 
 async def read_body(request: Request) -> dict:

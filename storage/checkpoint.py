@@ -103,8 +103,9 @@ def run_snapshots(run_dir, model: dict, run_id: str) -> tuple[list[Path], list[s
             if theirs is None or not (entry / WEIGHTS).is_file():
                 why = f"no {CONFIG} with a model, or no {WEIGHTS}"
             elif shape_of(theirs) != shape:
-                why = "another model's (" + ", ".join(f"{k} {shape_of(theirs)[k]} here, {v} in the run"
-                                                     for k, v in shape.items() if shape_of(theirs)[k] != v) + ")"
+                here = shape_of(theirs)
+                why = "another model's (" + ", ".join(f"{k} {here[k]} here, {v} in the run" for k, v in shape.items()
+                                                     if here[k] != v) + ")"  # fmt: skip
             elif config.get("run_id", "") != run_id:
                 why = f"another run's (run_id {config.get('run_id') or 'none'}, this run's {run_id or 'none'})"
         if why:
