@@ -40,6 +40,7 @@ from inspection.live_server import LiveServer
 from inspection.maps import attention_for_ids, attention_from_decoding, check_head, make_out_dir, write_attention
 from inspection.over_training import format_snapshot_table, snapshot_frames
 from inspection.stats import format_stats_table, format_top_attended, head_stats
+from inspection.path import Sampling, format_path, forward_path
 from inspection.trace import trace_ids
 from inspection.messages import LANGUAGES, locale_language, messages
 from model.ablation import ablated, check_heads
@@ -71,7 +72,8 @@ def parse_args(argv):
     p.add_argument("--score", metavar="FILE", help="score a UTF-8 text file instead of generating")
     p.add_argument("--attention", metavar="OUT_DIR", help="write attention maps of the prompt (+ generated text)")
     p.add_argument("--head", metavar="L.H", help="print the tokens each query of head H in layer L attends to")
-    p.add_argument("--explain", metavar="L.H", help="walk through head H of layer L step by step, with its numbers")
+    p.add_argument("--explain", metavar="L.H|path", help="walk through head H of layer L step by step, with its "
+                   "numbers; path: the --query token's whole way from its id to the next token")
     p.add_argument("--query", type=integer, default=-1, help="the token --explain looks from (negative: from the end)")
     p.add_argument("--heads", action="store_true", help="score what each head does (no prompt needed)")
     p.add_argument("--heads-text", metavar="FILE", help="held-out text for --heads (default: the run's validation split)")
@@ -98,7 +100,8 @@ def parse_head(text: str, option: str = "--head") -> tuple[int, int]:
     try:
         return integer(layer), integer(head if dot else "")
     except ValueError:
-        raise UserError(f"{option} {text!r} must be LAYER.HEAD with two numbers, e.g. {option} 0.1") from None
+        path = " or path (one token's whole way to the next token)" if option == "--explain" else ""
+        raise UserError(f"{option} {text!r} must be LAYER.HEAD with two numbers, e.g. {option} 0.1{path}") from None
 
 
 def parse_heads(text: str) -> list[tuple[int, int]]:
@@ -153,26 +156,34 @@ def inspect_attention(run, ids: list[int], args, head, recorded: list | None = N
     """Maps of ids (from the decoding's own `recorded` forwards when given), their files, tables and walkthrough."""
     say = messages(args.lang)
     maps = attention_from_decoding(run, ids, recorded) if recorded else attention_for_ids(run, ids)
-    trace = trace_ids(run.model, maps.ids) if args.attention or args.explain else None
+    trace = maps.trace if maps.trace is not None else trace_ids(run.model, maps.ids)  # the maps' own forward, or one
     query = resolve_query(args.query, len(maps.ids)) if args.explain else None  # before any file is written
     if args.attention:
         # The window may start inside a character; its leftover bytes are left out of the title.
         text = b"".join(run.token_bytes[i] for i in maps.ids).decode("utf-8", errors="ignore")
         title = say("maps.title", ckpt=run.ckpt_dir, text=text[:60] + "…" if len(text) > 60 else text)
         layers = parse_layers(args.layers, run.model.config.n_layer) if args.layers else None
-        lens = lens_table(run.model, maps.ids, labeller(run.tokenizer))
+        label = labeller(run.tokenizer)
+        record = forward_path(run.model, trace, label, sampling_of(args))
         written = write_attention(maps, args.attention, title, trace=trace, layers=layers, roles=roles, lang=args.lang,
-                                  lens=lens)
+                                  lens=lens_table(run.model, trace, label), record=record)
         print(say("wrote", files=", ".join(str(p) for p in written)))
     print(say("stats.title", n=len(maps.ids)))
-    print(format_stats_table(head_stats(maps.weights), args.lang))
+    print(format_stats_table(head_stats(maps.att), args.lang))
     if head is not None:
         print(say("stats.top", layer=head[0], head=head[1]))
         print(format_top_attended(maps.head(*head), maps.labels))
-    if args.explain:
+    if args.explain == "path":
+        print(format_path(forward_path(run.model, trace, labeller(run.tokenizer), sampling_of(args)), query, args.lang))
+    elif args.explain:
         layer, h = parse_head(args.explain, "--explain")
         w_o = run.model.blocks[layer].attn.c_proj.weight.detach().T.float().cpu().numpy()  # out = y W_O + b_O
         print(explain_head(trace, maps.labels, layer, h, query, w_o, args.lang, run.model.config.mlp))
+
+
+def sampling_of(args) -> Sampling:
+    """The sampling settings of the command line, as the path view draws the next token with them."""
+    return Sampling(args.temperature, args.top_k, args.top_p, args.seed or 0)
 
 
 def print_heads(run, args, means):
@@ -332,7 +343,7 @@ def generate(args) -> None:
     if args.score is not None and (args.prompt is not None or inspecting):
         raise UserError("--score scores a file; use it without --prompt, --attention, --head, --explain and --heads")
     head = parse_head(args.head) if args.head is not None else None
-    explained = parse_head(args.explain, "--explain") if args.explain is not None else None
+    explained = parse_head(args.explain, "--explain") if args.explain not in (None, "path") else None
     off = parse_heads(args.ablate) if args.ablate is not None else []
     text = read_text(args.score) if args.score is not None else None
     run = load_run(args.ckpt, args.runs_dir, args.device)

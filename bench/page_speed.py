@@ -79,7 +79,7 @@ def main(argv=None):
             frames = []
             for step, model in enumerate(models):
                 trace = trace_ids(model, ids[:T])
-                frames.append(frame_data(trace.weights, layers, trace=trace, step=step if len(models) > 1 else None))
+                frames.append(frame_data(trace.att, layers, trace=trace, step=step if len(models) > 1 else None))
             pages[T] = Path(tmp) / f"page_{T}.html"
             pages[T].write_text(frames_page(frames, labels[:T], f"{T} tokens", layers, args.n_head), encoding="utf-8")
         times = {T: [] for T in sizes}

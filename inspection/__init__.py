@@ -3,17 +3,19 @@
     from inference import load_run
     from inspection import attention_for_text, draw_head, head_stats, format_stats_table
     run = load_run()
-    maps = attention_for_text(run, "대한민국은 서울")        # .weights (L, H, T, T), .labels
-    draw_head(maps.weights, maps.labels, layer=0, head=1)   # a matplotlib Figure
-    print(format_stats_table(head_stats(maps.weights)))
+    maps = attention_for_text(run, "대한민국은 서울")        # .att (L, H, T, T), .labels, .trace
+    draw_head(maps.att, maps.labels, layer=0, head=1)   # a matplotlib Figure
+    print(format_stats_table(head_stats(maps.att)))
 
-    trace = trace_ids(run.model, maps.ids)                 # q, k, v, scores, weights, y, out of every head
+    trace = maps.trace                                    # the whole forward: tok, pos, q, k, v, att, ..., logits
     print(explain_head(trace, maps.labels, layer=1, head=0, query=-1))
+    print(format_path(forward_path(run.model, trace, labeller(run.tokenizer)), query=-1))  # id to next token
     roles = measure_heads(run.model, held_out_ids(run)[0], usable_ids(run), run.eot_id)  # .scores, .strongest()
 
 Modules: maps (attention of a text + the files), labels (readable token labels), stats (per-head
-statistics), plot (PNG), html (interactive page, template page.html), trace (every intermediate of
-attention, explain.npz), explain (one head at one query, step by step), heads (what each head does),
+statistics), plot (PNG), html (interactive page, from page/), trace (one recording forward: every step of
+the pass, explain.npz), explain (one head at one query, step by step), path (one token from its id to the next
+token), glossary (the terms in English and Korean), heads (what each head does),
 heldout (the text heads are measured on), over_training (one text through every snapshot of a run), messages
 (every teaching text in English and Korean), live (the live inspector: a local server of the page).
 """
@@ -23,16 +25,18 @@ from inspection.heads import HeadRoles, format_roles_table, measure_heads, save_
 from inspection.heldout import held_out_ids, usable_ids
 from inspection.html import attention_page, save_html
 from inspection.labels import token_label, token_labels, token_pieces
+from inspection.lens import labeller
 from inspection.maps import (AttentionMaps, attention_for_ids, attention_for_text, attention_from_decoding, load_npz,
                              save_npz, write_attention)
+from inspection.path import Sampling, format_path, forward_path
 from inspection.plot import draw_head, draw_layer, save_figure
 from inspection.stats import format_stats_table, format_top_attended, head_stats
 from inspection.trace import Trace, load_trace, save_trace, trace_ids
 
 __all__ = [
-    "AttentionMaps", "HeadRoles", "Trace", "attention_for_ids", "attention_for_text", "attention_from_decoding",
+    "AttentionMaps", "HeadRoles", "Sampling", "Trace", "attention_for_ids", "attention_for_text", "attention_from_decoding",
     "attention_page", "draw_head", "draw_layer", "explain_head", "format_roles_table", "format_stats_table",
-    "format_top_attended", "head_stats", "held_out_ids", "load_npz", "load_trace", "measure_heads", "save_figure",
+    "format_path", "format_top_attended", "forward_path", "head_stats", "held_out_ids", "labeller", "load_npz", "load_trace", "measure_heads", "save_figure",
     "save_html", "save_npz", "save_roles", "save_trace", "token_label", "token_labels", "token_pieces", "trace_ids",
     "usable_ids", "write_attention",
 ]

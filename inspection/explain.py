@@ -5,8 +5,11 @@
 
 The steps are those of the textbook formula, in its order: the query token and the keys it may see;
 the normalised input x_j of each; q = x W_Q + b_Q, k_j, v_j; the scores q·k_j; their division by
-√d_k; the causal mask (future keys -inf); the softmax weights w_j (they sum to 1); y = Σ_j w_j v_j and
-its largest contributions w_j v_j; where y goes (concatenated with the other heads, times W_O).
+√d_k; the causal mask (future keys -inf); the softmax's attention w_j (they sum to 1); y = Σ_j w_j v_j and
+its largest contributions w_j v_j; where y goes (concatenated with the other heads, times W_O). Each step says
+why, from the numbers shown: what q, k and v are for, why the scores are divided by √d_k (their spread before
+and after, the largest attention without the division), why the mask comes before softmax, how much of y its
+strongest term makes, each head's share of out, and that a map is a hint, not a causal explanation.
 Vectors show their first `DIMS` values and then "…"; explain.npz holds them whole.
 """
 
@@ -37,18 +40,42 @@ def vector(a: np.ndarray, n: int = DIMS) -> str:
     return f"[{shown}{', …' if len(a) > n else ''}]"
 
 
-def shown_keys(weights_row: np.ndarray, query: int) -> list[int]:
+def shown_keys(att_row: np.ndarray, query: int) -> list[int]:
     """The keys 0..query listed: all of them when few, else the first, the strongest and the last few."""
     if query + 1 <= ALL_KEYS:
         return list(range(query + 1))
-    strongest = np.argsort(-weights_row[: query + 1], kind="stable")[:8]
+    strongest = np.argsort(-att_row[: query + 1], kind="stable")[:8]
     return sorted({0, *strongest.tolist(), *range(query - 3, query + 1)})
 
 
-def top_contributions(weights_row: np.ndarray, v: np.ndarray, k: int = TOP) -> list[int]:
+def top_contributions(att_row: np.ndarray, v: np.ndarray, k: int = TOP) -> list[int]:
     """The keys j whose terms w_j v_j of y are largest (by norm, w_j |v_j|), strongest first."""
-    size = weights_row * np.linalg.norm(v, axis=-1)
+    size = att_row * np.linalg.norm(v, axis=-1)
     return np.argsort(-size, kind="stable")[:k].tolist()
+
+
+WHY = ("before", "after", "largest", "undivided", "mix")  # the numbers the why-texts quote, per query
+
+
+def why_numbers(trace) -> np.ndarray:
+    """(5, L, H, T): for every head and query, over the keys it may see: the scores' standard deviation before
+    ("before", q·k_j) and after ("after") the division by √d_k; the largest attention with the division
+    ("largest") and without it ("undivided", softmax of q·k_j); and the share of y's largest term w_j |v_j| in
+    Σ_j w_j |v_j| ("mix"). The terminal quotes them for one query, the page for any."""
+    T = trace.att.shape[-1]
+    visible = np.tril(np.ones((T, T), dtype=bool))  # (T, T): key j <= query i
+    n = visible.sum(-1)  # (T,)
+    scaled = trace.scores.astype(np.float64)
+    raw = scaled * np.sqrt(trace.d_head)
+
+    def std(a):  # over each row's visible keys
+        mean = np.where(visible, a, 0).sum(-1) / n
+        return np.sqrt(np.where(visible, (a - mean[..., None]) ** 2, 0).sum(-1) / n)
+
+    e = np.where(visible, np.exp(raw - np.where(visible, raw, -np.inf).max(-1, keepdims=True)), 0)
+    terms = trace.att * np.linalg.norm(trace.v, axis=-1)[..., None, :]  # (L, H, T, T): w_j |v_j|, 0 where masked
+    return np.stack([std(raw), std(scaled), trace.att.max(-1), (e / e.sum(-1, keepdims=True)).max(-1),
+                     terms.max(-1) / terms.sum(-1)])
 
 
 def table(rows: list[list[str]]) -> list[str]:
@@ -88,7 +115,7 @@ def explain_head(trace, labels: list[str], layer: int, head: int, query: int, w_
     C = trace.x.shape[-1]
     i = resolve_query(query, T)
     x, q, k, v = trace.x[layer], trace.q[layer, head, i], trace.k[layer, head], trace.v[layer, head]
-    scores, w, y = trace.scores[layer, head, i], trace.weights[layer, head, i], trace.y[layer, head, i]
+    scores, w, y = trace.scores[layer, head, i], trace.att[layer, head, i], trace.y[layer, head, i]
     keys = shown_keys(w, i)
     names = labels
     token = say("explain.token")
@@ -105,7 +132,7 @@ def explain_head(trace, labels: list[str], layer: int, head: int, query: int, w_
     lines.append(say("explain.step2", head=head, i=i, C=C, d=d))
     lines.append(f"   q = {vector(q)}   |q| = {np.linalg.norm(q):.4f}")
     rows = [["j", token, "k_j", "v_j"]] + with_gaps(keys, lambda j: [str(j), names[j], vector(k[j]), vector(v[j])])
-    lines += table(rows) + [""]
+    lines += table(rows) + [say("explain.why_qkv", i=i), ""]
 
     root = math.sqrt(d)
     lines.append(say("explain.step34", d=d, C=C, H=H, root=f"{root:.4f}"))
@@ -122,7 +149,9 @@ def explain_head(trace, labels: list[str], layer: int, head: int, query: int, w_
     lines += table(rows)
     if len(future) > 3:
         lines.append(say("explain.more_masked", n=len(future) - 3))
-    lines += [f"   Σ w_j = {w[: i + 1].sum(dtype=np.float64):.6f}", ""]
+    why = dict(zip(WHY, why_numbers(trace)[:, layer, head, i]))
+    lines += [f"   Σ w_j = {w[: i + 1].sum(dtype=np.float64):.6f}", say("explain.why_mask"),
+              say("explain.why_scale", d=d, **{k: f"{why[k]:.4f}" for k in WHY[:4]}), ""]
 
     lines.append(f"7. y = Σ_j w_j v_j = {vector(y)}   |y| = {np.linalg.norm(y):.4f}")
     lines.append(say("explain.largest"))
@@ -130,7 +159,7 @@ def explain_head(trace, labels: list[str], layer: int, head: int, query: int, w_
     for j in top_contributions(w[: i + 1], v[: i + 1]):
         nv = np.linalg.norm(v[j])
         rows.append([str(j), names[j], f"{w[j]:.4f}", f"{nv:.4f}", f"{w[j] * nv:.4f}", vector(w[j] * v[j])])
-    lines += table(rows) + [""]
+    lines += table(rows) + [say("explain.why_mix", share=f"{100 * why['mix']:.1f}"), ""]
 
     lo, hi = head * d, (head + 1) * d
     out = trace.out[layer, i]
@@ -139,5 +168,8 @@ def explain_head(trace, labels: list[str], layer: int, head: int, query: int, w_
     if w_o is not None:
         share = y @ np.asarray(w_o)[lo:hi]
         lines.append(say("explain.share", lo=lo, end=hi, share=vector(share), norm=f"{np.linalg.norm(share):.4f}"))
+        shares = [np.linalg.norm(trace.y[layer, h, i] @ np.asarray(w_o)[h * d:(h + 1) * d]) for h in range(H)]
+        lines.append(say("explain.why_heads", shares=", ".join(f"{h}: {n:.4f}" for h, n in enumerate(shares))))
     lines.append(say("explain.residual", i=i, mlp=say("explain.mlp_follows") if mlp else ""))
+    lines += ["", say("path.hint")]
     return "\n".join(lines)

@@ -4,7 +4,7 @@
     roles = measure_heads(run.model, ids, usable_ids(run), eot_id=run.eot_id, text=where)
     print(format_roles_table(roles)); save_roles(roles, "out/heads.json")
 
-Every score is attention mass, a mean over query tokens of the weight a head puts on one set of keys:
+Every score is attention mass, a mean over query tokens of the attention a head puts on one set of keys:
 
 - previous-token: on key q-1;  first-token (the "attention sink"): on key 0;  self: on key q.
   Over the queries q >= 2 of windows of held-out text, where those three keys are different tokens.

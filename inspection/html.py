@@ -1,7 +1,7 @@
 """attention.html: one self-contained interactive page of attention maps (inline JS/CSS, no network).
 
-The page (template: page.html beside this file) lets a reader choose a layer and a head or all heads,
-and hover or click a token to see where it attends and what attends to it, with the weights. Given a
+The page (template: page/page.html beside this file, its script page/*.js) lets a reader choose a layer and a head or all heads,
+and hover or click a token to see where it attends and what attends to it, with the attention each gets. Given a
 `Trace` (inspection/trace.py), a click on a query token of a head opens the walkthrough of that head
 at that token, with the model's q, k, v and y (scores q·k_j are summed on the page from those q and
 k). Given the `prefill` of maps from decoding, a slider steps through the generated tokens one cached
@@ -10,7 +10,7 @@ the role table shows what switching each head off costs, when measured (inspecti
 a logit lens (inspection/lens.py), the focused token shows its next-token guess after every block.
 
 The data is embedded as JSON; the glyphs of the token labels as a NanumGothic subset (a few KB), so
-Hangul renders even where no Korean font is installed; the weights as the lower triangle of each map,
+Hangul renders even where no Korean font is installed; the attention as the lower triangle of each map,
 quantised to uint16 (error < 1e-5) and base64-encoded, which keeps a 12-layer, 12-head, 256-token page
 near 13 MB; q, k, v, y as base64 float32. `layers` keeps only some layers, for long texts.
 """
@@ -25,20 +25,24 @@ from pathlib import Path
 
 import numpy as np
 
+from inspection.explain import why_numbers
+from inspection.glossary import GLOSSARY
 from inspection.heads import HeadRoles, roles_record
 from inspection.messages import page_messages
 from inspection.plot import korean_font_path
 from inspection.stats import head_stats
 from storage.atomic import write_text_atomic
 
-TEMPLATE = Path(__file__).with_name("page.html")
+PAGE = Path(__file__).with_name("page")
+TEMPLATE = PAGE / "page.html"
+SCRIPTS = ["data.js", "maps.js", "walkthrough.js", "path.js", "controls.js", "live.js", "main.js"]  # one script, in order
 
 
-def pack_weights(weights: np.ndarray) -> str:
+def pack_att(att: np.ndarray) -> str:
     """(L, H, T, T) -> base64 of little-endian uint16 lower triangles, row by row, layer-major."""
-    T = weights.shape[-1]
+    T = att.shape[-1]
     q, k = np.tril_indices(T)                                      # row by row: (0,0), (1,0), (1,1), ...
-    tri = np.asarray(weights, dtype=np.float64)[..., q, k]        # (L, H, T*(T+1)/2)
+    tri = np.asarray(att, dtype=np.float64)[..., q, k]        # (L, H, T*(T+1)/2)
     values = np.rint(np.clip(tri, 0.0, 1.0) * 65535).astype("<u2")
     return base64.b64encode(values.tobytes()).decode("ascii")
 
@@ -50,13 +54,14 @@ def pack_floats(a: np.ndarray) -> str:
 
 def explain_data(trace, layers: list[int], dims: int = 4) -> dict:
     """What the page's walkthrough shows, for `layers`: x and out as their first `dims` values and norm,
-    q, k, v and y whole."""
+    q, k, v and y whole, and the numbers its why-texts quote (inspection.explain.why_numbers)."""
     def head_and_norm(a):  # (L, T, C) -> (L, T, dims + 1)
         return np.concatenate([a[..., :dims], np.linalg.norm(a, axis=-1, keepdims=True)], axis=-1)
 
     return {"d_head": trace.d_head, "n_embd": trace.x.shape[-1], "dims": dims,
             "x": pack_floats(head_and_norm(trace.x[layers])), "out": pack_floats(head_and_norm(trace.out[layers])),
-            **{name: pack_floats(getattr(trace, name)[layers]) for name in ("q", "k", "v", "y")}}
+            **{name: pack_floats(getattr(trace, name)[layers]) for name in ("q", "k", "v", "y")},
+            "why": pack_floats(why_numbers(trace)[:, layers])}
 
 
 def font_face_css(text: str) -> str:
@@ -80,17 +85,17 @@ def font_face_css(text: str) -> str:
             f'src: url(data:font/ttf;base64,{data}) format("truetype"); }}')
 
 
-def frame_data(weights: np.ndarray, layers: list[int], *, trace=None, roles=None, step: int | None = None) -> dict:
-    """One frame of the page: the maps `weights` (L, H, T, T) of `layers`, their statistics, the walkthrough's
+def frame_data(att: np.ndarray, layers: list[int], *, trace=None, roles=None, step: int | None = None) -> dict:
+    """One frame of the page: the maps `att` (L, H, T, T) of `layers`, their statistics, the walkthrough's
     tensors given a `Trace`, and `roles`: a caption per head ((L, H) nested lists, shown as they are) or a
     `HeadRoles` (each head's strongest role and score, which the page names in its language, and every
     score). `step`: the training step of a snapshot."""
     if isinstance(roles, HeadRoles):
-        captions = [[list(roles.strongest(layer, head)) for head in range(weights.shape[1])] for layer in layers]
+        captions = [[list(roles.strongest(layer, head)) for head in range(att.shape[1])] for layer in layers]
     else:
         captions = None if roles is None else [roles[layer] for layer in layers]
-    return {"step": step, "weights": pack_weights(weights[layers]),
-            "stats": {name: value.tolist() for name, value in head_stats(weights[layers]).items()},
+    return {"step": step, "att": pack_att(att[layers]),
+            "stats": finite({name: value.tolist() for name, value in head_stats(att[layers]).items()}),  # NaN: null
             "roles": captions, "scores": roles_json_of(roles, layers),
             "explain": None if trace is None else explain_data(trace, layers)}
 
@@ -115,41 +120,52 @@ def roles_json_of(roles, layers: list[int]) -> dict | None:
     return record
 
 
-def attention_page(weights: np.ndarray, labels: list[str], title: str = "Attention maps", *, trace=None,
+def attention_page(att: np.ndarray, labels: list[str], title: str = "Attention maps", *, trace=None,
                    roles=None, layers: list[int] | None = None, prefill: int | None = None, lang: str = "en",
-                   lens: dict | None = None) -> str:
-    """The HTML text of the page for `weights` (L, H, T, T) and token `labels`; the options as in the
+                   lens: dict | None = None, paths: dict | None = None) -> str:
+    """The HTML text of the page for `att` (L, H, T, T) and token `labels`; the options as in the
     module docstring and `frame_data`; `lang` ("en" or "ko") the language it opens in; `lens`: every token's
-    logit lens (inspection.lens.lens_table), shown for the focused token."""
-    layers = list(range(weights.shape[0])) if layers is None else list(layers)
-    return frames_page([frame_data(weights, layers, trace=trace, roles=roles)], labels, title, layers, weights.shape[1],
-                       prefill, lang, lens=lens)  # fmt: skip
+    logit lens (inspection.lens.lens_table), shown for the focused token; `paths`: every token's way through the
+    forward pass (inspection.path.forward_path, of the same `trace`), shown for the focused token, with the
+    last token's logits for the next-token bars."""
+    layers = list(range(att.shape[0])) if layers is None else list(layers)
+    return frames_page([frame_data(att, layers, trace=trace, roles=roles)], labels, title, layers, att.shape[1],
+                       prefill, lang, lens=lens, paths=path_data(paths, trace))  # fmt: skip
+
+
+def path_data(path: dict | None, trace) -> dict | None:
+    """The path as the page reads it: the record, and the last token's logits (base64 float32) from which the
+    page draws the next token's probabilities as the sampling settings move."""
+    return None if path is None else {**path, "next_logits": pack_floats(trace.logits[-1])}
 
 
 def frames_page(frames: list[dict], labels: list[str], title: str, layers: list[int], n_head: int,
                 prefill: int | None = None, lang: str = "en", live: dict | None = None, glyphs: str = "",
-                lens: dict | None = None) -> str:
+                lens: dict | None = None, paths: dict | None = None) -> str:
     """The page of one or more `frame_data` of the same text (several: a slider over the training steps),
     opening in `lang`; it carries its texts in both languages (inspection/messages.py) and switches in place.
     `live`: the live inspector's settings (inspection/live.py), which turn on its text box; `glyphs`: more
-    characters for the embedded font (a live page shows texts it has not seen yet)."""
+    characters for the embedded font (a live page shows texts it has not seen yet); `paths`: path_data's."""
     T = len(labels)
     data = {"n_layer": len(layers), "layers": layers, "n_head": n_head, "T": T, "tokens": list(labels),
             "prefill": T if prefill is None else int(prefill), "frames": frames, "lang": lang,
-            "messages": page_messages(), "live": live, "lens": lens}
+            "messages": page_messages(), "live": live, "lens": lens, "path": paths,
+            "glossary": [list(entry) for entry in GLOSSARY]}
     # "<" escaped so that no token (say "</script>") can end the script element early.
     payload = json.dumps(data, ensure_ascii=False).replace("<", "\\u003c")
     page = TEMPLATE.read_text(encoding="utf-8")
+    script = "\n".join(f"// ---- {name} ----\n" + (PAGE / name).read_text(encoding="utf-8") for name in SCRIPTS)
     # the glyphs of the tokens, the title and every Korean text of the page (the language picker's too)
     lens_glyphs = "".join(lens["labels"].values()) if lens else ""
+    lens_glyphs += "".join(paths["labels"].values()) if paths else ""
     font_css = font_face_css("".join(labels) + title + glyphs + lens_glyphs + "한국어" +
-                             "".join(ko for _, ko in data["messages"].values()))
-    fields = {"FONT_CSS": font_css, "TITLE": html.escape(title), "DATA": payload}
+                             "".join(ko for _, ko in data["messages"].values()) + "".join(ko for _, _, ko in GLOSSARY))
+    fields = {"FONT_CSS": font_css, "TITLE": html.escape(title), "DATA": payload, "SCRIPT": script}
     # one pass over the template, so a title or token that spells a placeholder stays text
-    return re.sub(r"__(FONT_CSS|TITLE|DATA)__", lambda m: fields[m.group(1)], page)
+    return re.sub(r"__(FONT_CSS|TITLE|DATA|SCRIPT)__", lambda m: fields[m.group(1)], page)
 
 
-def save_html(weights: np.ndarray, labels: list[str], path: str | os.PathLike, title: str = "Attention maps",
+def save_html(att: np.ndarray, labels: list[str], path: str | os.PathLike, title: str = "Attention maps",
               **options) -> Path:
     """Write the page to `path` atomically (options: those of `attention_page`)."""
-    return write_text_atomic(Path(path), attention_page(weights, labels, title, **options))
+    return write_text_atomic(Path(path), attention_page(att, labels, title, **options))

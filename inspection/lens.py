@@ -2,10 +2,10 @@
 
     lens = logit_lens(run.model, ids, query=-1)     # ids: a text's token ids; the query token's position
     print(format_lens(lens, labeller(run.tokenizer)))            # each stage's top 5, the model's choice's rank
-    data = lens_table(run.model, ids, labeller(run.tokenizer))   # every token's, for the page
+    data = lens_table(run.model, trace_ids(run.model, ids), labeller(run.tokenizer))   # every token's, for the page
 
-The residual stream after each stage, read by the model's own forward (hooks on `drop`, the embeddings'
-sum, and on each block), goes through the final LayerNorm and the tied head, as the last block's output
+The residual stream after each stage, read by one recording forward (inspection/trace.py: the embeddings'
+sum and each block's output), goes through the final LayerNorm and the tied head, as the last block's output
 does: the output stage is the model's own next-token distribution. An early stage that already ranks the
 final choice first has decided; a late rise shows which blocks did the work (nostalgebraist, 2020).
 """
@@ -16,6 +16,7 @@ import torch
 
 from inspection.labels import pad, token_labels
 from inspection.messages import messages
+from inspection.trace import Trace, trace_ids
 
 TOP = 5
 
@@ -36,38 +37,25 @@ class Lens:
         return int((p > p[self.choice]).sum()) + 1
 
 
-@torch.inference_mode()
-def residual_streams(model, ids) -> torch.Tensor:
-    """The residual stream of every token of ids after the embeddings and after each block: (stages, T, C),
-    read by hooks from the model's own forward."""
-    idx = torch.as_tensor(ids, dtype=torch.long, device=model.tok_emb.weight.device)[None]  # (1, T)
-    streams = []
-    hooks = [model.drop.register_forward_hook(lambda m, args, out: streams.append(out[0]))]
-    hooks += [block.register_forward_hook(lambda m, args, out: streams.append(out[0][0])) for block in model.blocks]
-    try:
-        model(idx)
-    finally:
-        for hook in hooks:
-            hook.remove()
-    return torch.stack(streams)  # (stages, T, C)
-
-
-def read_out(model, streams: torch.Tensor) -> torch.Tensor:
-    """Residual streams (..., C) through the final LayerNorm and the tied head: next-token probabilities."""
+def read_out(model, streams) -> torch.Tensor:
+    """Residual streams (..., C) (a tensor or an array) through the final LayerNorm and the tied head:
+    next-token probabilities."""
+    w = model.ln_f.weight
     with torch.inference_mode():
-        return model.lm_head(model.ln_f(streams)).float().softmax(-1)
+        return model.lm_head(model.ln_f(torch.as_tensor(streams, dtype=w.dtype, device=w.device))).float().softmax(-1)
 
 
 def logit_lens(model, ids, query: int = -1) -> Lens:
     """Next-token probabilities at position `query` of ids (a list or (T,) tensor) after every stage."""
     query = query % len(ids)  # the whole text runs, as on the page: the causal mask keeps later tokens out
-    return Lens(query, read_out(model, residual_streams(model, list(ids))[:, query]).cpu())
+    return Lens(query, read_out(model, trace_ids(model, list(ids)).streams()[:, query]).cpu())
 
 
-def lens_table(model, ids, label, k: int = TOP) -> dict:
-    """Every token's lens as the page shows it: for each stage and token the top `k` ids ("top") and their
-    probabilities ("p"), the rank of the model's own choice ("rank"), and a label for each id shown."""
-    streams = residual_streams(model, ids)  # (S, T, C)
+def lens_table(model, trace: Trace, label, k: int = TOP) -> dict:
+    """Every token's lens as the page shows it, from a recording forward (inspection/trace.py): for each stage
+    and token the top `k` ids ("top") and their probabilities ("p"), the rank of the model's own choice
+    ("rank"), and a label for each id shown."""
+    streams = trace.streams()  # (S, T, C)
     top, p, rank = [], [], []
     choice = None
     for stage in reversed(range(len(streams))):  # the output first: its choice is ranked at every stage

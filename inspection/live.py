@@ -35,9 +35,10 @@ from inspection.heads import measure_heads
 from inspection.heldout import held_out_ids, usable_ids
 from inspection.importance import ablation_means, held_out_windows
 from inspection.lens import labeller, lens_table
-from inspection.html import frame_data
+from inspection.html import frame_data, path_data
 from inspection.labels import token_labels
 from inspection.maps import attention_for_ids, attention_from_decoding
+from inspection.path import Sampling, forward_path
 from inspection.trace import trace_ids
 from model.ablation import ablated, check_heads
 from model.errors import UserError
@@ -69,6 +70,11 @@ def number(body: dict, name: str, default, kind=float, low=None, high=None):
     if (low is not None and value < low) or (high is not None and value > high):  # ints of any size compare exactly
         raise BadRequest(f"{name} = {str(value)[:40]} must be between {low} and {high}")
     return kind(value)
+
+
+def next_probs(trace, options: dict) -> torch.Tensor:
+    """The next token's probabilities after a recorded text under the sampling options: (V,)."""
+    return sampling_probs(torch.from_numpy(trace.logits[-1:]), **options)[0]
 
 
 class LiveInspector:
@@ -134,32 +140,30 @@ class LiveInspector:
     def view(self, ids: list[int], options: dict, recorded=None, explain: bool = True, full=None,
              lens: bool = True) -> dict:
         """The page's data for ids: tokens, one frame (maps, statistics, roles, walkthrough tensors), the next
-        token's top candidates, every token's logit lens; `recorded`: the maps of a cached decoding
-        (inspection.maps.attention_from_decoding). `full`: the full model's next-token probabilities, when this
-        runs with heads switched off: then each candidate's "p_full" and the "held_out" loss beside the full's."""
+        token's top candidates, every token's logit lens, all from one recording forward (inspection/trace.py);
+        `recorded`: the maps of a cached decoding (inspection.maps.attention_from_decoding), whose rows the view
+        keeps. `full`: the full model's next-token probabilities, when this runs with heads switched off: then
+        each candidate's "p_full" and the "held_out" loss beside the full's."""
         run = self.run
         maps = attention_from_decoding(run, ids, recorded) if recorded else attention_for_ids(run, ids)
-        trace = trace_ids(run.model, maps.ids) if explain else None
-        frame = frame_data(maps.weights, self.layers, trace=trace, roles=self.roles)
-        probs = self.next_probs(maps.ids, options)
+        trace = maps.trace if maps.trace is not None else trace_ids(run.model, maps.ids)
+        frame = frame_data(maps.att, self.layers, trace=trace if explain else None, roles=self.roles)
+        probs = next_probs(trace, options)
         p, top = probs.topk(min(TOP, probs.numel()))
         candidates = [{"id": i, "token": label, "p": round(float(q), 6)}
                       for i, label, q in zip(top.tolist(), token_labels(run.tokenizer, top.tolist()), p.tolist())]
         view = {"tokens": maps.labels, "T": len(maps.ids), "prefill": maps.prefill or len(maps.ids),
                 "frames": [frame], "next": candidates}
-        if lens:  # every token's logit lens: left out of a generation's lines but its last (the page keeps going)
-            view["lens"] = lens_table(run.model, maps.ids, self.label)
+        if lens:  # every token's logit lens and path: left out of a generation's lines but its last
+            view["lens"] = lens_table(run.model, trace, self.label)
+            sampling = Sampling(options["temperature"], options["top_k"], options["top_p"])
+            first = 0 if explain else len(maps.ids) - 1  # every token's with the walkthrough's, else the last's
+            view["path"] = path_data(forward_path(run.model, trace, self.label, sampling, first), trace)
         if full is not None:
             for c in candidates:
                 c["p_full"] = round(float(full[c["id"]]), 6)
             view["held_out"] = {"loss": round(self.held_out_loss(), 6), "full": round(self.full_loss, 6)}
         return view
-
-    @torch.inference_mode()
-    def next_probs(self, ids: list[int], options: dict) -> torch.Tensor:
-        """The next token's probabilities after ids under the sampling options: (V,)."""
-        logits = self.run.model(torch.tensor([ids], device=self.run.device))[0][:, -1].float()  # (1, V)
-        return sampling_probs(logits, **options)[0]
 
     def inspect(self, body: dict):
         """The steps of an inspect (one: (200, view)), its request checked now."""
@@ -170,7 +174,7 @@ class LiveInspector:
 
         def steps():
             started = time.perf_counter()
-            full = self.next_probs(ids, options) if off else None
+            full = next_probs(trace_ids(self.run.model, ids), options) if off else None
             with ablated(self.run.model, off, self.means):
                 view = self.view(ids, options, explain=explain, full=full)
             view["model_ms"] = round(1000 * (time.perf_counter() - started), 1)

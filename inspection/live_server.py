@@ -52,7 +52,13 @@ LOCAL = ("127.0.0.1", "localhost", "::1")
 
 
 def json_line(obj) -> bytes:
-    return (json.dumps(finite(obj), ensure_ascii=False, allow_nan=False) + "\n").encode("utf-8")
+    """obj as one line of JSON. A view's numbers are finite as made (html.frame_data nulls the statistics of a
+    text too short for them), so the walk that nulls NaN, slow on a view's many numbers, runs only if one is left."""
+    try:
+        text = json.dumps(obj, ensure_ascii=False, allow_nan=False)
+    except ValueError:
+        text = json.dumps(finite(obj), ensure_ascii=False, allow_nan=False)
+    return (text + "\n").encode("utf-8")
 
 
 class JSON(JSONResponse):
@@ -196,7 +202,8 @@ class LiveServer:
                 "temperature": TEMPERATURE, "debounce_ms": DEBOUNCE_MS}
         known = [i for i in range(run.tokenizer.get_vocab_size()) if run.tokenizer.id_to_token(i) is not None]
         return frames_page(view["frames"], view["tokens"], f"{run.ckpt_dir}", inspector.layers, run.model.config.n_head,
-                           lang=self.lang, live=live, glyphs="".join(token_labels(run.tokenizer, known)))
+                           lang=self.lang, live=live, glyphs="".join(token_labels(run.tokenizer, known)),
+                           lens=view.get("lens"), paths=view.get("path"))
 
     def serve(self) -> None:
         """Answer until Ctrl-C or SIGTERM (which uvicorn turns into a graceful stop, then raises again for the

@@ -1,10 +1,10 @@
-"""Attention maps of a text, from the model's own weights, and the files that show them.
+"""Attention maps of a text, read from one recording forward of the model, and the files that show them.
 
-    maps = attention_for_text(run, "대한민국은 서울")     # .weights (L, H, T, T), .labels, .pieces, .ids
+    maps = attention_for_text(run, "대한민국은 서울")     # .att (L, H, T, T), .labels, .pieces, .ids, .trace
     write_attention(maps, "out/")                       # layer_<L>.png, attention.html, attention.npz
-    print(format_stats_table(head_stats(maps.weights)))
+    print(format_stats_table(head_stats(maps.att)))
 
-attention.npz holds `weights` float32 (L, H, T, T), `ids` int64 (T,), `tokens` (the vocabulary pieces,
+attention.npz holds `att` float32 (L, H, T, T), `ids` int64 (T,), `tokens` (the vocabulary pieces,
 spaces literal), `labels` (readable, see inspection.labels) and `prefill` (int64: rows 0..prefill-1 came
 from one forward; each later row from one cached decoding step), all loadable with allow_pickle=False.
 
@@ -24,7 +24,7 @@ from inspection.heads import HeadRoles
 from inspection.html import save_html
 from inspection.labels import token_labels, token_pieces
 from inspection.plot import save_layer_png
-from inspection.trace import save_trace
+from inspection.trace import Trace, save_trace, trace_ids
 from model.errors import UserError
 from storage.atomic import write_files, write_npz
 
@@ -34,13 +34,14 @@ class AttentionMaps:
     ids: list[int]
     pieces: list[str]       # vocabulary pieces, as the tokenizer stores them
     labels: list[str]       # readable labels
-    weights: np.ndarray     # (L, H, T, T) float32; row q = how query q spreads its attention over keys
+    att: np.ndarray         # (L, H, T, T) float32; row q = how query q spreads its attention over keys
     prefill: int | None = None  # rows from one forward (None: all); the later ones from one decoding step each
+    trace: Trace | None = None  # the whole forward the maps came from (inspection/trace.py), when they came from one
 
     def head(self, layer: int, head: int) -> np.ndarray:
         """One head's map (T, T), with a clear error for an index out of range."""
-        check_head(*self.weights.shape[:2], layer, head)
-        return self.weights[layer, head]
+        check_head(*self.att.shape[:2], layer, head)
+        return self.att[layer, head]
 
 
 def check_head(n_layer: int, n_head: int, layer: int, head: int) -> None:
@@ -52,11 +53,12 @@ def check_head(n_layer: int, n_head: int, layer: int, head: int) -> None:
 
 @torch.inference_mode()
 def attention_for_ids(run: Run, ids: list[int]) -> AttentionMaps:
-    """Maps of `ids` (the last block_size of them, with a warning if that drops some)."""
+    """Maps of `ids` (the last block_size of them, with a warning if that drops some), with the recording
+    forward that gave them (`.trace`: everything else a view of the text shows comes from it too)."""
     ids = crop(list(ids), run.block_size, "the text for the attention maps")
-    idx = torch.tensor([ids], dtype=torch.long, device=run.device)   # (1, T)
-    weights = run.model.attention_maps(idx)[0].float().cpu().numpy()  # (L, H, T, T)
-    return AttentionMaps(ids, token_pieces(run.tokenizer, ids), token_labels(run.tokenizer, ids), weights)
+    trace = trace_ids(run.model, ids)
+    return AttentionMaps(ids, token_pieces(run.tokenizer, ids), token_labels(run.tokenizer, ids), trace.att,
+                         trace=trace)
 
 
 def attention_from_decoding(run: Run, ids: list[int], recorded: list) -> AttentionMaps:
@@ -72,14 +74,14 @@ def attention_from_decoding(run: Run, ids: list[int], recorded: list) -> Attenti
     if T < 1:  # the first sample ended before the last window began
         return attention_for_ids(run, ids)
     L, H = steps[0].shape[:2]
-    weights = np.zeros((L, H, T, T), dtype=np.float32)
+    att = np.zeros((L, H, T, T), dtype=np.float32)
     for m in steps:  # the rows Tk-Tq..Tk-1 over keys 0..Tk-1, cut at T
         Tq, Tk = m.shape[-2:]
         first, stop = Tk - Tq, min(Tk, T)
         if first < stop:
-            weights[:, :, first:stop, :stop] = m[:, :, : stop - first, :stop].float().cpu().numpy()
+            att[:, :, first:stop, :stop] = m[:, :, : stop - first, :stop].float().cpu().numpy()
     window = list(ids[start : start + T])
-    return AttentionMaps(window, token_pieces(run.tokenizer, window), token_labels(run.tokenizer, window), weights,
+    return AttentionMaps(window, token_pieces(run.tokenizer, window), token_labels(run.tokenizer, window), att,
                          prefill=min(steps[0].size(-2), T))
 
 
@@ -90,7 +92,7 @@ def attention_for_text(run: Run, text: str) -> AttentionMaps:
 
 def save_npz(maps: AttentionMaps, path: str | os.PathLike) -> Path:
     """Write attention.npz atomically (see the module docstring for its arrays)."""
-    arrays = {"weights": maps.weights.astype(np.float32), "ids": np.asarray(maps.ids, dtype=np.int64),
+    arrays = {"att": maps.att.astype(np.float32), "ids": np.asarray(maps.ids, dtype=np.int64),
               "tokens": np.array(maps.pieces, dtype=str), "labels": np.array(maps.labels, dtype=str),
               "prefill": np.int64(len(maps.ids) if maps.prefill is None else maps.prefill)}  # fmt: skip
     return write_npz(path, arrays)
@@ -100,7 +102,7 @@ def load_npz(path: str | os.PathLike) -> AttentionMaps:
     """Read an attention.npz back (no pickles)."""
     with np.load(path, allow_pickle=False) as f:
         prefill = int(f["prefill"]) if "prefill" in f else None
-        return AttentionMaps(f["ids"].tolist(), f["tokens"].tolist(), f["labels"].tolist(), f["weights"], prefill)
+        return AttentionMaps(f["ids"].tolist(), f["tokens"].tolist(), f["labels"].tolist(), f["att"], prefill)
 
 
 def make_out_dir(out_dir: str | os.PathLike) -> Path:
@@ -120,21 +122,22 @@ PAGE_WARN_BYTES = 50_000_000  # a page this big loads slowly; the warning sugges
 
 def write_attention(maps: AttentionMaps, out_dir: str | os.PathLike, title: str = "Attention maps", *,
                     trace=None, roles=None, layers: list[int] | None = None, lang: str = "en",
-                    lens: dict | None = None) -> list[Path]:
+                    lens: dict | None = None, record: dict | None = None) -> list[Path]:
     """layer_<L>.png per layer, attention.html and attention.npz in `out_dir` (created if needed), and
     explain.npz given a `Trace` (inspection/trace.py). `roles`: a `HeadRoles` (its captions in the titles,
     its scores on the page too) or captions per head, (L, H) nested lists; `lang` ("en" or "ko") the language
     of the PNGs and the one the page opens in; `lens`: the page's logit lens (inspection.lens.lens_table);
+    `record`: every token's path through the forward pass (inspection.path.forward_path), the page's path view;
     `layers`: the layers of the PNGs and the page (the npz files keep every layer). The files are moved in
     together once all are written (storage.atomic.write_files): never new PNGs beside an old npz."""
     out_dir = make_out_dir(out_dir)
     captions = roles.labels(lang) if isinstance(roles, HeadRoles) else roles
-    writers = {f"layer_{layer}.png": functools.partial(save_layer_png, maps.weights, maps.labels, layer, captions,
+    writers = {f"layer_{layer}.png": functools.partial(save_layer_png, maps.att, maps.labels, layer, captions,
                                                        lang=lang)
-               for layer in (range(maps.weights.shape[0]) if layers is None else layers)}  # fmt: skip
-    writers["attention.html"] = lambda path: save_html(maps.weights, maps.labels, path, title, trace=trace,
+               for layer in (range(maps.att.shape[0]) if layers is None else layers)}  # fmt: skip
+    writers["attention.html"] = lambda path: save_html(maps.att, maps.labels, path, title, trace=trace,
                                                        roles=roles, layers=layers, prefill=maps.prefill, lang=lang,
-                                                       lens=lens)
+                                                       lens=lens, paths=record)
     writers["attention.npz"] = lambda path: save_npz(maps, path)
     if trace is not None:
         writers["explain.npz"] = lambda path: save_trace(trace, path)
@@ -142,5 +145,5 @@ def write_attention(maps: AttentionMaps, out_dir: str | os.PathLike, title: str 
     page = out_dir / "attention.html"
     if page.stat().st_size > PAGE_WARN_BYTES:
         warn(f"{page} is {page.stat().st_size / 1e6:.0f} MB and may load slowly; keep fewer layers with "
-             f"--layers, e.g. --layers 0,{maps.weights.shape[0] - 1}")
+             f"--layers, e.g. --layers 0,{maps.att.shape[0] - 1}")
     return written

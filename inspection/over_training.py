@@ -19,7 +19,6 @@ from inspection.html import frame_data
 from inspection.labels import pad
 from inspection.messages import messages
 from inspection.maps import attention_for_ids
-from inspection.trace import trace_ids
 from model.errors import UserError
 from storage.checkpoint import read_meta, snapshot_step
 
@@ -45,7 +44,7 @@ def snapshot_frames(snapshots: list[Path], prompt: str, records: list[dict], dev
         if roles is None:  # a snapshot whose evaluation record is gone: score it the same way now
             roles = measure_heads(run.model, held_out_ids(run)[0], usable_ids(run), run.eot_id)
         chosen = list(range(run.model.config.n_layer)) if layers is None else layers
-        frames.append(frame_data(maps.weights, chosen, trace=trace_ids(run.model, maps.ids), roles=roles, step=step))
+        frames.append(frame_data(maps.att, chosen, trace=maps.trace, roles=roles, step=step))
     return frames, labels, run
 
 

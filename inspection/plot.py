@@ -87,17 +87,17 @@ def _draw_map(ax, att: np.ndarray, labels: list[str], title: str, say):
     return image
 
 
-def draw_layer(weights: np.ndarray, labels: list[str], layer: int, heads: list[int] | None = None,
+def draw_layer(att: np.ndarray, labels: list[str], layer: int, heads: list[int] | None = None,
                roles: list[list[str]] | None = None, lang: str = "en"):
-    """A matplotlib Figure with one heatmap per head of `weights[layer]` (weights: (L, H, T, T)); `roles`
+    """A matplotlib Figure with one heatmap per head of `att[layer]` (att: (L, H, T, T)); `roles`
     (L, H) nested lists of captions (inspection.heads.HeadRoles.labels) are added to the titles; the
     titles and axis labels in `lang` ("en" or "ko")."""
     from matplotlib import rc_context
 
     font_paths()
     say = messages(lang)
-    heads = list(range(weights.shape[1])) if heads is None else heads
-    T = weights.shape[-1]
+    heads = list(range(att.shape[1])) if heads is None else heads
+    T = att.shape[-1]
     ncols = min(len(heads), 4)
     nrows = math.ceil(len(heads) / ncols)
     cell = min(14.0, max(3.0, 0.22 * min(T, 64) + 1.2))
@@ -108,15 +108,15 @@ def draw_layer(weights: np.ndarray, labels: list[str], layer: int, heads: list[i
             ax.set_axis_off()
         for ax, head in zip(axes.flat, heads):
             role = f" · {roles[layer][head]}" if roles is not None else ""
-            image = _draw_map(ax, weights[layer, head], labels, f"layer {layer} head {head}{role}", say)
+            image = _draw_map(ax, att[layer, head], labels, f"layer {layer} head {head}{role}", say)
         fig.colorbar(image, ax=axes, label=say("plot.weight"), shrink=0.8)
         fig.suptitle(say("plot.layer", layer=layer))
     return fig
 
 
-def draw_head(weights: np.ndarray, labels: list[str], layer: int, head: int, lang: str = "en"):
+def draw_head(att: np.ndarray, labels: list[str], layer: int, head: int, lang: str = "en"):
     """A Figure with the heatmap of one head, e.g. to show in a notebook."""
-    return draw_layer(weights, labels, layer, heads=[head], lang=lang)
+    return draw_layer(att, labels, layer, heads=[head], lang=lang)
 
 
 def save_figure(fig, path: str | os.PathLike) -> Path:
@@ -130,14 +130,14 @@ def save_figure(fig, path: str | os.PathLike) -> Path:
     return atomic_write(Path(path), write)
 
 
-def save_layer_png(weights: np.ndarray, labels: list[str], layer: int, roles: list[list[str]] | None,
+def save_layer_png(att: np.ndarray, labels: list[str], layer: int, roles: list[list[str]] | None,
                    path: str | os.PathLike, lang: str = "en") -> Path:
-    """The heatmaps of every head of one layer of `weights` (L, H, T, T) as a PNG at `path`."""
-    return save_figure(draw_layer(weights, labels, layer, roles=roles, lang=lang), path)
+    """The heatmaps of every head of one layer of `att` (L, H, T, T) as a PNG at `path`."""
+    return save_figure(draw_layer(att, labels, layer, roles=roles, lang=lang), path)
 
 
-def save_layer_pngs(weights: np.ndarray, labels: list[str], out_dir: str | os.PathLike,
+def save_layer_pngs(att: np.ndarray, labels: list[str], out_dir: str | os.PathLike,
                     roles: list[list[str]] | None = None, layers: list[int] | None = None) -> list[Path]:
-    """`layer_<L>.png` for every layer of `weights` (L, H, T, T), or those in `layers`, in `out_dir`."""
-    layers = range(weights.shape[0]) if layers is None else layers
-    return [save_layer_png(weights, labels, layer, roles, Path(out_dir) / f"layer_{layer}.png") for layer in layers]
+    """`layer_<L>.png` for every layer of `att` (L, H, T, T), or those in `layers`, in `out_dir`."""
+    layers = range(att.shape[0]) if layers is None else layers
+    return [save_layer_png(att, labels, layer, roles, Path(out_dir) / f"layer_{layer}.png") for layer in layers]

@@ -1,20 +1,31 @@
-"""Every intermediate tensor of every attention layer, read from the model's own forward pass.
+"""One recording forward: every step of the model's forward pass over a text, read from the pass itself.
 
-    trace = trace_ids(run.model, ids)    # .q .k .v (L, H, T, d_head), .scores .weights (L, H, T, T), ...
+    trace = trace_ids(run.model, ids)    # .tok .pos .resid .x .q .k .v .scores .att .y .out ... .logits
     save_trace(trace, "out/explain.npz"); trace = load_trace("out/explain.npz")
 
-Nothing here computes attention: forward hooks read what `CausalSelfAttention`'s explicit path hands to
-its `probe` (model/attention.py), and what each block receives, during one `forward_with_attention`.
-explain.npz (float32, loadable with allow_pickle=False) holds, per layer l, head h and token t:
+Nothing here computes the network: forward hooks read what the modules of model/gpt.py return, and what
+`CausalSelfAttention`'s explicit path hands to its `probe` (model/attention.py), during one
+`forward_with_attention`. The maps, the walkthroughs (inspection/explain.py, inspection/path.py), the logit
+lens and the live page's next token all read this one record. explain.npz (float32, loadable with
+allow_pickle=False) holds, for layer l, head h and token t (C = n_embd, d = C / H, V = vocab_size):
 
-    resid    (L, T, n_embd)    the residual stream entering block l
-    x        (L, T, n_embd)    ln_1(resid): the normalised input that W_Q, W_K and W_V multiply
-    q, k, v  (L, H, T, d_head) x W_Q + b_Q, x W_K + b_K, x W_V + b_V, split into heads
-    scores   (L, H, T, T)      q kᵀ / √d_head, before the causal mask (future keys still finite)
-    weights  (L, H, T, T)      softmax of the masked scores: attention.npz's maps
-    y        (L, H, T, d_head) weights @ v: each head's output
-    out      (L, T, n_embd)    the heads concatenated, times W_O, plus b_O: what the sublayer adds to resid
     ids      (T,)              the token ids (int64)
+    tok      (T, C)            tok_emb's row of each id
+    pos      (T, C)            pos_emb's row of each position
+    resid    (L, T, C)         the residual stream entering block l (resid[0] = tok + pos)
+    x        (L, T, C)         ln_1(resid): the normalised input that W_Q, W_K and W_V multiply
+    q, k, v  (L, H, T, d)      x W_Q + b_Q, x W_K + b_K, x W_V + b_V, split into heads
+    scores   (L, H, T, T)      q kᵀ / √d, before the causal mask (future keys still finite)
+    att      (L, H, T, T)      softmax of the masked scores: attention.npz's maps
+    y        (L, H, T, d)      att @ v: each head's output
+    out      (L, T, C)         the heads concatenated, times W_O, plus b_O: what attention adds to resid
+    mid      (L, T, C)         resid + out: the residual stream between attention and the MLP
+    x2       (L, T, C)         ln_2(mid), the MLP's input (L, T, 0 without MLPs)
+    hidden   (L, T, 4C)        GELU(x2 W_1 + b_1), the MLP's hidden layer (L, T, 0 without MLPs)
+    mlp      (L, T, C)         the MLP's output, what it adds to mid (zeros without MLPs)
+    block    (L, T, C)         what block l hands on: mid + mlp, the next block's resid
+    final    (T, C)            ln_f(the last block's output)
+    logits   (T, V)            final times the tied head: the next-token logits after each token
 """
 
 import os
@@ -30,35 +41,66 @@ from storage.atomic import write_npz
 @dataclass
 class Trace:
     ids: np.ndarray
+    tok: np.ndarray
+    pos: np.ndarray
     resid: np.ndarray
     x: np.ndarray
     q: np.ndarray
     k: np.ndarray
     v: np.ndarray
     scores: np.ndarray
-    weights: np.ndarray
+    att: np.ndarray
     y: np.ndarray
     out: np.ndarray
+    mid: np.ndarray
+    x2: np.ndarray
+    hidden: np.ndarray
+    mlp: np.ndarray
+    block: np.ndarray
+    final: np.ndarray
+    logits: np.ndarray
 
     @property
     def d_head(self) -> int:
         return self.q.shape[-1]
 
+    def streams(self) -> np.ndarray:
+        """The residual stream after the embeddings and after each block: (L + 1, T, C), the logit lens's stages."""
+        return np.concatenate([self.resid[:1], self.block])
+
+
+def record(records: dict, name: str, index: int | None = None):
+    """A forward hook that keeps batch row 0 of a module's output (or of output[index]) under `name`."""
+    def hook(module, args, output):
+        records.setdefault(name, []).append((output if index is None else output[index])[0])
+    return hook
+
 
 @torch.inference_mode()
 def trace_ids(model, ids) -> Trace:
-    """One forward over `ids` (at most block_size of them) with hooks on every block and probe."""
-    records = [{} for _ in model.blocks]
-    hooks = []
-    for layer, block in enumerate(model.blocks):
-        def block_input(module, args, record=records[layer]):
-            record["resid"] = args[0]
+    """One forward over `ids` (at most block_size of them), every step kept (the module docstring's arrays)."""
+    records: dict[str, list] = {}
+    hooks = [model.tok_emb.register_forward_hook(record(records, "tok")),
+             model.ln_f.register_forward_hook(record(records, "final")),
+             model.lm_head.register_forward_hook(record(records, "logits"))]
 
-        def probe(module, args, kwargs, output, record=records[layer]):
-            record.update(kwargs)
+    def probe(module, args, kwargs, output):  # the explicit path's tensors, by name
+        for name, value in kwargs.items():
+            records.setdefault(name, []).append(value[0])
 
-        hooks.append(block.register_forward_pre_hook(block_input))
-        hooks.append(block.attn.probe.register_forward_hook(probe, with_kwargs=True))
+    def block_input(module, args):
+        records.setdefault("resid", []).append(args[0][0])
+
+    def mlp_input(module, args, output):
+        records.setdefault("mid", []).append(args[0][0])
+        records.setdefault("x2", []).append(output[0])
+
+    for block in model.blocks:
+        hooks += [block.register_forward_pre_hook(block_input), block.register_forward_hook(record(records, "block", 0)),
+                  block.attn.probe.register_forward_hook(probe, with_kwargs=True)]
+        if block.mlp is not None:
+            hooks += [block.ln_2.register_forward_hook(mlp_input), block.mlp.register_forward_hook(record(records, "mlp")),
+                      block.mlp.gelu.register_forward_hook(record(records, "hidden"))]
     try:
         idx = torch.tensor([list(ids)], dtype=torch.long, device=model.tok_emb.weight.device)  # (1, T)
         model.forward_with_attention(idx)
@@ -66,12 +108,26 @@ def trace_ids(model, ids) -> Trace:
         for hook in hooks:
             hook.remove()
 
-    def stack(name):  # batch row 0 of every layer -> (L, ...)
-        return torch.stack([r[name][0] for r in records]).float().cpu().numpy()
+    def numpy(name):
+        return torch.stack(records[name]).float().cpu().numpy()
 
-    return Trace(ids=np.asarray(ids, dtype=np.int64), resid=stack("resid"), x=stack("x"), q=stack("q"),
-                 k=stack("k"), v=stack("v"), scores=stack("scores"), weights=stack("att"), y=stack("y"),
-                 out=stack("out"))
+    arrays = {name: numpy(name) for name in records}
+    T, C = arrays["tok"].shape[-2:]
+    if "mlp" not in arrays:  # attention-only blocks: the stream passes the MLP's place unchanged
+        L = len(model.blocks)
+        arrays.update(mid=arrays["block"], x2=np.zeros((L, T, 0), np.float32), hidden=np.zeros((L, T, 0), np.float32),
+                      mlp=np.zeros((L, T, C), np.float32))
+    return Trace(ids=np.asarray(ids, dtype=np.int64), tok=arrays["tok"][0], pos=numpy_rows(model.pos_emb.weight, T),
+                 resid=arrays["resid"], x=arrays["x"], q=arrays["q"], k=arrays["k"], v=arrays["v"],
+                 scores=arrays["scores"], att=arrays["att"], y=arrays["y"], out=arrays["out"], mid=arrays["mid"],
+                 x2=arrays["x2"], hidden=arrays["hidden"], mlp=arrays["mlp"], block=arrays["block"],
+                 final=arrays["final"][0], logits=arrays["logits"][0])
+
+
+def numpy_rows(table: torch.Tensor, T: int) -> np.ndarray:
+    """The first T rows of an embedding table as float32: the positions' rows, which the model adds by slicing
+    (no module call for a hook to read)."""
+    return table[:T].detach().float().cpu().numpy()
 
 
 def save_trace(trace: Trace, path: str | os.PathLike) -> Path:
@@ -83,4 +139,8 @@ def save_trace(trace: Trace, path: str | os.PathLike) -> Path:
 def load_trace(path: str | os.PathLike) -> Trace:
     """Read an explain.npz back (no pickles)."""
     with np.load(path, allow_pickle=False) as f:
+        missing = [field.name for field in fields(Trace) if field.name not in f.files]
+        if missing:
+            raise ValueError(f"{path} lacks {', '.join(missing)}: it is not an explain.npz of this version; "
+                             "write it again with generate.py --attention")
         return Trace(**{field.name: f[field.name] for field in fields(Trace)})

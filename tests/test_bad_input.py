@@ -141,6 +141,8 @@ CASES = [
     (G, ["--prompt", "가", "--attention", "{ro}/maps"], "give --attention a directory you can write"),
     (G, ["--prompt", "가", "--device", "cuda:99"], "--device"),
     (G, ["--prompt", "가", "--head", "x.y"], "must be LAYER.HEAD"),
+    (G, ["--prompt", "가", "--explain", "paths"], "must be LAYER.HEAD with two numbers, e.g. --explain 0.1 or path"),
+    (G, ["--prompt", "가", "--explain", "path", "--query", "9"], "--query 9 is outside the"),
     (G, ["--prompt", "가", "--head", "9.9"], "head 9.9 does not exist"),
     (G, ["--bogus"], "unrecognized arguments: --bogus"),
     # python -m data.prepare

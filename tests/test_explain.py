@@ -12,7 +12,9 @@ import torch
 
 from inspection.explain import explain_head, resolve_query
 from inspection.trace import load_trace, save_trace, trace_ids
+from model.config import GPTConfig
 from model.errors import UserError
+from model.gpt import GPT
 from tests.conftest import biased_model
 
 C, H, D = 32, 2, 16  # biased_model's n_embd, heads and head size
@@ -56,24 +58,57 @@ def test_trace_follows_the_textbook_formulas():
         np.testing.assert_allclose(t.scores[layer], scores, atol=1e-5)
         masked = np.where(np.tril(np.ones((T, T), dtype=bool)), scores, -np.inf)
         weights = np.exp(masked - masked.max(-1, keepdims=True))
-        np.testing.assert_allclose(t.weights[layer], weights / weights.sum(-1, keepdims=True), atol=1e-6)
-        np.testing.assert_allclose(t.y[layer], t.weights[layer].astype(np.float64) @ v, atol=1e-5)
+        np.testing.assert_allclose(t.att[layer], weights / weights.sum(-1, keepdims=True), atol=1e-6)
+        np.testing.assert_allclose(t.y[layer], t.att[layer].astype(np.float64) @ v, atol=1e-5)
         W_O, b_O = block.attn.c_proj.weight.detach().numpy(), block.attn.c_proj.bias.detach().numpy()
         concat = t.y[layer].transpose(1, 0, 2).reshape(T, C)  # heads side by side
         np.testing.assert_allclose(t.out[layer], concat @ W_O.T + b_O, atol=1e-5)
     maps = model.attention_maps(torch.tensor([IDS]))[0].detach().numpy()
-    assert np.array_equal(t.weights, maps)  # the very weights of attention.npz
-    assert all(not b.attn.probe._forward_hooks and not b._forward_pre_hooks for b in model.blocks)  # hooks removed
+    assert np.array_equal(t.att, maps)  # the very attention of attention.npz
+    hooked = [m for m in model.modules() if m._forward_hooks or m._forward_pre_hooks]
+    assert not hooked  # every hook removed
+
+
+def test_the_recording_forward_holds_every_step_of_the_pass():
+    model = biased_model(2)
+    t = trace_ids(model, IDS)
+    idx = torch.tensor([IDS])
+    with torch.no_grad():
+        np.testing.assert_array_equal(t.tok, model.tok_emb.weight[IDS].numpy())  # wte's rows, as they are
+        np.testing.assert_array_equal(t.pos, model.pos_emb.weight[: len(IDS)].numpy())  # wpe's rows
+        np.testing.assert_allclose(t.resid[0], t.tok + t.pos, atol=1e-6)
+        for layer, block in enumerate(model.blocks):
+            np.testing.assert_allclose(t.mid[layer], t.resid[layer] + t.out[layer], atol=1e-6)
+            np.testing.assert_allclose(t.x2[layer], block.ln_2(torch.from_numpy(t.mid[layer])).numpy(), atol=1e-6)
+            hidden = block.mlp.gelu(block.mlp.c_fc(torch.from_numpy(t.x2[layer])))
+            np.testing.assert_allclose(t.hidden[layer], hidden.numpy(), atol=1e-6)
+            np.testing.assert_allclose(t.mlp[layer], block.mlp.c_proj(hidden).numpy(), atol=1e-6)
+            np.testing.assert_allclose(t.block[layer], t.mid[layer] + t.mlp[layer], atol=1e-6)
+            if layer + 1 < len(model.blocks):  # what one block hands on is what the next receives
+                np.testing.assert_array_equal(t.block[layer], t.resid[layer + 1])
+        np.testing.assert_allclose(t.final, model.ln_f(torch.from_numpy(t.block[-1])).numpy(), atol=1e-6)
+        np.testing.assert_allclose(t.logits, model(idx, all_logits=True)[0][0].numpy(), atol=1e-6, rtol=0)
+    assert t.hidden.shape == (2, len(IDS), 4 * C) and t.streams().shape == (3, len(IDS), C)
+
+
+def test_an_attention_only_model_records_no_mlp():
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(vocab_size=64, block_size=16, n_layer=2, n_head=2, n_embd=32, mlp=False)).eval()
+    t = trace_ids(model, IDS)
+    assert t.hidden.shape == (2, len(IDS), 0) and not t.mlp.any()
+    np.testing.assert_array_equal(t.block[0], t.resid[1])
+    np.testing.assert_array_equal(t.mid, t.block)
 
 
 def test_explain_npz_round_trips(tmp_path):
     trace = trace_ids(biased_model(), IDS)
     back = load_trace(save_trace(trace, tmp_path / "explain.npz"))
     with np.load(tmp_path / "explain.npz", allow_pickle=False) as f:
-        assert sorted(f.files) == ["ids", "k", "out", "q", "resid", "scores", "v", "weights", "x", "y"]
+        assert sorted(f.files) == sorted(["ids", "tok", "pos", "resid", "x", "q", "k", "v", "scores", "att", "y", "out",
+                                          "mid", "x2", "hidden", "mlp", "block", "final", "logits"])
         assert f["q"].shape == (2, H, len(IDS), D) and f["scores"].shape == (2, H, len(IDS), len(IDS))
         assert f["out"].shape == (2, len(IDS), C) and f["q"].dtype == np.float32
-    for name in ("q", "scores", "weights", "out"):
+    for name in ("q", "scores", "att", "out", "hidden", "logits"):
         assert np.array_equal(getattr(back, name), getattr(trace, name))
     assert back.ids.tolist() == IDS
 
@@ -135,12 +170,12 @@ def test_walkthrough_prints_the_models_numbers_in_the_textbook_order():
         assert qk == pytest.approx(t.scores[layer, head, i, j] * 4, abs=1e-4)
         assert scaled == pytest.approx(t.scores[layer, head, i, j], abs=1e-4)
         assert cells[4] == ("-∞" if j > i else cells[3])
-        assert float(cells[5]) == pytest.approx(t.weights[layer, head, i, j], abs=1e-4)
+        assert float(cells[5]) == pytest.approx(t.att[layer, head, i, j], abs=1e-4)
     assert "Σ w_j = 1.000000" in text
     y_line = next(line for line in text.splitlines() if line.startswith("7. y = Σ_j w_j v_j"))
     np.testing.assert_allclose(numbers(y_line)[:4], t.y[layer, head, i, :4], atol=1e-4)
-    top = section(text, "(by norm w_j |v_j|)", "\n8. ").strip().splitlines()[2:]
-    w, v = t.weights[layer, head, i], t.v[layer, head]
+    top = section(text, "(by norm w_j |v_j|)", "\n8. ").strip().splitlines()[2:5]  # the rows, not the why below
+    w, v = t.att[layer, head, i], t.v[layer, head]
     expected = sorted(range(i + 1), key=lambda j: -w[j] * np.linalg.norm(v[j]))[:3]
     assert [int(r.split()[0]) for r in top] == expected
     out_line = next(line for line in text.splitlines() if line.strip().startswith("out_5 = ["))
@@ -158,7 +193,25 @@ def test_walkthrough_of_a_long_text_lists_a_selection_and_says_so():
     assert re.search(r"\n   \d+ of the 31 keys are listed: the first, the most attended, the last few", text)
     rows = score_rows(text)
     listed = [int(r.split()[0]) for r in rows if r.split()[0] != "…"]
-    strongest = np.argsort(-t.weights[0, 1, 30, :31], kind="stable")[:8]
+    strongest = np.argsort(-t.att[0, 1, 30, :31], kind="stable")[:8]
     assert {0, *strongest.tolist(), 27, 28, 29, 30, 31, 32, 33} <= set(listed) and 34 not in listed
     assert "…" in [r.split()[0] for r in rows]
     assert "and 6 more later keys, all masked" in text
+
+
+def test_the_walkthrough_says_why_in_this_head_s_own_numbers():
+    model = biased_model()
+    t = trace_ids(model, IDS)
+    layer, head, i = 1, 0, 5
+    w_o = model.blocks[layer].attn.c_proj.weight.detach().T.numpy()
+    text = explain_head(t, [f"t{j}" for j in range(len(IDS))], layer, head, i, w_o)
+    scaled = t.scores[layer, head, i, : i + 1].astype(np.float64)
+    raw = scaled * math.sqrt(D)  # q·k_j before the division
+    undivided = np.exp(raw - raw.max()) / np.exp(raw - raw.max()).sum()
+    assert f"is {raw.std():.4f} before dividing and {scaled.std():.4f} after" in text
+    assert f"{t.att[layer, head, i].max():.4f} with the division, {undivided.max():.4f} without it" in text
+    terms = t.att[layer, head, i, : i + 1] * np.linalg.norm(t.v[layer, head, : i + 1], axis=-1)
+    assert f"is {100 * terms.max() / terms.sum():.1f}% of Σ_j w_j |v_j|" in text
+    shares = [np.linalg.norm(t.y[layer, h, i] @ w_o[h * D : (h + 1) * D]) for h in range(H)]
+    assert f"at this token: 0: {shares[0]:.4f}, 1: {shares[1]:.4f}." in text
+    assert "q is what the query (token 5) looks for" in text and text.rstrip().endswith("and compare.")

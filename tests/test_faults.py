@@ -502,7 +502,7 @@ def test_the_page_shows_injected_markup_as_text_and_fetches_nothing(env, tmp_pat
     assert generate.main(["--ckpt", str(env.run), "--prompt", prompt, "--attention", str(tmp_path / "maps")]) == 0
     # the spellings whole, as tokens of a tokenizer could spell them, with a walkthrough and hostile roles
     trace = trace_ids(biased_model(), list(range(len(HOSTILE))))
-    page = save_html(trace.weights, HOSTILE, tmp_path / "tokens.html", title=" ".join(HOSTILE), trace=trace,
+    page = save_html(trace.att, HOSTILE, tmp_path / "tokens.html", title=" ".join(HOSTILE), trace=trace,
                      roles=[[HOSTILE[0], HOSTILE[2]]] * 2)  # fmt: skip
     for path, fragment in ((tmp_path / "maps" / "attention.html", "#layer=1&head=0&focus=3&explain=1"),
                            (page, "#layer=<img src=x onerror=window.pwned=6>&focus=2&head=1")):  # fmt: skip
@@ -510,7 +510,8 @@ def test_the_page_shows_injected_markup_as_text_and_fetches_nothing(env, tmp_pat
         b.click(*b.centre("#tokens .tok", 2))  # a click opens the walkthrough, which shows the spellings again
         b.move(*b.centre("#tokens .tok", 1))
         assert b.evaluate("window.pwned") is None
-        assert b.evaluate("document.querySelectorAll('img, svg, iframe, object, embed').length") == 0
+        assert b.evaluate("document.querySelectorAll('img, svg:not(#lines > svg), iframe, object, embed').length") == 0
+        assert b.evaluate("document.querySelectorAll('#lines svg *:not(line):not(text)').length") == 0  # its lines alone
         assert b.evaluate("document.scripts.length") == 3  # the error hook, the data and the code
         assert b.evaluate("performance.getEntriesByType('resource').length") == 0  # nothing fetched
         assert b.problems() == ([], "")

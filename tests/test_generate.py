@@ -287,10 +287,10 @@ def test_attention_files_hold_the_models_own_weights(run, attention_out):
         "attention.html", "attention.npz", "explain.npz", "layer_0.png", "layer_1.png"]
     ids = [run.eot_id] + run.encode(ATTN_PROMPT)
     with np.load(attention_out / "attention.npz", allow_pickle=False) as f:
-        assert f["weights"].shape == (2, 2, len(ids), len(ids))
+        assert f["att"].shape == (2, 2, len(ids), len(ids))
         expected = run.model.attention_maps(torch.tensor([ids]))[0].detach().numpy()
-        np.testing.assert_allclose(f["weights"], expected, atol=1e-6)
-        np.testing.assert_allclose(f["weights"].sum(-1), 1, atol=1e-5)
+        np.testing.assert_allclose(f["att"], expected, atol=1e-6)
+        np.testing.assert_allclose(f["att"].sum(-1), 1, atol=1e-5)
         assert f["ids"].tolist() == ids
         assert f["tokens"].tolist() == [run.tokenizer.id_to_token(i) for i in ids]
         assert f["labels"].tolist() == token_labels(run.tokenizer, ids)
@@ -302,20 +302,20 @@ def test_attention_files_hold_the_models_own_weights(run, attention_out):
 def stats_by_loops(att):
     """The statistics of one (T, T) map, straight from the definitions in inspection/stats.py."""
     T = len(att)
-    rows = range(1, T)
+    rows, roles = range(1, T), range(2, T)  # prev, first and self are the roles' scores: queries 2..T-1
     return {
         "entropy": np.mean([-sum(a * math.log(a) for a in att[q, : q + 1] if a > 0) for q in rows]),
         "distance": np.mean([sum(att[q, k] * (q - k) for k in range(q + 1)) for q in rows]),
-        "prev": np.mean([att[q, q - 1] for q in rows]),
-        "first": np.mean([att[q, 0] for q in rows]),
-        "self": np.mean([att[q, q] for q in rows]),
+        "prev": np.mean([att[q, q - 1] for q in roles]),
+        "first": np.mean([att[q, 0] for q in roles]),
+        "self": np.mean([att[q, q] for q in roles]),
     }
 
 
 def test_summary_rows_match_statistics_of_the_npz(run_dir, attention_out, capsys):
     code, out, _ = cli(["--ckpt", run_dir, "--prompt", ATTN_PROMPT, "--head", "1.0"], capsys)
     assert code == 0
-    weights = load_npz(attention_out / "attention.npz").weights.astype(np.float64)
+    weights = load_npz(attention_out / "attention.npz").att.astype(np.float64)
     lines = out.splitlines()
     header = next(i for i, line in enumerate(lines) if line.split() == ["layer", "head", *STAT_NAMES])
     rows = [line.split() for line in lines[header + 1 : header + 5]]
@@ -388,7 +388,7 @@ def test_explain_prints_the_numbers_of_explain_npz(run_dir, run, tmp_path, capsy
     assert code == 0
     t = load_trace(tmp_path / "explain.npz")
     maps = load_npz(tmp_path / "attention.npz")
-    np.testing.assert_allclose(t.weights, maps.weights, atol=1e-6)  # the same weights as attention.npz
+    np.testing.assert_allclose(t.att, maps.att, atol=1e-6)  # the same weights as attention.npz
     assert t.ids.tolist() == maps.ids
     i = len(maps.ids) - 3
     assert f"Layer 1, head 0, query token {i} {maps.labels[i]!r} of {len(maps.ids)} tokens" in out
@@ -399,7 +399,7 @@ def test_explain_prints_the_numbers_of_explain_npz(run_dir, run, tmp_path, capsy
     for j, line in enumerate(lines[header + 1 : header + 1 + len(maps.ids)]):
         cells = line.split()
         assert int(cells[0]) == j and float(cells[3]) == pytest.approx(t.scores[1, 0, i, j], abs=1e-4)
-        assert float(cells[5]) == pytest.approx(t.weights[1, 0, i, j], abs=1e-4)
+        assert float(cells[5]) == pytest.approx(t.att[1, 0, i, j], abs=1e-4)
     # the page carries the same tensors for its own walkthrough
     page = (tmp_path / "attention.html").read_text(encoding="utf-8")
     data = json.loads(re.search(r'<script type="application/json" id="data">(.*?)</script>', page, re.S).group(1))
@@ -517,7 +517,7 @@ def test_layers_keep_the_page_and_pngs_to_the_chosen_ones(run_dir, tmp_path, cap
     page = (tmp_path / "attention.html").read_text(encoding="utf-8")
     data = json.loads(re.search(r'<script type="application/json" id="data">(.*?)</script>', page, re.S).group(1))
     assert data["layers"] == [1] and data["n_layer"] == 1
-    assert load_npz(tmp_path / "attention.npz").weights.shape[0] == 2  # the npz keeps every layer
+    assert load_npz(tmp_path / "attention.npz").att.shape[0] == 2  # the npz keeps every layer
 
 
 def test_generated_tokens_maps_come_from_the_cached_decoding(run_dir, run, tmp_path, capsys):
@@ -528,8 +528,8 @@ def test_generated_tokens_maps_come_from_the_cached_decoding(run_dir, run, tmp_p
     prompt = run.encode_prompt("서울")
     assert maps.prefill == len(prompt) and len(maps.ids) == len(prompt) + 6
     full = run.model.attention_maps(torch.tensor([maps.ids]))[0].detach().numpy()
-    np.testing.assert_allclose(maps.weights, full, atol=1e-5)  # each decoding row = the full forward's row
-    np.testing.assert_allclose(load_trace(tmp_path / "explain.npz").weights, maps.weights, atol=1e-5)
+    np.testing.assert_allclose(maps.att, full, atol=1e-5)  # each decoding row = the full forward's row
+    np.testing.assert_allclose(load_trace(tmp_path / "explain.npz").att, maps.att, atol=1e-5)
     page = (tmp_path / "attention.html").read_text(encoding="utf-8")
     assert f'"prefill": {len(prompt)}' in page
 
@@ -539,8 +539,8 @@ def test_generated_tokens_maps_come_from_the_cached_decoding(run_dir, run, tmp_p
 def test_notebook_api(run_dir):
     run = load_run(run_dir / "last", device="cpu")
     maps = attention_for_text(run, ATTN_PROMPT)
-    assert maps.weights.shape[:2] == (2, 2) and maps.labels == token_labels(run.tokenizer, maps.ids)
-    fig = draw_head(maps.weights, maps.labels, layer=1, head=0)
+    assert maps.att.shape[:2] == (2, 2) and maps.labels == token_labels(run.tokenizer, maps.ids)
+    fig = draw_head(maps.att, maps.labels, layer=1, head=0)
     assert len(fig.axes[0].images) == 1 and fig.axes[0].get_title() == "layer 1 head 0"
     assert [t.get_text() for t in fig.axes[0].get_yticklabels()] == maps.labels
     assert score_text(run, ATTN_PROMPT).tokens == len(maps.ids) - 1

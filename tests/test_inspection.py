@@ -11,9 +11,10 @@ import re
 import warnings
 
 import numpy as np
+import torch
 import pytest
 
-from inspection.html import attention_page, pack_weights, save_html
+from inspection.html import attention_page, pack_att, save_html
 from data.token_bytes import piece_reader, token_bytes
 from inspection.labels import bytes_label, display_width, pad, token_label, token_labels
 from inspection.stats import STAT_NAMES, format_stats_table, format_top_attended, head_stats
@@ -110,8 +111,8 @@ def test_head_stats_by_hand():
     stats = head_stats(att[None, None])
     ent1 = -(0.25 * math.log(0.25) + 0.75 * math.log(0.75))
     ent2 = -(0.5 * math.log(0.5) + 0.2 * math.log(0.2) + 0.3 * math.log(0.3))
-    expected = {"entropy": (ent1 + ent2) / 2, "distance": (0.25 + 1.2) / 2, "prev": (0.25 + 0.2) / 2,
-                "first": (0.25 + 0.5) / 2, "self": (0.75 + 0.3) / 2}
+    # entropy and distance over queries 1 and 2; prev, first and self as the roles define them: query 2 alone
+    expected = {"entropy": (ent1 + ent2) / 2, "distance": (0.25 + 1.2) / 2, "prev": 0.2, "first": 0.5, "self": 0.3}
     for name in STAT_NAMES:
         assert stats[name].shape == (1, 1)
         assert stats[name][0, 0] == pytest.approx(expected[name], abs=1e-12)
@@ -124,12 +125,23 @@ def test_head_stats_of_pure_patterns():
     first = np.zeros((T, T))
     first[:, 0] = 1
     stats = head_stats(np.stack([prev, first, np.eye(T)])[None])  # heads: previous, first, self
-    # Query 1's previous token is the first token, so each of those two heads scores 1/5 on the other.
-    assert stats["prev"][0].tolist() == [1, pytest.approx(0.2), 0]
-    assert stats["first"][0].tolist() == [pytest.approx(0.2), 1, 0]
+    # prev, first and self are the roles' scores, queries 2..5: query 1, whose previous token is the first, is left out
+    assert stats["prev"][0].tolist() == [1, 0, 0]
+    assert stats["first"][0].tolist() == [0, 1, 0]
     assert stats["self"][0].tolist() == [0, 0, 1]
     assert stats["distance"][0].tolist() == [1, pytest.approx(3.0), 0]  # first: mean of q = 1..5
     assert stats["entropy"][0].tolist() == [0, 0, 0]
+
+
+def test_the_statistics_and_the_roles_measure_previous_first_and_self_alike():
+    from inspection.heads import text_role_sums
+
+    att = random_maps(2, 3, 7, seed=4)
+    stats = head_stats(att)
+    total, count = text_role_sums(torch.from_numpy(att)[None], torch.arange(7)[None])["previous-token"]
+    np.testing.assert_allclose(stats["prev"], total.numpy() / count, atol=1e-12)
+    np.testing.assert_allclose(stats["first"], att[..., 2:, 0].mean(-1), atol=1e-12)  # queries 2..6
+    assert np.isnan(head_stats(att[..., :2, :2])["prev"]).all()  # two tokens: no query past the first two
 
 
 def test_stats_table_has_one_row_per_head():
@@ -195,7 +207,7 @@ def test_png_labels_are_covered_by_the_fonts_and_draw_without_missing_glyphs(tmp
 
 def test_packed_weights_round_trip():
     weights = random_maps(2, 2, 7)
-    raw = np.frombuffer(base64.b64decode(pack_weights(weights)), dtype="<u2") / 65535
+    raw = np.frombuffer(base64.b64decode(pack_att(weights)), dtype="<u2") / 65535
     q, k = np.tril_indices(7)
     np.testing.assert_allclose(raw.reshape(2, 2, -1), weights[..., q, k], atol=1e-5)
 
@@ -282,9 +294,9 @@ def shown_floats(page, selector):
 
 def check_walkthrough(page, t, layer, head, i):
     """The walkthrough on the page shows head layer.head at query i with the numbers of explain.npz `t`."""
-    T, d = t.weights.shape[-1], t.d_head
-    assert page.evaluate("document.querySelector('#explain h2').textContent") == (
-        f"Walkthrough: layer {layer}, head {head}, query token {i} “{LABELS[i]}”")
+    T, d = t.att.shape[-1], t.d_head
+    assert page.evaluate("document.querySelector('#explain h2').textContent").startswith(  # the terminal's title
+        f"Layer {layer}, head {head}, query token {i} “{LABELS[i]}” of {T} tokens (n_embd ")
     keys = list(range(min(T, i + 4)))  # the visible keys and up to 3 later ones
     assert [int(j) for j in page.texts("#ex-keys td.j")] == keys
     np.testing.assert_allclose(shown_floats(page, "#ex-keys td.s"), t.scores[layer, head, i, keys] * math.sqrt(d), atol=1e-4)
@@ -292,12 +304,12 @@ def check_walkthrough(page, t, layer, head, i):
     masked = page.texts("#ex-keys td.m")
     assert [m == "−∞" for m in masked] == [j > i for j in keys]
     np.testing.assert_allclose([float(m) for m in masked[: i + 1]], t.scores[layer, head, i, : i + 1], atol=1e-4)
-    np.testing.assert_allclose(shown_floats(page, "#ex-keys td.w"), t.weights[layer, head, i, keys], atol=1e-4)
+    np.testing.assert_allclose(shown_floats(page, "#ex-keys td.w"), t.att[layer, head, i, keys], atol=1e-4)
     x_rows = page.texts("#ex-vectors td.x")
     assert all(row.endswith(", …]") for row in x_rows)
     np.testing.assert_allclose([float(v) for v in x_rows[0][1:-4].split(",")], t.x[layer, 0, :4], atol=1e-4)
     np.testing.assert_allclose(shown_floats(page, "#ex-vectors td.xn"), np.linalg.norm(t.x[layer, keys], axis=-1), atol=1e-4)
-    size = t.weights[layer, head, i, : i + 1] * np.linalg.norm(t.v[layer, head, : i + 1], axis=-1)
+    size = t.att[layer, head, i, : i + 1] * np.linalg.norm(t.v[layer, head, : i + 1], axis=-1)
     np.testing.assert_allclose(shown_floats(page, "#ex-top td.c"), np.sort(size)[::-1][:3], atol=1e-4)
     for j, c in zip(page.texts("#ex-top td.j"), shown_floats(page, "#ex-top td.c")):
         assert c == pytest.approx(size[int(j)], abs=1e-4)
@@ -321,7 +333,7 @@ def test_clicking_a_query_token_of_a_head_opens_its_walkthrough_with_the_npz_num
     assert len(ids) == len(LABELS)
     trace = trace_ids(biased_model(), ids)
     t = load_trace(save_trace(trace, tmp_path / "explain.npz"))  # what the page shows = what the npz holds
-    page = browser(save_html(trace.weights, LABELS, tmp_path / "attention.html", trace=trace))
+    page = browser(save_html(trace.att, LABELS, tmp_path / "attention.html", trace=trace))
     assert page.evaluate("document.getElementById('explain').children.length") == 0  # nothing clicked yet
     T = len(ids)
     page.click(*page.centre("#outgoing .tok", 1 * T + 6))  # head 1's row strip, token 6
@@ -348,7 +360,7 @@ def test_a_link_opens_a_walkthrough(tmp_path, browser):
     ids = [0, 5, 17, 3, 42, 17, 9, 63, 1, 2, 30, 11]
     trace = trace_ids(biased_model(), ids)
     t = load_trace(save_trace(trace, tmp_path / "explain.npz"))
-    page = browser(save_html(trace.weights, LABELS, tmp_path / "attention.html", trace=trace), "#layer=1&head=0&focus=7&explain=1")
+    page = browser(save_html(trace.att, LABELS, tmp_path / "attention.html", trace=trace), "#layer=1&head=0&focus=7&explain=1")
     check_walkthrough(page, t, 1, 0, 7)
     assert page.problems() == ([], "")
 

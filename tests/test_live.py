@@ -59,7 +59,7 @@ def ask(server, method="POST", path="/api/inspect", body=None, headers=None, raw
 def weights_of(view) -> np.ndarray:
     """The (L, H, T, T) maps of a view's frame, unpacked from the page's uint16 lower triangles."""
     T, frame = view["T"], view["frames"][0]
-    packed = np.frombuffer(base64.b64decode(frame["weights"]), dtype="<u2").astype(np.float64) / 65535
+    packed = np.frombuffer(base64.b64decode(frame["att"]), dtype="<u2").astype(np.float64) / 65535
     L, H = len(frame["stats"]["entropy"]), len(frame["stats"]["entropy"][0])
     q, k = np.tril_indices(T)
     out = np.zeros((L, H, T, T))
@@ -73,7 +73,7 @@ def test_a_text_gets_its_maps_roles_walkthrough_tensors_and_next_token(server, r
     assert generate.main(["--ckpt", str(run_dir), "--prompt", PROMPT, "--attention", str(tmp_path)]) == 0
     with np.load(tmp_path / "attention.npz") as npz, np.load(tmp_path / "explain.npz") as trace:
         assert view["tokens"] == npz["labels"].tolist()
-        np.testing.assert_allclose(weights_of(view), npz["weights"], atol=1e-4)
+        np.testing.assert_allclose(weights_of(view), npz["att"], atol=1e-4)
         q = np.frombuffer(base64.b64decode(view["frames"][0]["explain"]["q"]), dtype="<f4").reshape(trace["q"].shape)
         np.testing.assert_allclose(q, trace["q"], atol=1e-6)  # the walkthrough's numbers are explain.npz's
     assert view["frames"][0]["roles"] and view["frames"][0]["scores"]["scores"]["induction"]
@@ -82,7 +82,28 @@ def test_a_text_gets_its_maps_roles_walkthrough_tensors_and_next_token(server, r
     assert len(sampled["next"]) == 10 and sum(c["p"] for c in sampled["next"][:5]) == pytest.approx(1, abs=1e-5)
     assert sampled["next"][0]["id"] == view["next"][0]["id"] and sampled["model_ms"] > 0
     status, quick = ask(server, body={"text": PROMPT, "temperature": 0, "explain": False})  # what a keystroke asks
-    assert quick["frames"][0]["explain"] is None and quick["frames"][0]["weights"] == view["frames"][0]["weights"]
+    assert quick["frames"][0]["explain"] is None and quick["frames"][0]["att"] == view["frames"][0]["att"]
+
+
+def test_a_keystroke_runs_one_forward_whose_path_holds_the_next_token(server):
+    model, calls = server.inspector.run.model, []
+    hook = model.tok_emb.register_forward_hook(lambda *args: calls.append(1))  # every forward embeds once
+    try:
+        for explain in (False, True):  # a keystroke, then a click that asks for the walkthrough's tensors
+            calls.clear()
+            (status, view), = server.inspector.inspect({"text": PROMPT, "temperature": 1.0, "top_k": 5, "explain": explain})
+            assert status == 200 and calls == [1]  # maps, walkthrough, lens, path and next token: one forward
+            assert view["path"]["first"] == (0 if explain else view["T"] - 1)  # a keystroke: the last token's path
+    finally:
+        hook.remove()
+    last, final = view["T"] - 1, view["path"]["sampling"]["stages"][-1]  # the click's record: every token's
+    assert final["name"] == "top_k" and [c["id"] for c in view["next"][:5]] == final["top"][last][:5]
+    np.testing.assert_allclose([c["p"] for c in view["next"][:5]], final["p"][last][:5], atol=1e-6)
+
+
+def test_a_line_of_json_nulls_what_json_cannot_hold():
+    assert live_server.json_line({"a": float("nan"), "b": [1.5, float("inf")]}) == b'{"a": null, "b": [1.5, null]}\n'
+    assert live_server.json_line({"ok": [0.25]}) == b'{"ok": [0.25]}\n'
 
 
 BAD = [  # (what, request) -> a 4xx and one line
@@ -240,7 +261,7 @@ def test_the_stream_is_generate_py_s_text_and_its_maps_follow_the_cached_decodin
     with np.load(tmp_path / "attention.npz") as npz:
         final = lines[-1]["view"]
         assert final["prefill"] == int(npz["prefill"]) and final["tokens"] == npz["labels"].tolist()
-        np.testing.assert_allclose(weights_of(final), npz["weights"], atol=1e-4)
+        np.testing.assert_allclose(weights_of(final), npz["att"], atol=1e-4)
     sizes = [line["view"]["T"] for line in lines if "piece" in line]
     assert sizes == sorted(sizes)  # the maps grow with the decoding
 
@@ -327,7 +348,7 @@ def test_typing_clicking_and_generating_in_chromium(server, run_dir, tmp_path, b
     page.type(PROMPT)  # a keystroke's maps follow
     assert generate.main(["--ckpt", str(run_dir), "--prompt", PROMPT, "--attention", str(tmp_path)]) == 0
     with np.load(tmp_path / "attention.npz") as npz, np.load(tmp_path / "explain.npz") as trace:
-        labels, weights, q = npz["labels"].tolist(), npz["weights"], trace["q"]
+        labels, weights, q = npz["labels"].tolist(), npz["att"], trace["q"]
     page.wait_for(f"document.body.dataset.shownText === {json.dumps(''.join(labels))}")
     assert page.texts("#tokens .t") == labels
     T = len(labels)

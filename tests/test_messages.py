@@ -28,7 +28,7 @@ TERMS = {"layer", "head", "heads", "query", "key", "value", "token", "softmax", 
          "stream", "attention", "induction", "nats", "perplexity", "snapshot", "step", "prefill", "cache", "forward",
          "sublayer", "block", "mlp", "map", "loss", "validation", "seed", "temperature", "n_embd", "n_head", "ln_1",
          "resid", "out", "share", "inspection", "heads", "stats", "py", "heatmap", "entropy", "exp",
-         "context"}  # "in-context loss", kept as the explainers keep it
+         "context", "gradient", "ablate"}  # "in-context loss", kept as the explainers keep it; --ablate L.H
 
 
 def numbers(text: str) -> list[str]:
@@ -68,7 +68,7 @@ def test_the_korean_walkthrough_roles_and_statistics_carry_exactly_the_english_n
     roles = measure_heads(model, np.arange(1, 64), list(range(1, 64)), eot_id=0)
     for text in (lambda lang: explain_head(trace, labels, 1, 0, 7, w_o, lang),
                  lambda lang: format_roles_table(roles, lang),
-                 lambda lang: format_stats_table(head_stats(trace.weights), lang)):
+                 lambda lang: format_stats_table(head_stats(trace.att), lang)):
         en, ko = text("en"), text("ko")
         assert numbers(en) == numbers(ko) and en != ko
         assert HANGUL.search(ko) and not HANGUL.search(en.replace("토큰", ""))
@@ -104,7 +104,7 @@ def test_the_page_switches_language_in_place_and_keeps_every_number(tmp_path, br
     model = biased_model()
     trace = trace_ids(model, list(range(10)))
     roles = measure_heads(model, np.arange(1, 64), list(range(1, 64)), eot_id=0)
-    page = save_html(trace.weights, [f"토큰{i}" for i in range(10)], tmp_path / "attention.html", trace=trace,
+    page = save_html(trace.att, [f"토큰{i}" for i in range(10)], tmp_path / "attention.html", trace=trace,
                      roles=roles)  # fmt: skip
     b = browser(page, "#layer=1&head=0&focus=6&explain=1")
 
@@ -135,7 +135,7 @@ def test_the_page_switches_language_in_place_and_keeps_every_number(tmp_path, br
 def test_the_pngs_speak_the_language_asked_for():
     from inspection.plot import draw_layer
 
-    weights = trace_ids(biased_model(), list(range(6))).weights
+    weights = trace_ids(biased_model(), list(range(6))).att
     for lang in LANGUAGES:
         say = messages(lang)
         fig = draw_layer(weights, [f"t{i}" for i in range(6)], 1, lang=lang)

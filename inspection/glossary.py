@@ -1,0 +1,160 @@
+"""The terms a learner meets in the inspection tools, each defined in English and in Korean: the attention page
+shows them, and README.ko.md's "용어 풀이" carries the Korean texts word for word (tests/test_glossary.py checks)."""
+
+# (term, English definition, Korean definition), in the order a forward pass meets them, then decoding and loss.
+# The English names the project's tensors; "weights" means parameters only (the post-softmax tensor is `att`).
+# The Korean keeps the terms in English as Korean explainers of self-attention do, in 합니다체.
+GLOSSARY: list[tuple[str, str, str]] = [
+    ("token",
+     "The unit the model reads and writes: a piece of text cut by the BPE tokenizer, often a whole Korean syllable "
+     "or word, or one raw byte (<0xNN>) of a character the vocabulary lacks. The model predicts each next token "
+     "from the tokens before it.",
+     "모델이 읽고 쓰는 단위입니다. BPE 토크나이저가 텍스트를 자른 조각으로, 한국어에서는 음절 하나나 단어 하나가 토큰이 "
+     "되는 경우가 많고, 어휘에 없는 글자는 바이트(<0xNN>) 단위로 나뉩니다. 모델은 앞의 토큰들을 보고 다음 토큰을 "
+     "예측합니다."),
+    ("␣",
+     "The word-start mark in token labels: a token that begins with a space shows it as ␣, so ␣법률 is 법률 at the "
+     "start of a word, and 법률 without it continues the word before. A newline shows as ↵.",
+     "토큰 라벨에서 단어의 시작을 나타내는 표시입니다. 공백으로 시작하는 토큰은 그 공백을 ␣로 보여 주므로, ␣법률은 "
+     "단어 첫머리의 법률이고 ␣ 없는 법률은 앞 글자에 붙어 단어를 이어 가는 조각입니다. 줄바꿈은 ↵로 보입니다."),
+    ("token id / embedding",
+     "The tokenizer gives every token an integer id. Its embedding is row id of tok_emb (vocab_size x n_embd), a "
+     "learned vector of n_embd numbers; lm_head, which turns the last residual stream into logits, shares that "
+     "matrix (tied).",
+     "토크나이저는 토큰마다 정수 id를 붙입니다. 토큰 embedding은 tok_emb 행렬(vocab_size x n_embd)의 id번째 행, 즉 "
+     "학습되는 n_embd차원 벡터입니다. 마지막 residual stream에서 logit을 계산하는 lm_head도 같은 행렬을 씁니다(tied)."),
+    ("position embedding",
+     "Row t of pos_emb (block_size x n_embd): a learned vector for position t, added to the token embedding, so "
+     "the same token at another place looks different to the model. Positions stop at block_size, the longest "
+     "context.",
+     "pos_emb 행렬(block_size x n_embd)의 t번째 행으로, 위치 t마다 학습되는 벡터입니다. 토큰 embedding에 더해지므로 "
+     "모델은 같은 토큰이라도 어디에 있는지 구별할 수 있습니다. 위치는 block_size까지만 있어서 context도 그보다 길 수 "
+     "없습니다."),
+    ("residual stream",
+     "The vector of n_embd numbers each token carries through the model: it starts as token + position embedding, "
+     "and every sublayer adds its output to it (x + attn(ln_1(x)), then x + mlp(ln_2(x))). Heads and MLPs pass "
+     "information on only by writing to it and reading from it.",
+     "각 토큰이 모델을 지나는 동안 들고 다니는 n_embd차원 벡터입니다. 토큰 embedding과 위치 embedding의 합에서 시작해, "
+     "sublayer마다 자기 출력을 더해 갑니다(x + attn(ln_1(x)), 그다음 x + mlp(ln_2(x))). head와 MLP는 residual "
+     "stream에 쓰고 거기서 읽는 방식으로만 정보를 주고받습니다."),
+    ("LayerNorm",
+     "Rescales a vector to mean 0 and variance 1, then applies a learned gain and bias. Each block normalises the "
+     "residual stream before its attention (ln_1) and before its MLP (ln_2); ln_f normalises it once more before "
+     "the logits.",
+     "벡터를 평균 0, 분산 1로 맞춘 뒤 학습된 gain과 bias를 적용합니다. block마다 attention 앞(ln_1)과 MLP 앞(ln_2)에서 "
+     "residual stream을 정규화하고, logit을 계산하기 전에 ln_f로 한 번 더 정규화합니다."),
+    ("query / key / value",
+     "Three vectors a head makes from each token's normalised input x (c_attn: x W_Q, x W_K, x W_V). The query is "
+     "what this token looks for, the key is how a token is found, the value is what it hands over: q·k decides "
+     "where to look, and v is what is carried from there.",
+     "head가 각 토큰의 정규화된 입력 x에서 만드는 세 벡터입니다(c_attn: x W_Q, x W_K, x W_V). query는 이 토큰이 찾는 "
+     "것, key는 각 토큰이 찾아질 때 쓰이는 이름표, value는 그 토큰이 넘겨주는 내용입니다. 어디를 볼지는 query와 "
+     "key(q·k)가 정하고, 거기서 무엇을 가져올지는 value가 정합니다."),
+    ("score / √d_k",
+     "The score of query i for key j is q·k_j / √d_k (the tensor scores, before the mask), where d_k = n_embd / "
+     "n_head is a head's width. Without the division the scores spread wider as d_k grows, the softmax piles "
+     "everything on one key and its gradients vanish.",
+     "query i가 key j에 매기는 score는 q·k_j / √d_k이고(mask 전의 scores 텐서), d_k = n_embd / n_head는 head 하나의 "
+     "차원 수입니다. √d_k로 나누지 않으면 d_k가 클수록 score가 넓게 퍼져 softmax가 key 하나에 쏠리고, gradient가 거의 "
+     "사라집니다."),
+    ("causal mask",
+     "A query may see only its own position and the ones before it: the score of every later key becomes −∞ "
+     "before the softmax. Since exp(−∞) = 0, those keys get an attention of 0, and the allowed ones still sum to 1.",
+     "query는 자기 위치와 그 앞의 key만 볼 수 있으므로, softmax 전에 뒤에 있는 key의 score를 −∞로 바꿉니다. "
+     "exp(−∞) = 0이라서 mask된 key의 attention은 0이 되고, 나머지의 합은 그대로 1입니다."),
+    ("softmax",
+     "Turns a row of scores s into positive numbers that sum to 1: w_j = exp(s_j) / Σ exp(s). A larger score gets "
+     "more, but every key the query may see gets some.",
+     "한 행의 score s를 합이 1인 양수들로 바꿉니다: w_j = exp(s_j) / Σ exp(s). score가 클수록 큰 몫을 받지만, "
+     "query가 볼 수 있는 key는 모두 조금씩이라도 받습니다."),
+    ("attention",
+     "The post-softmax numbers a query gives the keys: the tensor att (rows = queries, columns = keys), each row "
+     "summing to 1; a head's output y = Σ_j w_j v_j mixes every value in those proportions, not only the strongest "
+     "one. Where a head looks is a hint, not a causal explanation: switching the head off (--ablate) is the test.",
+     "softmax 뒤에 query가 각 key에 주는 값으로, 코드의 att 텐서(행 = query, 열 = key)이며 각 행의 합은 1입니다. head의 "
+     "출력 y = Σ_j w_j v_j는 값이 가장 큰 key의 value를 베낀 것이 아니라 모든 value를 그 비율대로 섞은 것입니다. head가 "
+     "어디를 보는지는 힌트일 뿐 모델이 왜 그렇게 예측했는지를 설명하지는 않으며, 확인하려면 --ablate로 그 head를 꺼 "
+     "봐야 합니다."),
+    ("head / multi-head / W_O",
+     "A head is one attention of width d_k with its own columns of c_attn (W_Q, W_K, W_V); a block runs n_head of "
+     "them side by side, so each can look somewhere else. Their outputs y are concatenated and multiplied by W_O "
+     "(c_proj), which mixes the heads, and the result is added to the residual stream.",
+     "head는 c_attn 중 자기 몫의 열(W_Q, W_K, W_V)로 d_k차원에서 따로 계산하는 attention 하나입니다. block 하나에서 "
+     "head n_head개가 나란히 계산되므로 head마다 다른 곳을 볼 수 있습니다(multi-head). 각 head의 출력 y를 이어 붙여 "
+     "W_O(c_proj)를 곱하면 head들이 섞이고, 그 결과가 residual stream에 더해집니다."),
+    ("attention sink",
+     "A head that puts most of its attention on the first token, the <|endoftext|> every text begins with, often "
+     "when no other key is useful: a row must sum to 1, and the first token is where the surplus is parked. "
+     "--heads calls it the first-token role.",
+     "attention 대부분을 첫 토큰, 즉 모든 텍스트 앞에 붙는 <|endoftext|>에 주는 head입니다. 한 행의 합은 반드시 1이어야 "
+     "하므로, 특별히 볼 key가 없을 때 남는 몫을 첫 토큰에 몰아 두는 경우가 많습니다. --heads에서는 “첫 토큰” 역할로 "
+     "나옵니다."),
+    ("previous-token head",
+     "A head whose query at position i looks at key i−1, the token just before it. It writes what that token was "
+     "into the residual stream at i, which an induction head in a later layer needs; --heads measures it on "
+     "held-out text.",
+     "위치 i의 query가 바로 앞 토큰인 key i−1을 보는 head입니다. 앞 토큰의 정보를 위치 i의 residual stream으로 옮겨 "
+     "오고, 뒤 layer의 induction head가 이 정보를 씁니다. --heads는 학습에 쓰지 않은 텍스트에서 이 역할을 잽니다."),
+    ("induction head",
+     "A head that continues a repeat: at a token A that came before as “A B”, it looks at the B that followed A "
+     "last time and copies it, so “A B … A” predicts B. It needs a previous-token head in an earlier layer; "
+     "--heads measures it on random tokens repeated twice.",
+     "반복을 이어 가는 head입니다. 앞에 “A B”가 나온 적이 있으면, 다시 나온 A에서 지난번 A 다음에 온 B를 보고 그 "
+     "내용을 가져오므로 “A B … A” 다음에 B를 예측하게 됩니다. 앞 layer에 이전 토큰 head가 있어야 동작하며, --heads는 "
+     "무작위 토큰을 두 번 반복한 시퀀스에서 이 역할을 잽니다."),
+    ("MLP",
+     "The second sublayer of a block: c_fc widens each token's vector 4 times, a GELU bends it, c_proj brings it "
+     "back, and the result is added to the residual stream. It works on each token alone, never looking at "
+     "another; model.mlp = false leaves it out (the lesson run).",
+     "block의 두 번째 sublayer입니다. c_fc로 각 토큰의 벡터를 4배로 넓히고 GELU를 거친 뒤 c_proj로 다시 줄여 residual "
+     "stream에 더합니다. 다른 토큰은 보지 않고 토큰마다 따로 계산하며, model.mlp = false이면 빠집니다(실습용 run)."),
+    ("logits",
+     "The model's output at each position, one number per token of the vocabulary: lm_head(ln_f(residual "
+     "stream)). The softmax turns them into the next token's probabilities, and the loss is −ln of the "
+     "probability given to the token that actually came next.",
+     "각 위치에서 모델이 내는 출력으로, 어휘의 토큰마다 숫자가 하나씩 있습니다(lm_head(ln_f(residual stream))). "
+     "softmax를 거치면 다음 토큰의 확률이 되고, loss는 실제로 다음에 온 토큰이 받은 확률에 −ln을 취한 값입니다."),
+    ("logit lens",
+     "Reads the residual stream after the embeddings and after each block through ln_f and lm_head, as if the "
+     "model stopped there: the next token it would pick at that stage (--lens). The last stage is the model's "
+     "own answer.",
+     "embedding 뒤와 각 block 뒤의 residual stream을 ln_f와 lm_head에 통과시켜, 모델이 거기서 멈췄다면 고를 다음 "
+     "토큰을 보여 줍니다(--lens). 마지막 단계가 모델의 실제 답입니다."),
+    ("temperature",
+     "The logits are divided by the temperature before the softmax: below 1 the choice leans harder toward the "
+     "likeliest tokens, above 1 it spreads out, and 0 always takes the likeliest (greedy).",
+     "softmax 전에 logit을 temperature로 나눕니다. 1보다 작으면 확률이 높은 토큰 쪽으로 더 쏠리고, 1보다 크면 "
+     "분포가 평평해지며, 0이면 언제나 확률이 가장 높은 토큰을 고릅니다(greedy)."),
+    ("top-k",
+     "Samples only among the k likeliest tokens; every other logit becomes −∞.",
+     "확률이 가장 높은 토큰 k개 중에서만 고릅니다. 나머지 토큰의 logit은 −∞가 됩니다."),
+    ("top-p",
+     "Nucleus sampling: samples only among the smallest set of likeliest tokens whose probabilities add up to at "
+     "least p, so there are few candidates where the model is sure and many where it is not.",
+     "확률이 높은 순서로 토큰을 모아 확률의 합이 p 이상이 되는 가장 작은 집합 안에서만 고릅니다(nucleus sampling). "
+     "모델이 확신할수록 후보가 적고, 애매할수록 많아집니다."),
+    ("KV cache / prefill",
+     "While generating, each layer keeps the keys and values of the tokens so far, so a new token computes only "
+     "its own q, k, v and attends over the cache instead of recomputing the whole text. The prefill is the first "
+     "forward, which runs the whole prompt at once and fills the cache.",
+     "글을 생성하는 동안 layer마다 지금까지 나온 토큰의 key와 value를 저장해 두는 곳입니다. 새 토큰은 자기 q, k, v만 "
+     "계산하고 cache에 있는 key를 보면 되므로 텍스트 전체를 다시 계산하지 않습니다. prefill은 prompt 전체를 한 번의 "
+     "forward로 계산해 cache를 채우는 첫 단계입니다."),
+    ("nats",
+     "The unit of a loss taken with the natural logarithm: the loss of a token is −ln p, p the probability the "
+     "model gave it. 1 nat is 1 / ln 2 ≈ 1.44 bits, and a loss of 0 means the right token had probability 1.",
+     "자연로그로 잰 loss의 단위입니다. 토큰 하나의 loss는 −ln p(p는 모델이 그 토큰에 준 확률)입니다. 1 nat은 "
+     "1 / ln 2 ≈ 1.44 bit이고, loss가 0이면 정답 토큰의 확률이 1이었다는 뜻입니다."),
+    ("bits per character",
+     "The whole loss of a text in bits (nats / ln 2) divided by its number of characters. Unlike the loss per "
+     "token it does not depend on the tokenizer, so models with different vocabularies can be compared.",
+     "텍스트 전체의 loss를 bit 단위(nats / ln 2)로 바꿔 글자 수로 나눈 값입니다. 토큰당 loss와 달리 토크나이저에 따라 "
+     "달라지지 않으므로, 어휘가 다른 모델끼리도 비교할 수 있습니다."),
+    ("in-context loss drop",
+     "The loss on the first copy of a random token sequence repeated twice, minus the loss on the second copy, in "
+     "nats. Random tokens cannot be memorised, so only copying from the context (induction heads) brings the "
+     "second copy's loss down; in the lesson run the drop jumps from about 1 nat to 8 as its heads form.",
+     "무작위 토큰 시퀀스를 두 번 반복했을 때, 첫 번째 복사본의 loss에서 두 번째 복사본의 loss를 뺀 값입니다(nats). "
+     "무작위 토큰은 외울 수 없으므로 두 번째 loss를 낮추는 방법은 context에서 베끼는 것(induction head)뿐입니다. "
+     "실습용 run에서는 head가 생기면서 이 값이 약 1 nat에서 8 nats로 뜁니다."),
+]

@@ -1,0 +1,91 @@
+// The page's data: the text shown, its frames (maps, statistics, roles, walkthrough tensors), the texts in
+// both languages, and the state of the view. The first part of the page's one script (inspection/html.py).
+"use strict";
+const DATA = JSON.parse(document.getElementById("data").textContent);
+const L = DATA.n_layer, H = DATA.n_head, LAYERS = DATA.layers, LIVE = DATA.live;
+// The text shown: its tokens and frames (a live page loads new ones as the user types).
+let PATH = null, NEXT_LOGITS = null;  // the text's path record (path.js), the last token's logits
+let T, TOKENS, FRAMES, TRI, PREFILL, LENS;  // TRI: values per map, the lower triangle row by row; PREFILL: rows
+// 0..PREFILL-1 came from one forward, each later row from one decoding step
+
+function setText(view) {
+  T = view.T; TOKENS = view.tokens; FRAMES = view.frames; PREFILL = view.prefill; LENS = view.lens || null;
+  TRI = T * (T + 1) / 2;
+  setPath(view.path);
+  decoded.length = 0;
+}
+
+// Every text in English and Korean (inspection/messages.py); LANG is the one shown, switched in place.
+const MESSAGES = DATA.messages;
+let LANG = DATA.lang;
+
+function t(key, values) {  // the text of `key` in LANG, each {name} replaced by values[name]
+  let text = MESSAGES[key][LANG === "ko" ? 1 : 0];
+  for (const [name, value] of Object.entries(values || {})) text = text.split("{" + name + "}").join(String(value));
+  return text;
+}
+
+// Terminal-style columns: a Hangul syllable (or other wide character) takes two columns of a monospace font.
+function columns(text) {
+  let n = 0;
+  for (const ch of text) n += /[\u1100-\u115f\u2e80-\ua4cf\uac00-\ud7a3\uf900-\ufaff\ufe30-\ufe4f\uff00-\uff60\uffe0-\uffe6]/.test(ch) ? 2 : 1;
+  return n;
+}
+
+function padTo(text, width, right) {  // text padded with spaces to `width` columns, aligned right if `right`
+  const gap = " ".repeat(Math.max(0, width - columns(text)));
+  return right ? gap + text : text + gap;
+}
+
+function caption(c) {  // a head's role: a [role, score] pair named in LANG, or a caption given as it is
+  return typeof c === "string" ? c : t("role." + c[0]) + " " + c[1].toFixed(2);
+}
+
+function bytesOf(b64) {
+  const raw = atob(b64), bytes = new Uint8Array(raw.length);
+  for (let i = 0; i < raw.length; i++) bytes[i] = raw.charCodeAt(i);
+  return bytes.buffer;
+}
+
+// A frame is one set of parameters' view of the text (one snapshot of a training run, or the only one):
+// its maps, statistics, head roles and walkthrough tensors. Attention arrives as little-endian uint16 in
+// base64 (att = value / 65535), decoded when the frame is first shown.
+let FRAME, ATT, EX;
+const decoded = [];
+
+function useFrame(i) {
+  if (!decoded[i]) decoded[i] = { att: new Uint16Array(bytesOf(FRAMES[i].att)), ex: explainOf(FRAMES[i].explain) };
+  FRAME = FRAMES[i];
+  ATT = decoded[i].att;
+  EX = decoded[i].ex;
+}
+
+// li: the position of a layer in LAYERS (the page may hold only some layers).
+function att(li, head, q, k) {
+  if (k > q) return 0;
+  return ATT[(li * H + head) * TRI + q * (q + 1) / 2 + k] / 65535;
+}
+
+// The walkthrough's tensors (float32): x and out as (L, T, dims + 1) = first dims and the norm; q, k, v, y (L, H, T, d).
+function explainOf(e) {
+  if (!e) return null;
+  const t = { d: e.d_head, C: e.n_embd, dims: e.dims };
+  for (const name of ["x", "out", "q", "k", "v", "y", "why"]) t[name] = new Float32Array(bytesOf(e[name]));
+  return t;
+}
+
+function headVector(name, li, h, t) {  // q, k, v or y of one token in one head: a Float32Array view of d values
+  const d = EX.d, start = ((li * H + h) * T + t) * d;
+  return EX[name].subarray(start, start + d);
+}
+
+function shortVector(name, li, t) {  // x or out of one token: [first dims..., norm]
+  const n = EX.dims + 1, start = (li * T + t) * n;
+  return EX[name].subarray(start, start + n);
+}
+
+// The last token is focused at first, so the page shows attention before any interaction.
+setText(DATA);
+const state = { li: 0, head: "all", focus: T - 1, pinned: false, limit: T, explain: null, frame: FRAMES.length - 1 };
+useFrame(state.frame);
+let views = [];  // what render() built: {head, out: [boxes], inc: [boxes], canvas, image, cell}

@@ -1,0 +1,243 @@
+// ---- the path of the focused token through the whole forward pass (inspection/path.py) ----------------
+// Every number of the path comes from the page's data, the record of the model's own forward pass; nothing
+// of it is computed here. The next-token bars below apply model/sampling.py's rule to the last token's logits,
+// so that they move with the settings (tests compare them with sampling_probs).
+
+function setPath(path) {
+  PATH = path || null;
+  NEXT_LOGITS = PATH ? new Float32Array(bytesOf(PATH.next_logits)) : null;
+}
+
+function pathVector(name, index) {  // "[ 0.1234, -0.5678, …]   |·| = 1.2345" of one vector of the record
+  let dims = PATH[name + "_dims"], n = PATH[name + "_norm"];
+  for (const i of index) { dims = dims[i]; n = n[i]; }
+  return "[" + dims.map(fmt).join(",") + ", …]   |·| = " + n.toFixed(4);
+}
+
+function bar(p, colour) {  // a probability or an attention as a bar 12em long at 1
+  const b = el("span", "bar");
+  b.style.width = (12 * p).toFixed(2) + "em";
+  if (colour) b.style.background = colour;
+  return b;
+}
+
+// One step of the path: its text (what it computes and why), then its picture.
+function pathStep(panel, text) {
+  const step = el("div", "step");
+  step.appendChild(el("p", "", text));
+  panel.appendChild(step);
+  return step;
+}
+
+// A table whose cells may be elements (bars, links) as well as text.
+function richTable(parent, header, rows, cls) {
+  const table = el("table", cls || "");
+  const head = el("tr");
+  header.forEach((h) => head.appendChild(el("th", "", h)));
+  table.appendChild(head);
+  for (const cells of rows) {
+    const row = el("tr");
+    for (const c of cells) {
+      const td = el("td", typeof c === "string" ? "" : c.cls || "");
+      if (typeof c === "string") td.textContent = c; else td.appendChild(c.node);
+      row.appendChild(td);
+    }
+    table.appendChild(row);
+  }
+  parent.appendChild(table);
+  return table;
+}
+
+function headLink(layer, h, i) {  // a head of the path: a click opens its walkthrough at this token
+  const a = el("a", "headlink", layer + "." + h);
+  a.href = "#";
+  a.addEventListener("click", (e) => {
+    e.preventDefault();
+    const li = LAYERS.indexOf(layer);
+    if (li < 0) return;  // a layer the page left out
+    state.li = li; state.head = String(h); state.focus = i; state.pinned = true;
+    document.getElementById("layer").value = String(li);
+    document.getElementById("head").value = state.head;
+    if (EX) state.explain = { li, head: h, q: i };
+    else if (LIVE && LIVE.shown) explainLater(li, h, i);
+    render();
+    document.getElementById("explain").scrollIntoView();
+  });
+  return a;
+}
+
+function renderPath() {
+  const panel = document.getElementById("path");
+  panel.replaceChildren();
+  document.getElementById("path-section").hidden = !PATH;
+  if (!PATH || state.focus === null) return;
+  const P = PATH, id = P.ids[state.focus], label = (x) => P.labels[x];
+  if (state.focus < P.first) {  // a live keystroke brings the last token's path; a click brings every token's
+    panel.appendChild(el("p", "hint", t("page.path_click")));
+    return;
+  }
+  const i = state.focus - P.first;  // the record's index of the focused token
+  const at = state.focus;  // its position in the text
+  panel.appendChild(el("h3", "", t("path.title", { i: at, token: "“" + label(id) + "”", id: id, T: P.T, L: P.L, C: P.C, V: P.V })));
+  const embed = pathStep(panel, t("path.embed", { id: id, i: at, C: P.C }));
+  for (const [name, text] of [["tok", "tok_emb[" + id + "]"], ["pos", "pos_emb[" + at + "]"], ["sum", "tok + pos"]])
+    embed.appendChild(el("div", "vec path-" + name, text + " = " + pathVector(name, [i])));
+  const blocks = pathStep(panel, t("path.blocks", { C: P.C, H: P.H, d: P.d, i: at }));
+  const b = P.blocks, largest = Math.max(...b.block_norm.map((row) => row[i]), P.sum_norm[i]);
+  const norms = el("div", "norms");  // the picture: the stream's norm after each step, growing block by block
+  const norm = (text, value) => {
+    const row = el("div", "normrow");
+    row.appendChild(el("span", "normname", text));
+    row.appendChild(bar(value / largest, "#7f7f7f"));
+    row.appendChild(el("span", "vec", " " + value.toFixed(4)));
+    norms.appendChild(row);
+  };
+  norm("tok + pos", P.sum_norm[i]);
+  for (let l = 0; l < P.L; l++) {
+    norm("block " + l + " + attention", b.mid_norm[l][i]);
+    if (b.active) norm("block " + l + " + MLP", b.block_norm[l][i]);
+  }
+  blocks.appendChild(norms);
+  for (let l = 0; l < P.L; l++) {
+    const block = el("div", "block");
+    block.appendChild(el("div", "vec", t("path.block", { layer: l, resid: b.resid_norm[l][i].toFixed(4),
+      out: b.out_norm[l][i].toFixed(4), mid: b.mid_norm[l][i].toFixed(4), block: b.block_norm[l][i].toFixed(4) })));
+    const rows = [];
+    for (let h = 0; h < P.H; h++) {
+      const j = b.key[l][h][i], a = b.att[l][h][i];
+      const cell = el("span");
+      cell.appendChild(bar(a));
+      cell.appendChild(document.createTextNode(" " + a.toFixed(4)));
+      rows.push([{ node: headLink(l, h, at) }, TOKENS[j], String(j), { node: cell, cls: "barcell" }, b.share[l][h][i].toFixed(4)]);
+    }
+    richTable(block, ["head", t("path.key"), "j", "att", "|share|"], rows, "path-heads");
+    if (b.active) block.appendChild(el("div", "vec", t("path.mlp", { mlp: b.mlp_norm[l][i].toFixed(4),
+      active: (100 * b.active[l][i]).toFixed(1), hidden: 4 * P.C })));
+    blocks.appendChild(block);
+  }
+  const final = pathStep(panel, t("path.final", { C: P.C, V: P.V }));
+  final.appendChild(el("div", "vec", "ln_f = " + pathVector("final", [i])));
+  final.appendChild(el("div", "vec", t("path.logits", { max: P.logit_max[i].toFixed(4), min: P.logit_min[i].toFixed(4) })));
+  const S = P.sampling;
+  for (const stage of S.stages) {
+    const step = pathStep(panel, t("path." + stage.name, { value: stage.value === undefined ? "" : stage.value, kept: stage.kept[i], V: P.V }));
+    const rows = stage.top[i].map((x, r) => {
+      const cell = el("span");
+      cell.appendChild(bar(stage.p[i][r]));
+      cell.appendChild(document.createTextNode(" " + stage.p[i][r].toFixed(4)));
+      return [String(r + 1), label(x), { node: cell, cls: "barcell" }].concat(stage.logit ? [stage.logit[i][r].toFixed(4)] : []);
+    });
+    richTable(step, [t("path.rank"), t("explain.token"), "p"].concat(stage.logit ? ["logit"] : []), rows, "path-" + stage.name);
+  }
+  const chosen = S.chosen[i];
+  pathStep(panel, t("path.chosen", { token: "“" + label(chosen) + "”", id: chosen, p: S.chosen_p[i].toFixed(4), seed: S.seed }))
+    .classList.add("chosen");
+  pathStep(panel, t("path.hint")).classList.add("hint");
+}
+
+// ---- the next token's probabilities under the settings on the page: model/sampling.py's sampling_probs ----
+
+function samplingProbs(logits, temperature, topK, topP) {  // Float32Array logits -> Float64Array probabilities
+  const V = logits.length, z = new Float64Array(V);
+  let top = -Infinity, arg = 0;
+  for (let j = 0; j < V; j++) if (logits[j] > top) { top = logits[j]; arg = j; }
+  if (temperature === 0) { z[arg] = 1; return z; }
+  const tau = Math.max(temperature, 1.1754943508222875e-38);  // float32's smallest normal, as model.sampling
+  for (let j = 0; j < V; j++) z[j] = (logits[j] - top) / tau;
+  if (topK !== null && topK < V) {  // keep the k largest (ties with the k-th too)
+    const kth = Float64Array.from(z).sort().reverse()[topK - 1];
+    for (let j = 0; j < V; j++) if (z[j] < kth) z[j] = -Infinity;
+  }
+  if (topP !== null && topP < 1) {  // keep the smallest set of most likely tokens whose probability reaches p
+    const order = Array.from(z.keys()).sort((a, b) => z[b] - z[a] || a - b), p = softmax(order.map((j) => z[j]));
+    let before = 0;
+    order.forEach((j, r) => { if (r > 0 && before >= topP) z[j] = -Infinity; before += p[r]; });
+  }
+  return Float64Array.from(softmax(Array.from(z)));
+}
+
+function softmax(values) {
+  const top = Math.max(...values.filter((x) => x !== -Infinity));
+  const e = values.map((x) => (x === -Infinity ? 0 : Math.exp(x - top))), sum = e.reduce((a, b) => a + b, 0);
+  return e.map((x) => x / sum);
+}
+
+function showSettings() {  // the inputs start at the settings the path was drawn with
+  if (!PATH) return;
+  for (const stage of PATH.sampling.stages)
+    if (stage.value !== undefined) document.getElementById(stage.name.replace("_", "-")).value = String(stage.value);
+}
+
+function samplingSettings() {  // the settings typed on the page (empty: not used)
+  const value = (id) => document.getElementById(id).value;
+  const opt = (id) => (value(id) === "" ? null : Number(value(id)));
+  return { temperature: opt("temperature") ?? 1, top_k: opt("top-k"), top_p: opt("top-p") };
+}
+
+function renderBars() {
+  const panel = document.getElementById("bars");
+  panel.replaceChildren();
+  document.getElementById("sampling").hidden = !NEXT_LOGITS && !LIVE;  // a live page sends the settings
+  if (!NEXT_LOGITS) return;
+  const s = samplingSettings();
+  if (!(s.temperature >= 0) || (s.top_k !== null && !(s.top_k >= 1)) || (s.top_p !== null && !(s.top_p > 0 && s.top_p <= 1))) {
+    panel.appendChild(el("p", "bad", t("page.bad_settings")));
+    return;
+  }
+  const p = samplingProbs(NEXT_LOGITS, s.temperature, s.top_k === null ? null : Math.floor(s.top_k), s.top_p);
+  const order = Array.from(p.keys()).sort((a, b) => p[b] - p[a] || a - b).slice(0, 10);
+  const kept = p.reduce((n, x) => n + (x > 0 ? 1 : 0), 0);
+  panel.appendChild(el("p", "", t("page.bars", { token: "“" + TOKENS[T - 1] + "”", kept: kept, V: p.length })));
+  const rows = order.filter((j) => p[j] > 0).map((j, r) => {
+    const cell = el("span");
+    cell.appendChild(bar(p[j]));
+    cell.appendChild(document.createTextNode(" " + p[j].toFixed(4)));
+    return [String(r + 1), PATH.labels[j] ?? "<id " + j + ">", { node: cell, cls: "barcell" }];
+  });
+  richTable(panel, [t("path.rank"), t("explain.token"), "p"], rows, "bars");
+}
+
+// ---- the lines of one head: from the focused token to every key it sees, thicker for more attention -------
+
+function renderLines() {
+  const fig = document.getElementById("lines");
+  fig.replaceChildren();
+  const f = state.focus;
+  if (f === null) return;
+  const h = explainHead(), row = 18, width = 340, left = 150, right = 190;
+  const holder = el("div");
+  holder.innerHTML = "<svg></svg>";  // the HTML parser gives it SVG's namespace, which createElementNS reuses below
+  const svg = holder.firstChild;
+  svg.setAttribute("width", width);
+  svg.setAttribute("height", row * T + 6);
+  const text = (x, y, s, anchor, cls) => {
+    const e = document.createElementNS(svg.namespaceURI, "text");
+    Object.entries({ x: x, y: y, "text-anchor": anchor, class: cls }).forEach(([k, v]) => e.setAttribute(k, v));
+    e.textContent = s;
+    svg.appendChild(e);
+  };
+  for (let j = 0; j < T; j++) {
+    text(left - 6, row * (j + 1), TOKENS[j], "end", j === f ? "query" : "");
+    text(right + 6, row * (j + 1), TOKENS[j], "start", j > f ? "masked" : "");
+  }
+  for (let k = 0; k <= Math.min(f, state.limit - 1); k++) {
+    const w = att(state.li, h, f, k), line = document.createElementNS(svg.namespaceURI, "line");
+    Object.entries({ x1: left, y1: row * (f + 1) - 5, x2: right, y2: row * (k + 1) - 5, "stroke-width": (0.3 + 9 * w).toFixed(2),
+                     "stroke-opacity": Math.min(1, 0.15 + w).toFixed(2), "data-key": k, "data-att": w.toFixed(4) })
+      .forEach(([a, v]) => line.setAttribute(a, v));
+    svg.appendChild(line);
+  }
+  fig.appendChild(svg);
+  fig.appendChild(el("figcaption", "", t("page.lines", { name: headName(state.li, h), i: f, token: TOKENS[f] })));
+}
+
+// ---- the glossary (inspection/glossary.py), in the page's language ---------------------------------------
+
+function renderGlossary() {
+  const list = document.getElementById("glossary-list");
+  list.replaceChildren();
+  for (const [term, en, ko] of DATA.glossary) {
+    list.appendChild(el("dt", "", term));
+    list.appendChild(el("dd", "", LANG === "ko" ? ko : en));
+  }
+}

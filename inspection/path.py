@@ -1,0 +1,163 @@
+"""The path of a token through the whole forward pass, from its id to the next token: `--explain path`.
+
+    trace = trace_ids(run.model, ids)
+    path = forward_path(run.model, trace, labeller(run.tokenizer), Sampling(0.8, 50, 0.95, seed=0))
+    print(format_path(path, query=-1, lang="ko"))   # the terminal; the page draws the same record for any token
+
+The record follows every token in the textbook's order: its id picks a row of tok_emb and its position a row
+of pos_emb, whose sum is the residual stream; each block reads it through ln_1, its heads attend (each head's
+strongest key, its attention there and the size of the head's share of W_O's output), adds their output, then
+ln_2 and the MLP add theirs; ln_f and the tied head give one logit per vocabulary token; softmax, temperature,
+top-k and top-p turn them into the distribution the next token is drawn from, and the seed draws it. Every
+number is read from the recording forward (inspection/trace.py) or is the model's own sampling function
+(model/sampling.py) applied to its logits: nothing here runs the network again, and nothing loops over
+tokens. The record holds plain lists (floats to 6 decimals), indexed [token] or [layer][token] or
+[layer][head][token]; a vector is its first DIMS values ("…_dims") and its norm ("…_norm"), a block's streams
+their norms.
+"""
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from inspection.explain import resolve_query, table
+from inspection.messages import messages
+from model.sampling import sampling_probs
+
+DIMS = 4  # values shown of each vector
+TOP = 10  # candidates shown at each sampling stage
+
+
+@dataclass(frozen=True)
+class Sampling:
+    """The settings that draw the next token, as generate.py takes them."""
+    temperature: float = 1.0
+    top_k: int | None = None
+    top_p: float | None = None
+    seed: int = 0
+
+
+def plain(a) -> list:
+    """An array as nested lists of floats to 6 decimals: the record is read at 4, and the page's JSON stays small."""
+    return np.round(np.asarray(a, dtype=np.float64), 6).tolist()
+
+
+def vectors(name: str, a: np.ndarray) -> dict:
+    """Vectors (..., C) as the path shows them: "<name>_dims" (..., DIMS) and "<name>_norm" (...)."""
+    return {f"{name}_dims": plain(a[..., :DIMS]), f"{name}_norm": norms(a)}
+
+
+def norms(a: np.ndarray) -> list:
+    return plain(np.linalg.norm(a, axis=-1))
+
+
+def top_of(probs: torch.Tensor) -> tuple[list, list]:
+    """Each row's TOP most likely ids and their probabilities."""
+    p, ids = probs.topk(min(TOP, probs.size(-1)), dim=-1)
+    return ids.tolist(), plain(p)
+
+
+def sampling_stages(logits: torch.Tensor, sampling: Sampling, first: int = 0) -> dict:
+    """softmax, then each setting in the order model.sampling applies them, each stage the distribution of
+    `sampling_probs` under the settings up to it: its top ids ("top"), their probabilities ("p") and how many
+    tokens keep a probability above 0 ("kept"), per token. The last stage is what the next token is drawn from,
+    by the seed's uniform number of each position (`first`: the position of row 0), whichever rows are asked."""
+    probs = logits.softmax(-1)
+    top, p = top_of(probs)
+    stages = [{"name": "softmax", "top": top, "p": p, "logit": plain(logits.gather(-1, torch.tensor(top))),
+               "kept": (probs > 0).sum(-1).tolist()}]
+    settings = {}
+    for name in ("temperature", "top_k", "top_p"):
+        value = getattr(sampling, name)
+        if value is None:
+            continue
+        settings[name] = value
+        probs = sampling_probs(logits, **settings)
+        top, p = top_of(probs)
+        stages.append({"name": name, "value": value, "top": top, "p": p, "kept": (probs > 0).sum(-1).tolist()})
+    final = probs  # (T, V): the last stage's, every setting applied (a temperature is always given)
+    if sampling.temperature == 0:
+        chosen = final.argmax(-1)
+    else:  # inverse CDF, one uniform number per token (torch.multinomial is 10x slower over T rows)
+        cdf = final.cumsum(-1)
+        u = torch.rand(first + len(final), 1, generator=torch.Generator().manual_seed(sampling.seed), dtype=cdf.dtype)
+        u = u[first:]
+        chosen = torch.searchsorted(cdf, u * cdf[:, -1:]).clamp(max=final.size(-1) - 1)[:, 0]
+    return {"stages": stages, "chosen": chosen.tolist(), "chosen_p": plain(final.gather(-1, chosen[:, None])[:, 0]),
+            "seed": sampling.seed}
+
+
+def forward_path(model, trace, label, sampling: Sampling = Sampling(), first: int = 0) -> dict:
+    """The path of tokens first..T-1 (the module docstring; "first" says where the lists start: a live keystroke
+    asks for the last token's alone); `label(id)` names the vocabulary tokens the record shows."""
+    L, H, T, d = trace.q.shape
+    C = trace.tok.shape[-1]
+    w_o = torch.stack([b.attn.c_proj.weight.detach().float().cpu().T for b in model.blocks]).numpy()  # (L, C, C)
+    shares = trace.y[:, :, first:] @ w_o.reshape(L, H, d, C)  # (L, H, T', C): each head's part of out
+    att = trace.att[:, :, first:]  # (L, H, T', T)
+    key = att.argmax(-1)  # the strongest key of each head and token (the masked future holds 0)
+    has_mlp = trace.hidden.shape[-1] > 0
+    blocks = {"key": key.tolist(), "att": plain(np.take_along_axis(att, key[..., None], -1)[..., 0]),
+              "share": norms(shares), **{f"{name}_norm": norms(getattr(trace, name)[:, first:])
+                                         for name in ("resid", "out", "mid", "block")},
+              "mlp_norm": norms(trace.mlp[:, first:]) if has_mlp else None,
+              "active": plain((trace.hidden[:, first:] > 0).mean(-1)) if has_mlp else None}
+    logits = torch.from_numpy(trace.logits[first:])  # (T', V)
+    sampled = sampling_stages(logits, sampling, first)
+    shown = {i for stage in sampled["stages"] for row in stage["top"] for i in row} | set(sampled["chosen"])
+    return {"T": T, "first": first, "C": C, "V": trace.logits.shape[-1], "L": L, "H": H, "d": d,
+            "ids": trace.ids.tolist(), **vectors("tok", trace.tok[first:]), **vectors("pos", trace.pos[first:]),
+            **vectors("sum", trace.resid[0, first:]), "blocks": blocks, **vectors("final", trace.final[first:]),
+            "logit_max": plain(logits.max(-1).values), "logit_min": plain(logits.min(-1).values), "sampling": sampled,
+            "labels": {i: label(i) for i in sorted(shown | set(trace.ids.tolist()))}}
+
+
+def vec(path: dict, name: str, *index) -> str:
+    """`[ 0.1234, -0.5678, …]   |·| = 1.2345`: one vector of the record."""
+    dims, norm = path[f"{name}_dims"], path[f"{name}_norm"]
+    for i in index:
+        dims, norm = dims[i], norm[i]
+    return "[" + ", ".join(f"{x: .4f}" for x in dims) + f", …]   |·| = {norm:.4f}"
+
+
+def format_path(path: dict, query: int = -1, lang: str = "en") -> str:
+    """Token `query`'s path as text, each step with what it computes and why, in `lang`."""
+    say = messages(lang)
+    at, C, V, label = resolve_query(query, path["T"]), path["C"], path["V"], path["labels"].__getitem__
+    if at < path["first"]:
+        raise ValueError(f"the record holds tokens {path['first']}..{path['T'] - 1}, not token {at}")
+    i, token_id = at - path["first"], path["ids"][at]  # i: the record's index
+    lines = [say("path.title", i=at, token=repr(label(token_id)), id=token_id, T=path["T"], L=path["L"], C=C, V=V), ""]
+    lines += [say("path.embed", id=token_id, i=at, C=C), f"   tok_emb[{token_id}] = {vec(path, 'tok', i)}",
+              f"   pos_emb[{at}] = {vec(path, 'pos', i)}", f"   tok + pos = {vec(path, 'sum', i)}", ""]
+    lines.append(say("path.blocks", C=C, H=path["H"], d=path["d"], i=at))
+    b = path["blocks"]
+    for layer in range(path["L"]):
+        lines.append(say("path.block", layer=layer, resid=f"{b['resid_norm'][layer][i]:.4f}",
+                         out=f"{b['out_norm'][layer][i]:.4f}", mid=f"{b['mid_norm'][layer][i]:.4f}",
+                         block=f"{b['block_norm'][layer][i]:.4f}"))
+        rows = [["head", say("path.key"), "j", "att", "|share|"]]
+        for h in range(path["H"]):
+            j = b["key"][layer][h][i]
+            rows.append([f"{layer}.{h}", label(path["ids"][j]), str(j), f"{b['att'][layer][h][i]:.4f}",
+                         f"{b['share'][layer][h][i]:.4f}"])
+        lines += table(rows)
+        if b["active"] is not None:
+            lines.append(say("path.mlp", mlp=f"{b['mlp_norm'][layer][i]:.4f}",
+                             active=f"{100 * b['active'][layer][i]:.1f}", hidden=4 * C))
+    lines += ["", say("path.final", C=C, V=V), f"   ln_f = {vec(path, 'final', i)}",
+              say("path.logits", max=f"{path['logit_max'][i]:.4f}", min=f"{path['logit_min'][i]:.4f}"), ""]
+    sampled = path["sampling"]
+    for stage in sampled["stages"]:
+        name = stage["name"]
+        lines.append(say(f"path.{name}", value=stage.get("value", ""), kept=stage["kept"][i], V=V))
+        logit = stage.get("logit")
+        rows = [[say("path.rank"), say("explain.token"), "p"] + (["logit"] if logit else [])]
+        for r, (t, p) in enumerate(zip(stage["top"][i], stage["p"][i])):
+            rows.append([str(r + 1), label(t), f"{p:.4f}"] + ([f"{logit[i][r]:.4f}"] if logit else []))
+        lines += table(rows)
+    chosen = sampled["chosen"][i]
+    lines += [say("path.chosen", token=repr(label(chosen)), id=chosen, p=f"{sampled['chosen_p'][i]:.4f}",
+                  seed=sampled["seed"]), "", say("path.hint")]
+    return "\n".join(lines)

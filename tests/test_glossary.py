@@ -1,0 +1,57 @@
+"""The glossary (inspection/glossary.py): every term once, both definitions short and present, the Korean in the
+explainers' words (no "attention하다"), and README.ko.md's "용어 풀이" the module's Korean texts, in its order.
+No model is built.
+
+    python -m pytest tests/test_glossary.py -q
+"""
+
+import re
+from pathlib import Path
+
+from inspection.glossary import GLOSSARY
+
+README_KO = Path(__file__).resolve().parent.parent / "README.ko.md"
+HANGUL = re.compile("[\uac00-\ud7a3]")
+SENTENCE_END = re.compile(r"[.!?](?=\s|$)")
+# English words a Korean definition may hold: the terms, kept as the explainers keep them, and the names of
+# tensors, settings and options. Not "token": the Korean texts say 토큰, as tests/test_messages.py's do.
+TERMS = {"embedding", "residual", "stream", "query", "key", "value", "score", "scores", "softmax", "mask",
+         "attention", "head", "heads", "multi", "mlp", "logit", "lens", "temperature", "cache", "prefill", "forward",
+         "prompt", "nat", "nats", "bit", "ln", "exp", "loss", "context", "induction", "block", "layer", "sublayer",
+         "bpe", "id", "gain", "bias", "gradient", "gelu", "tied", "att", "greedy", "nucleus", "sampling", "ablate",
+         "run", "model", "false"}
+
+
+def english_words(text: str) -> set[str]:
+    """The English words of a text; symbols with "_" (tok_emb, W_O, d_k), <|endoftext|> and <0xNN> are names."""
+    text = re.sub(r"<\|\w+\|>|<0x\w+>|\S*_\S*", " ", text)
+    return {w.lower() for w in re.findall(r"[A-Za-z]+", text) if len(w) > 1}
+
+
+def test_every_term_once_with_both_definitions_of_one_to_three_sentences():
+    terms = [term for term, _, _ in GLOSSARY]
+    assert len(terms) == len(set(terms))
+    for term, en, ko in GLOSSARY:
+        assert term.strip() == term and term, term
+        for text in (en, ko):
+            assert text.strip() == text and text, term
+            assert 1 <= len(SENTENCE_END.findall(text)) <= 3, (term, text)
+        assert HANGUL.search(ko) and not HANGUL.search(en.replace("법률", "")), term  # ␣'s example is Korean
+
+
+def test_the_korean_speaks_as_the_explainers_do():
+    for term, en, ko in GLOSSARY:
+        assert "attention하" not in ko and "attention합" not in ko, term  # 보다, 참고하다, weight를 주다
+        assert english_words(ko) <= TERMS, (term, english_words(ko) - TERMS)
+        assert "weight" not in en.lower(), term  # in English "weights" are parameters; attention is `att`
+
+
+def test_readme_ko_carries_the_glossary_in_its_order():
+    lines = README_KO.read_text(encoding="utf-8").splitlines()
+    start = lines.index("## 용어 풀이")
+    end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("## ")), len(lines))
+    entries = [line for line in lines[start + 1 : end] if line.startswith("- ")]
+    assert entries == [f"- **{term}**: {ko}" for term, _, ko in GLOSSARY]
+    text = "\n".join(lines)
+    for term, _, ko in GLOSSARY:
+        assert ko in text, term

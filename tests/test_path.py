@@ -1,0 +1,164 @@
+"""The path of a token through the whole forward pass (inspection/path.py): the model's own numbers.
+
+    python -m pytest tests/test_path.py -q
+"""
+
+import re
+
+import numpy as np
+import pytest
+import torch
+
+from inspection.html import path_data as path_for_page, save_html
+from inspection.path import Sampling, forward_path, format_path
+from inspection.trace import trace_ids
+from model.sampling import sampling_probs
+from tests.conftest import CHROMIUM, biased_model
+
+IDS = [0, 5, 17, 3, 42, 17, 9, 63, 1]
+
+
+@pytest.fixture(scope="module")
+def model():
+    return biased_model(3)
+
+
+def path_of(model, sampling=Sampling()):
+    return forward_path(model, trace_ids(model, IDS), lambda i: f"t{i}", sampling)
+
+
+def test_the_embedding_rows_are_tok_emb_s_and_pos_emb_s(model):
+    path = path_of(model)
+    wte, wpe = model.tok_emb.weight.detach().numpy(), model.pos_emb.weight.detach().numpy()
+    np.testing.assert_allclose(path["tok_dims"], wte[IDS, :4], atol=1e-6)  # the record keeps 6 decimals
+    np.testing.assert_allclose(path["tok_norm"], np.linalg.norm(wte[IDS], axis=-1), atol=1e-6)
+    np.testing.assert_allclose(path["pos_dims"], wpe[: len(IDS), :4], atol=1e-6)
+    np.testing.assert_allclose(path["sum_dims"], wte[IDS, :4] + wpe[: len(IDS), :4], atol=1e-6)
+
+
+def test_each_block_hands_the_next_its_input_and_the_logits_are_the_model_s(model):
+    path = path_of(model)
+    b = path["blocks"]
+    assert b["block_norm"][0] == b["resid_norm"][1]  # block 0's output is block 1's input, as recorded
+    np.testing.assert_allclose(b["resid_norm"][0], path["sum_norm"], atol=1e-6)
+    with torch.no_grad():
+        logits = model(torch.tensor([IDS]), all_logits=True)[0][0].double()  # (T, V)
+    softmax = path["sampling"]["stages"][0]
+    assert softmax["name"] == "softmax"
+    top = torch.tensor(softmax["top"])  # (T, 10)
+    np.testing.assert_allclose(softmax["logit"], logits.gather(1, top).numpy(), atol=1e-6)
+    np.testing.assert_allclose(softmax["p"], logits.softmax(-1).gather(1, top).numpy(), atol=1e-6)
+    assert top[:, 0].tolist() == logits.argmax(-1).tolist()
+    np.testing.assert_allclose(path["logit_max"], logits.max(-1).values.numpy(), atol=1e-6)
+
+
+def test_each_head_s_strongest_key_and_its_share_of_out(model):
+    trace = trace_ids(model, IDS)
+    path = forward_path(model, trace, str)
+    layer, head, i = 1, 1, 6
+    j = path["blocks"]["key"][layer][head][i]
+    assert j <= i and trace.att[layer, head, i, j] == trace.att[layer, head, i].max()
+    d = trace.d_head
+    w_o = model.blocks[layer].attn.c_proj.weight.detach().numpy().T[head * d : (head + 1) * d]  # (d, C)
+    share = np.linalg.norm(trace.y[layer, head, i] @ w_o)
+    assert path["blocks"]["share"][layer][head][i] == pytest.approx(share, abs=1e-6)
+    # the shares of all heads, plus b_O, make out
+    w_all = model.blocks[layer].attn.c_proj.weight.detach().numpy().T
+    out = sum(trace.y[layer, h, i] @ w_all[h * d : (h + 1) * d] for h in range(2)) + model.blocks[layer].attn.c_proj.bias.detach().numpy()
+    np.testing.assert_allclose(out, trace.out[layer, i], atol=1e-5)
+
+
+@pytest.mark.parametrize("sampling", [Sampling(0.7, 5, 0.9, seed=1), Sampling(1.3, None, 0.5), Sampling(0.5, 3, None)])
+def test_every_sampling_stage_is_model_sampling_s_distribution(model, sampling):
+    path = path_of(model, sampling)
+    with torch.no_grad():
+        logits = model(torch.tensor([IDS]), all_logits=True)[0][0].double()
+    settings = {}
+    stages = path["sampling"]["stages"][1:]
+    assert [s["name"] for s in stages] == [n for n in ("temperature", "top_k", "top_p") if getattr(sampling, n) is not None]
+    for stage in stages:
+        settings[stage["name"]] = stage["value"]
+        probs = sampling_probs(logits, **settings)
+        np.testing.assert_allclose(stage["p"], probs.gather(1, torch.tensor(stage["top"])).numpy(), atol=1e-6)
+        assert stage["kept"] == (probs > 0).sum(-1).tolist()
+    final = sampling_probs(logits, sampling.temperature, sampling.top_k, sampling.top_p)
+    chosen = torch.tensor(path["sampling"]["chosen"])
+    assert (final.gather(1, chosen[:, None]) > 0).all()  # never a token the settings removed
+    np.testing.assert_allclose(path["sampling"]["chosen_p"], final.gather(1, chosen[:, None])[:, 0].numpy(), atol=1e-6)
+    if sampling.top_k is not None:
+        assert max(stages[-1]["kept"]) <= sampling.top_k
+
+
+def test_greedy_chooses_the_top_logit_and_the_seed_repeats_a_draw(model):
+    greedy = path_of(model, Sampling(0.0))
+    assert greedy["sampling"]["chosen"] == [row[0] for row in greedy["sampling"]["stages"][0]["top"]]
+    assert path_of(model, Sampling(1.0, seed=5))["sampling"]["chosen"] == path_of(model, Sampling(1.0, seed=5))["sampling"]["chosen"]
+
+
+def test_the_text_says_each_step_in_both_languages_with_the_same_numbers(model):
+    path = path_of(model, Sampling(0.8, 4, 0.9, seed=2))
+    en, ko = format_path(path, 5, "en"), format_path(path, 5, "ko")
+    numbers = lambda text: sorted(re.findall(r"-?\d+(?:[.,]\d+)*", text))  # noqa: E731
+    assert numbers(en) == numbers(ko) and en != ko
+    for word in ("tok_emb[17]", "pos_emb[5]", "block 1", "temperature 0.8", "top-k 4", "top-p 0.9", "--ablate"):
+        assert word in en and word in ko, word
+    assert "t17" in en.splitlines()[0]
+    with pytest.raises(Exception, match="--query 9"):
+        format_path(path, 9)
+
+
+needs_chromium = pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install chromium)")
+
+
+def floats(text: str) -> list[float]:
+    return [float(x) for x in re.findall(r"-?\d+\.\d+", text)]
+
+
+@pytest.mark.slow
+@needs_chromium
+def test_the_page_draws_the_path_a_head_s_lines_and_bars_that_follow_the_settings(model, tmp_path, browser):
+    trace = trace_ids(model, IDS)
+    labels = [f"토큰{i}" for i in IDS]
+    path = forward_path(model, trace, lambda i: f"t{i}", Sampling(0.8, 5, None, seed=1))
+    page = browser(save_html(trace.att, labels, tmp_path / "attention.html", trace=trace, paths=path_for_page(path, trace)),
+                   "#layer=1&head=1&focus=6")
+    with torch.no_grad():
+        logits = model(torch.tensor([IDS]), all_logits=True)[0][0].double()  # (T, V)
+    # the path of token 6: the embedding rows, each head's strongest key, the logits: the model's numbers
+    np.testing.assert_allclose(floats(page.texts("#path .path-tok")[0])[:4], model.tok_emb.weight[IDS[6], :4].detach(), atol=1e-4)
+    heads = page.texts("table.path-heads td:nth-child(4)")  # att, layer by layer, head by head
+    np.testing.assert_allclose([floats(c)[0] for c in heads], trace.att[:, :, 6].max(-1).reshape(-1), atol=1e-4)
+    top = torch.tensor(path["sampling"]["stages"][0]["top"][6])
+    np.testing.assert_allclose([float(c) for c in page.texts("table.path-softmax td:nth-child(4)")],
+                               logits[6, top].numpy(), atol=1e-4)
+    # the lines of head 1.1 from token 6: one per key it may see, as thick as its attention
+    att = page.evaluate("Array.from(document.querySelectorAll('#lines line'), l => Number(l.dataset.att))")
+    np.testing.assert_allclose(att, trace.att[1, 1, 6, :7], atol=1e-4)
+    widths = page.evaluate("Array.from(document.querySelectorAll('#lines line'), l => Number(l.getAttribute('stroke-width')))")
+    np.testing.assert_allclose(widths, 0.3 + 9 * np.asarray(att), atol=0.006)  # thickness grows with the attention
+    # the bars of the next token move with temperature, top-k and top-p, as model.sampling computes them
+    for temperature, top_k, top_p in [(0.8, 5, None), (0.3, None, None), (2.0, 3, None), (1.0, None, 0.6)]:
+        page.evaluate(f"""for (const [id, v] of [["temperature", "{temperature}"], ["top-k", "{top_k or ''}"],
+            ["top-p", "{top_p or ''}"]]) {{ const e = document.getElementById(id); e.value = v;
+            e.dispatchEvent(new Event("input")); }}""")
+        shown = [floats(c)[0] for c in page.texts("#bars td.barcell")]
+        expected = sampling_probs(logits[-1:], temperature, top_k, top_p)[0]
+        np.testing.assert_allclose(shown, expected.sort(descending=True).values[: len(shown)].numpy(), atol=1e-4)
+        assert len(shown) == min(10, int((expected > 0).sum()))
+    # the same numbers in Korean, with the why-texts in Korean
+    en = page.evaluate("document.getElementById('path').textContent")
+    page.evaluate("""const s = document.getElementById("lang"); s.value = "ko"; s.dispatchEvent(new Event("change"));""")
+    ko = page.evaluate("document.getElementById('path').textContent")
+    assert floats(en) == floats(ko) and "residual stream을" in ko and "이전" not in en
+    assert page.problems() == ([], "")
+
+
+def test_a_record_from_a_later_token_is_the_whole_record_s_tail(model):
+    trace = trace_ids(model, IDS)
+    whole, tail = (forward_path(model, trace, str, Sampling(0.9, 6, seed=3), first) for first in (0, 7))
+    assert tail["first"] == 7 and len(tail["tok_norm"]) == 2 and len(tail["blocks"]["att"][1][0]) == 2
+    assert tail["blocks"]["att"][1][0] == whole["blocks"]["att"][1][0][7:]
+    assert tail["sampling"]["stages"][-1]["p"] == whole["sampling"]["stages"][-1]["p"][7:]
+    assert format_path(tail, 8) == format_path(whole, 8)  # the text of a token the tail holds is the same
+    with pytest.raises(ValueError, match="tokens 7..8, not token 3"):
+        format_path(tail, 3)
