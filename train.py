@@ -4,8 +4,7 @@
     python train.py --data.source=texts/ --train.time_budget=30m  # "auto" settings fit the corpus and the time
     python train.py --config configs/tiny.toml --train.max_steps=20 --out runs/t1
     python train.py --config configs/tiny.toml --out runs/t1 --resume     # continue exactly
-    python train.py --config configs/tiny.toml --out runs/t1 --overwrite  # replace that run
-    torchrun --standalone --nproc_per_node=2 train.py --config configs/tiny.toml
+    python train.py --config configs/tiny.toml --out runs/t1 --overwrite  # replace that run (torchrun: README)
 
 The run directory gets config.json, metrics.jsonl (with every head's role scores at each evaluation),
 loss.png, heads.png, last/ (every evaluation), best/ (lowest train.best_by, the validation loss by default)
@@ -13,9 +12,9 @@ and, with train.snapshots, snapshots/. The run ends with the exact loss over the
 its bits per character, for the best and the last weights, and a line on best/'s heads. Exit codes: 0 done;
 2 bad input (config, data, checkpoint); 3 the loss became NaN/inf (last/ keeps the last good weights); 130
 Ctrl-C and 143 SIGTERM, after finishing the step and saving last/ (the printed command resumes; a second
-Ctrl-C aborts without saving). One trainer at a time per run directory (RUN/.lock), and a run directory that
-holds a run needs --resume or --overwrite. Under torchrun only rank 0 locks, logs and saves; for several
-nodes the run directory must be on a shared disk. The pieces that are not the loop live in training/.
+Ctrl-C aborts without saving). One trainer per run directory (RUN/.lock); a directory that holds a run needs
+--resume or --overwrite. Under torchrun rank 0 locks, logs and saves (several nodes: a shared disk). The
+pieces that are not the loop live in training/; train.patience may end the run early (training/early_stop.py).
 """
 
 import time
@@ -54,6 +53,7 @@ from training.checkpoints import (drop_snapshots_after, recover, rng_state, save
 from training.config import RunConfig, TrainConfig, load_config
 from training.distributed import Distributed
 from training.evaluation import copy_loss, evaluate, final_report, final_scores, sample_text, score_heads
+from training.early_stop import planned_patience, stop_line, stops_early
 from training.hardware import check_memory, peak_flops, step_settings
 from training.lock import RunLock
 from training.metrics import RunLog, Speedometer
@@ -233,16 +233,16 @@ def train(cfg: RunConfig, out_dir, resume: bool = False, overwrite: bool = False
                                   + (" (best)" if improved else "") + (f" | {record['sample'][:100]}" if tc.sample_tokens else ""))  # fmt: skip
                     budget.evaluated(time.perf_counter() - t_eval, t_scored - t_eval, losses["tokens"])
                     speed.pause(budget.seconds_per_eval)  # evaluation time is not training time
-                    if tc.patience and evals_since_best >= tc.patience:
+                    if stops_early(cfg, step, evals_since_best):  # train.patience (training/early_stop.py)
                         if log:
-                            bar.write(f"early stop: no better {tc.best_by.replace('_', ' ')} in {tc.patience} evaluations")
+                            bar.write(stop_line(tc, step, best_step, budget.seconds_per_step))
                         break
                     if replans and not last:  # a time budget plans max_steps again from the time per step lately
                         planned = max(step, ddp.from_master(lambda: budget.steps_that_fit(step)))
                         if log and abs(planned - tc.max_steps) > 0.02 * tc.max_steps:  # say so when it moves much
                             bar.write(f"plan: {planned:,} steps fit in train.time_budget = {tc.time_budget} "
                                       f"({budget.seconds_per_step:.3g} s a step lately, evaluations included)")
-                        cfg = replace(cfg, train=replace(tc, max_steps=planned))
+                        cfg = replace(cfg, train=replace(tc, max_steps=planned, **planned_patience(cfg, planned)))
                         tc, bar.total = cfg.train, planned
                         if ddp.master:
                             write_json(out_dir / "config.json", cfg.to_dict())

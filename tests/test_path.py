@@ -150,6 +150,15 @@ def test_the_page_draws_the_path_a_head_s_lines_and_bars_that_follow_the_setting
     page.evaluate("""const s = document.getElementById("lang"); s.value = "ko"; s.dispatchEvent(new Event("change"));""")
     ko = page.evaluate("document.getElementById('path').textContent")
     assert floats(en) == floats(ko) and "residual stream을" in ko and "이전" not in en
+    # the lines and the bars in Korean, with the same numbers
+    assert "선이 굵을수록 attention 값이 큽니다" in page.texts("#lines figcaption")[0]
+    np.testing.assert_allclose(page.evaluate("Array.from(document.querySelectorAll('#lines line'), l => Number(l.dataset.att))"),
+                               att, atol=0)
+    assert "개가 0보다 큰 확률을 가집니다" in page.texts("#bars p")[0]
+    page.evaluate("""const e = document.getElementById("temperature"); e.value = "0.5"; e.dispatchEvent(new Event("input"));""")
+    expected = sampling_probs(logits[-1:], 0.5, None, 0.6)[0]  # top-p 0.6 is still set from the last round
+    np.testing.assert_allclose([floats(c)[0] for c in page.texts("#bars td.barcell")],
+                               expected.sort(descending=True).values[: int((expected > 0).sum())].numpy()[:10], atol=1e-4)
     assert page.problems() == ([], "")
 
 

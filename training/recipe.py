@@ -35,6 +35,7 @@ from dataclasses import asdict, replace
 import torch
 
 from model import GPT
+from training.early_stop import planned_patience
 
 # The two ends of the rule: (epochs, settings). Below the first every setting is the first's, above the
 # second the second's; in between each moves linearly in log(epochs), the learning rates geometrically.
@@ -50,7 +51,8 @@ MIN_LR_RATIO = 0.1  # the cosine floor, as a share of the peak learning rate
 # that loses costs its compilation, so it is run only where that is a small share of the budget
 COMPILE_TRIAL_FROM = 1200.0  # seconds of time budget
 COMPILE_GAIN = 1.05  # compile when the steps that fit grow by at least this factor (the timings' noise)
-AUTO = {"train": ("max_steps", "batch_size", "lr", "min_lr", "weight_decay"), "model": ("dropout",)}  # which keys take "auto"
+AUTO = {"train": ("max_steps", "batch_size", "lr", "min_lr", "weight_decay", "patience"),  # which keys take "auto"
+        "model": ("dropout",)}
 DURATION = re.compile(r"(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m)?(?:(\d+(?:\.\d+)?)s)?")
 CALIBRATION_STEPS = 3  # timed forward and backward passes before the first step (after one untimed)
 
@@ -211,6 +213,8 @@ def plan_settings(cfg, train_tokens: int, world: int, seconds_per_micro_step, co
                 values["train.max_steps"] = fit(compiled, budget - first)
             why.append(f"compile {values['train.compile']}: {gain:.2f}x the steps, {compiled:.3g} s a compiled step "
                        f"against {eager:.3g} after {first:.0f} s of compilation (timed)")
+    for key, value in planned_patience(cfg, values.get("train.max_steps", steps)).items():  # training/early_stop.py
+        values[f"train.{key}"] = value
     settings = " ".join(f"{k}={v}" for k, v in values.items())
     return values, f"auto: {settings} ({'; '.join(why)})"
 
