@@ -39,8 +39,8 @@ from inspection.html import frames_page
 from inspection.live_server import LiveServer
 from inspection.maps import attention_for_ids, attention_from_decoding, check_head, make_out_dir, write_attention
 from inspection.over_training import format_snapshot_table, snapshot_frames
-from inspection.stats import format_stats_table, format_top_attended, head_stats
 from inspection.path import Sampling, format_path, forward_path
+from inspection.stats import format_stats_table, format_top_attended, head_stats
 from inspection.trace import trace_ids
 from inspection.messages import LANGUAGES, locale_language, messages
 from model.ablation import ablated, check_heads
@@ -158,13 +158,13 @@ def inspect_attention(run, ids: list[int], args, head, recorded: list | None = N
     maps = attention_from_decoding(run, ids, recorded) if recorded else attention_for_ids(run, ids)
     trace = maps.trace if maps.trace is not None else trace_ids(run.model, maps.ids)  # the maps' own forward, or one
     query = resolve_query(args.query, len(maps.ids)) if args.explain else None  # before any file is written
+    label = labeller(run.tokenizer)
+    record = forward_path(run.model, trace, label, sampling_of(args)) if args.attention or args.explain == "path" else None
     if args.attention:
         # The window may start inside a character; its leftover bytes are left out of the title.
         text = b"".join(run.token_bytes[i] for i in maps.ids).decode("utf-8", errors="ignore")
         title = say("maps.title", ckpt=run.ckpt_dir, text=text[:60] + "…" if len(text) > 60 else text)
         layers = parse_layers(args.layers, run.model.config.n_layer) if args.layers else None
-        label = labeller(run.tokenizer)
-        record = forward_path(run.model, trace, label, sampling_of(args))
         written = write_attention(maps, args.attention, title, trace=trace, layers=layers, roles=roles, lang=args.lang,
                                   lens=lens_table(run.model, trace, label), record=record)
         print(say("wrote", files=", ".join(str(p) for p in written)))
@@ -174,7 +174,7 @@ def inspect_attention(run, ids: list[int], args, head, recorded: list | None = N
         print(say("stats.top", layer=head[0], head=head[1]))
         print(format_top_attended(maps.head(*head), maps.labels))
     if args.explain == "path":
-        print(format_path(forward_path(run.model, trace, labeller(run.tokenizer), sampling_of(args)), query, args.lang))
+        print(format_path(record, query, args.lang))
     elif args.explain:
         layer, h = parse_head(args.explain, "--explain")
         w_o = run.model.blocks[layer].attn.c_proj.weight.detach().T.float().cpu().numpy()  # out = y W_O + b_O

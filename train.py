@@ -235,7 +235,7 @@ def train(cfg: RunConfig, out_dir, resume: bool = False, overwrite: bool = False
                     speed.pause(budget.seconds_per_eval)  # evaluation time is not training time
                     if stops_early(cfg, step, evals_since_best):  # train.patience (training/early_stop.py)
                         if log:
-                            bar.write(stop_line(tc, step, best_step, budget.seconds_per_step))
+                            bar.write(stop_line(tc, step, best_step, evals_since_best, budget.seconds_per_step))
                         break
                     if replans and not last:  # a time budget plans max_steps again from the time per step lately
                         planned = max(step, ddp.from_master(lambda: budget.steps_that_fit(step)))

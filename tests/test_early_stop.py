@@ -45,6 +45,6 @@ def test_auto_stops_only_past_the_warm_up_and_the_first_fifth_of_the_plan():
 def test_the_stop_line_says_where_best_is_and_what_stopping_saved():
     cfg = load_config(TINY, [*BUDGET])
     tc = replace(cfg.train, max_steps=2937, patience=6)
-    line = stop_line(tc, step=850, best_step=550, seconds_per_step=0.19)
-    assert line == ("early stop: no better val loss in 6 evaluations since step 550 (best/); stopped at step 850 of "
-                    "2,937 planned, about 6.6 minutes of train.time_budget")
+    line = stop_line(tc, step=900, best_step=550, evals=7, seconds_per_step=0.19)  # a plan that shrank: 7 of 6
+    assert line == ("early stop: no better val loss in 7 evaluations since step 550 (best/); stopped at step 900 of "
+                    "2,937 planned, about 6.5 minutes of train.time_budget")

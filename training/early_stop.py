@@ -1,7 +1,7 @@
 """When a run stops before its last step: train.patience, a number of evaluations without a better best/.
 
     patience = auto_patience(max_steps=2937, eval_interval=50)    # "auto": 6 evaluations
-    if stops_early(cfg, step, evals_since_best): print(stop_line(cfg.train, step, best_step, seconds_per_step))
+    if stops_early(cfg, step, evals_since_best): print(stop_line(cfg.train, step, best_step, evals_since_best, s))
 
 A number set by hand is used as it is (0: never). `patience = "auto"` (configs/small.toml) follows the plan of
 a time budget: the run stops once best/ is PATIENCE_SHARE of the planned steps behind, and never before the
@@ -38,9 +38,10 @@ def stops_early(cfg, step: int, evals_since_best: int) -> bool:
     return "train.patience" not in cfg.auto or step >= max(2 * tc.warmup_steps, EARLIEST_SHARE * tc.max_steps)
 
 
-def stop_line(tc, step: int, best_step: int, seconds_per_step: float) -> str:
-    """The line that says why the run stopped, where best/ is and what stopping saved."""
+def stop_line(tc, step: int, best_step: int, evals: int, seconds_per_step: float) -> str:
+    """The line that says why the run stopped (`evals` evaluations without a better best/), where best/ is and
+    what stopping saved."""
     left = tc.max_steps - step
     saved = f", about {left * seconds_per_step / 60:.1f} minutes of train.time_budget" if tc.time_budget else ""
-    return (f"early stop: no better {tc.best_by.replace('_', ' ')} in {tc.patience} evaluations since step "
+    return (f"early stop: no better {tc.best_by.replace('_', ' ')} in {evals} evaluations since step "
             f"{best_step:,} (best/); stopped at step {step:,} of {tc.max_steps:,} planned{saved}")

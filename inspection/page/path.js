@@ -199,34 +199,36 @@ function renderBars() {
 
 // ---- the lines of one head: from the focused token to every key it sees, thicker for more attention -------
 
+const LINE_KEYS = 64;  // keys drawn: the first token and the most recent ones, so a long text stays quick
+
 function renderLines() {
   const fig = document.getElementById("lines");
   fig.replaceChildren();
   const f = state.focus;
   if (f === null) return;
-  const h = explainHead(), row = 18, width = 340, left = 150, right = 190;
+  const h = explainHead(), last = Math.min(f, state.limit - 1), row = 18, left = 150, right = 190;
+  const keys = [];
+  for (let k = Math.max(0, last - LINE_KEYS + 2); k <= last; k++) keys.push(k);
+  if (keys[0] !== 0) keys.unshift(0);
   const holder = el("div");
   holder.innerHTML = "<svg></svg>";  // the HTML parser gives it SVG's namespace, which createElementNS reuses below
   const svg = holder.firstChild;
-  svg.setAttribute("width", width);
-  svg.setAttribute("height", row * T + 6);
-  const text = (x, y, s, anchor, cls) => {
-    const e = document.createElementNS(svg.namespaceURI, "text");
-    Object.entries({ x: x, y: y, "text-anchor": anchor, class: cls }).forEach(([k, v]) => e.setAttribute(k, v));
-    e.textContent = s;
+  svg.setAttribute("width", 340);
+  svg.setAttribute("height", row * keys.length + 6);
+  const add = (tag, attributes, text) => {
+    const e = document.createElementNS(svg.namespaceURI, tag);
+    Object.entries(attributes).forEach(([k, v]) => e.setAttribute(k, v));
+    if (text !== undefined) e.textContent = text;
     svg.appendChild(e);
   };
-  for (let j = 0; j < T; j++) {
-    text(left - 6, row * (j + 1), TOKENS[j], "end", j === f ? "query" : "");
-    text(right + 6, row * (j + 1), TOKENS[j], "start", j > f ? "masked" : "");
-  }
-  for (let k = 0; k <= Math.min(f, state.limit - 1); k++) {
-    const w = att(state.li, h, f, k), line = document.createElementNS(svg.namespaceURI, "line");
-    Object.entries({ x1: left, y1: row * (f + 1) - 5, x2: right, y2: row * (k + 1) - 5, "stroke-width": (0.3 + 9 * w).toFixed(2),
-                     "stroke-opacity": Math.min(1, 0.15 + w).toFixed(2), "data-key": k, "data-att": w.toFixed(4) })
-      .forEach(([a, v]) => line.setAttribute(a, v));
-    svg.appendChild(line);
-  }
+  const y = (r) => row * (r + 1);
+  add("text", { x: left - 6, y: y(keys.length - 1), "text-anchor": "end", class: "query" }, TOKENS[f]);
+  keys.forEach((k, r) => {
+    add("text", { x: right + 6, y: y(r), "text-anchor": "start" }, (r > 0 && k > keys[r - 1] + 1 ? "… " : "") + TOKENS[k]);  // "…": keys left out
+    const w = att(state.li, h, f, k);
+    add("line", { x1: left, y1: y(keys.length - 1) - 5, x2: right, y2: y(r) - 5, "stroke-width": (0.3 + 9 * w).toFixed(2),
+                  "stroke-opacity": Math.min(1, 0.15 + w).toFixed(2), "data-key": k, "data-att": w.toFixed(4) });
+  });
   fig.appendChild(svg);
   fig.appendChild(el("figcaption", "", t("page.lines", { name: headName(state.li, h), i: f, token: TOKENS[f] })));
 }
