@@ -57,15 +57,17 @@ def top_contributions(att_row: np.ndarray, v: np.ndarray, k: int = TOP) -> list[
 WHY = ("before", "after", "largest", "undivided", "mix")  # the numbers the why-texts quote, per query
 
 
-def why_numbers(trace) -> np.ndarray:
-    """(5, L, H, T): for every head and query, over the keys it may see: the scores' standard deviation before
-    ("before", q·k_j) and after ("after") the division by √d_k; the largest attention with the division
-    ("largest") and without it ("undivided", softmax of q·k_j); and the share of y's largest term w_j |v_j| in
-    Σ_j w_j |v_j| ("mix"). The terminal quotes them for one query, the page for any."""
-    T = trace.att.shape[-1]
+def why_numbers(trace, layer: int) -> np.ndarray:
+    """(5, H, T): for every head of `layer` and every query, over the keys it may see: the scores' standard
+    deviation before ("before", q·k_j) and after ("after") the division by √d_k; the largest attention with the
+    division ("largest") and without it ("undivided", softmax of q·k_j); and the share of y's largest term
+    w_j |v_j| in Σ_j w_j |v_j| ("mix"). The terminal quotes them for one query, the page for any. One layer at a
+    time: the (H, T, T) temporaries of a long text stay a layer's, not the model's."""
+    att = trace.att[layer]
+    T = att.shape[-1]
     visible = np.tril(np.ones((T, T), dtype=bool))  # (T, T): key j <= query i
     n = visible.sum(-1)  # (T,)
-    scaled = trace.scores.astype(np.float64)
+    scaled = trace.scores[layer].astype(np.float64)
     raw = scaled * np.sqrt(trace.d_head)
 
     def std(a):  # over each row's visible keys
@@ -73,8 +75,8 @@ def why_numbers(trace) -> np.ndarray:
         return np.sqrt(np.where(visible, (a - mean[..., None]) ** 2, 0).sum(-1) / n)
 
     e = np.where(visible, np.exp(raw - np.where(visible, raw, -np.inf).max(-1, keepdims=True)), 0)
-    terms = trace.att * np.linalg.norm(trace.v, axis=-1)[..., None, :]  # (L, H, T, T): w_j |v_j|, 0 where masked
-    return np.stack([std(raw), std(scaled), trace.att.max(-1), (e / e.sum(-1, keepdims=True)).max(-1),
+    terms = att * np.linalg.norm(trace.v[layer], axis=-1)[..., None, :]  # (H, T, T): w_j |v_j|, 0 where masked
+    return np.stack([std(raw), std(scaled), att.max(-1), (e / e.sum(-1, keepdims=True)).max(-1),
                      terms.max(-1) / terms.sum(-1)])
 
 
@@ -149,7 +151,7 @@ def explain_head(trace, labels: list[str], layer: int, head: int, query: int, w_
     lines += table(rows)
     if len(future) > 3:
         lines.append(say("explain.more_masked", n=len(future) - 3))
-    why = dict(zip(WHY, why_numbers(trace)[:, layer, head, i]))
+    why = dict(zip(WHY, why_numbers(trace, layer)[:, head, i]))
     lines += [f"   Σ w_j = {w[: i + 1].sum(dtype=np.float64):.6f}", say("explain.why_mask"),
               say("explain.why_scale", d=d, **{k: f"{why[k]:.4f}" for k in WHY[:4]}), ""]
 

@@ -61,7 +61,7 @@ def explain_data(trace, layers: list[int], dims: int = 4) -> dict:
     return {"d_head": trace.d_head, "n_embd": trace.x.shape[-1], "dims": dims,
             "x": pack_floats(head_and_norm(trace.x[layers])), "out": pack_floats(head_and_norm(trace.out[layers])),
             **{name: pack_floats(getattr(trace, name)[layers]) for name in ("q", "k", "v", "y")},
-            "why": pack_floats(why_numbers(trace)[:, layers])}
+            "why": pack_floats(np.stack([why_numbers(trace, layer) for layer in layers], axis=1))}  # (5, L', H, T)
 
 
 def font_face_css(text: str) -> str:
