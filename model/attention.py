@@ -1,19 +1,20 @@
 """Attention: a short reference to read and check by hand, and the causal self-attention layer.
 
-`scaled_dot_product_attention(q, k, v)` is the textbook formula, returning the weights too; it is
-built from `attention_scores` (q kᵀ / √d) and `masked_softmax` (masked keys -inf, then softmax).
-`CausalSelfAttention` is the layer inside each block. By default it calls PyTorch's fused kernel
-(`F.scaled_dot_product_attention`, flash/efficient kernels on GPU); with `need_attn=True` it takes the
-explicit path through those two steps, returns the weights, and hands every intermediate tensor to
-`self.probe`, a no-op module that forward hooks can read (inspection/trace.py does, to explain a head).
+`reference_attention(q, k, v)` is the textbook formula, returning the weights too; it is built from
+`attention_scores` (q kᵀ / √d) and `masked_softmax` (masked keys -inf, then softmax).
+`CausalSelfAttention` is the layer inside each block. With `need_attn=True` it takes those steps one by
+one (`attend`), returns the weights, and hands every intermediate tensor to `self.probe`, a no-op module
+that forward hooks can read (inspection/trace.py does, to explain a head). Otherwise it calls
+`self.kernel`, the fastest computation of the same numbers for its device (model/attention_kernels.py:
+PyTorch's fused kernel, in fp32 for bf16 on a CPU, the textbook steps for dropout on a CPU).
 """
 
 import math
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
+from model.attention_kernels import kernel_for
 from model.dropout import Dropout
 
 
@@ -36,7 +37,7 @@ def masked_softmax(scores, allowed) -> torch.Tensor:
     return scores.masked_fill(~allowed, float("-inf")).softmax(dim=-1)
 
 
-def scaled_dot_product_attention(q, k, v, causal=False, mask=None):
+def reference_attention(q, k, v, causal=False, mask=None):
     """Reference attention: returns `(y, att)` with att = softmax(q kᵀ / sqrt(d)) and y = att v.
 
     q: (..., Tq, d), k: (..., Tk, d), v: (..., Tk, dv); any leading batch/head axes.
@@ -77,9 +78,23 @@ class CausalSelfAttention(nn.Module):
         self.attn_dropout = Dropout(config.dropout)
         self.resid_dropout = Dropout(config.dropout)
         self.probe = Probe()  # no parameters: checkpoints are unchanged
+        self.kernel = kernel_for(self.c_attn.weight.device)  # and again whenever the layer moves
+
+    def _apply(self, fn, recurse=True):
+        """`.to()`, `.cuda()`, `.cpu()`: where the device becomes known, so the kernel is chosen here."""
+        super()._apply(fn, recurse)
+        self.kernel = kernel_for(self.c_attn.weight.device)
+        return self
+
+    def attend(self, q, k, v):
+        """The textbook steps, one by one: (B, nh, Tq, hs) -> `(y, scores, att)`, y (B, nh, Tq, hs)."""
+        scores = attention_scores(q, k)  # (B, nh, Tq, Tk), before the mask
+        att = masked_softmax(scores, causal_mask(q.size(2), k.size(2), q.device))  # (B, nh, Tq, Tk)
+        y = self.attn_dropout(att) @ v  # (B, nh, Tq, hs); dropout acts on the weights
+        return y, scores, att
 
     def forward(self, x, kv_cache=None, need_attn: bool = False):
-        """x: (B, T, C) -> `(y, att)`; att (B, nh, Tq, Tk) on the explicit path, else None.
+        """x: (B, T, C) -> `(out, att)`; att (B, nh, Tq, Tk) when `need_attn`, else None.
 
         With a KVCache, k and v are written at `kv_cache.pos` and the queries attend over the whole
         cached prefix, so Tk = pos + T (the model advances the cache after its last layer).
@@ -89,27 +104,11 @@ class CausalSelfAttention(nn.Module):
         q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)  # 3 x (B, nh, T, hs), views: no copy
         if kv_cache is not None:
             k, v = kv_cache.update(self.layer, k, v)  # (B, nh, Tk, hs)
-        Tq, Tk = T, k.size(2)
-
-        # explicit path, for inspection: the textbook steps, one by one; and for training with dropout on a
-        # CPU, where the fused kernel would draw its mask with bernoulli_ (model/dropout.py says why not)
-        if need_attn or (self.training and self.dropout > 0 and x.device.type == "cpu"):
-            scores = attention_scores(q, k)  # (B, nh, Tq, Tk), before the mask
-            att = masked_softmax(scores, causal_mask(Tq, Tk, x.device))  # (B, nh, Tq, Tk)
-            heads = self.attn_dropout(att) @ v  # (B, nh, Tq, hs); dropout acts on the weights
-            out = self.resid_dropout(self.c_proj(heads.transpose(1, 2).reshape(B, T, C)))  # (B, T, C)
-            self.probe(x=x, q=q, k=k, v=v, scores=scores, att=att, y=heads, out=out)
-            return out, att if need_attn else None
-        # fast path; a single query may see every cached key, so it needs no mask
-        mask = None if Tq in (1, Tk) else causal_mask(Tq, Tk, x.device)
-        p = self.dropout if self.training else 0.0
-        if q.dtype == torch.bfloat16 and q.device.type == "cpu":
-            # PyTorch's CPU kernel is up to 2.5x slower in bf16 than in fp32 at these shapes (forward and
-            # backward; docs/speed.md), and fp32 is the more exact; CPU autocast would cast it back to bf16
-            with torch.autocast("cpu", enabled=False):
-                y = F.scaled_dot_product_attention(q.float(), k.float(), v.float(), attn_mask=mask, dropout_p=p,
-                                                   is_causal=(Tq == Tk)).to(q.dtype)
+        if need_attn:  # inspection: the steps one by one, each tensor handed to the probe
+            y, scores, att = self.attend(q, k, v)
         else:
-            y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p, is_causal=(Tq == Tk))
-        y = y.transpose(1, 2).reshape(B, T, C)  # (B, T, nh * hs)
-        return self.resid_dropout(self.c_proj(y)), None
+            y, att = self.kernel(q, k, v, self.dropout if self.training else 0.0, self.attend), None
+        out = self.resid_dropout(self.c_proj(y.transpose(1, 2).reshape(B, T, C)))  # (B, T, C), heads side by side
+        if need_attn:
+            self.probe(x=x, q=q, k=k, v=v, scores=scores, att=att, y=y, out=out)
+        return out, att
