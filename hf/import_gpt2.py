@@ -48,7 +48,7 @@ from model.config import ACTIVATIONS, GPTConfig, ModelConfigError
 from model.errors import UserError
 from storage.atomic import check_out_dir, write_directory, write_json
 from storage.checkpoint import (CONFIG, META, TOKENIZER, WEIGHTS, Pretrained, check_finite_weights, check_utf8_path,
-                                expected_shapes, read_json)  # fmt: skip
+                                expected_shapes, read_json, read_safetensors)  # fmt: skip
 
 SIZES = ("vocab_size", "n_positions", "n_embd", "n_layer", "n_head")  # no default we would trust
 # GPT2Config's defaults for the settings a config.json may leave out (transformers fills them the same way)
@@ -138,18 +138,12 @@ def model_config(hf: dict, file: Path) -> GPTConfig:
     return config
 
 
-def read_weights(src: Path) -> tuple[dict[str, torch.Tensor], Path]:
-    """The tensors of model.safetensors, else of pytorch_model.bin (tensors only: nothing is unpickled),
-    and the file they came from."""
+def read_hf_weights(src: Path) -> tuple[dict[str, torch.Tensor], Path]:
+    """The tensors of a Hugging Face directory's model.safetensors, else of its pytorch_model.bin (tensors
+    only: nothing is unpickled), under transformers' names, and the file they came from."""
     safe, pt = src / "model.safetensors", src / "pytorch_model.bin"
     if safe.is_file():
-        try:
-            tensors = safetensors.torch.load_file(safe)
-        except Exception as e:  # safetensors raises its own error type for truncated or garbled files
-            reason = " ".join(str(e).split())  # one line
-            raise HFImportError(f"{safe} is damaged or truncated ({reason}); download it again") from e
-        check_finite_weights(tensors, safe, HFImportError)
-        return tensors, safe
+        return read_safetensors(safe, DOWNLOAD, HFImportError), safe
     if pt.is_file():
         try:
             tensors = torch.load(pt, map_location="cpu", weights_only=True)
@@ -248,7 +242,7 @@ def open_hf(src) -> Pretrained:
     eot, eot_id = find_eot(src, hf, tok)
 
     def load_state() -> dict[str, torch.Tensor]:
-        tensors = gpt2_tensors(*read_weights(src), config)
+        tensors = gpt2_tensors(*read_hf_weights(src), config)
         return {k: t.float() for k, t in gpt2_names.from_gpt2(tensors, config.n_layer).items()}  # training keeps float32
 
     return Pretrained(src, origin, config, tok, src / TOKENIZER, eot, eot_id, load_state)

@@ -3,6 +3,7 @@
     run = load_run()                      # the most recent run under runs/
     run = load_run("runs/small")          # a run dir (best/, else last/) or a checkpoint dir
     ids = run.encode_prompt("대한민국은")   # [end of text, ...], cropped to block_size
+    ids = run.encode_document(text)       # [end of text, ...], whole
 
 "Most recent" is the run whose `last/model.safetensors` has the newest modification time. The
 tokenizer is the `tokenizer.json` saved beside the weights, so text is always encoded the way the
@@ -70,13 +71,17 @@ class Run:
         check_text(text, what)
         return self.tokenizer.encode(text, add_special_tokens=False).ids
 
+    def encode_document(self, text: str, what: str = "the text") -> list[int]:
+        """The end-of-text id (when the tokenizer has one) + the text's ids: a document as training saw it,
+        so its first token is predicted from something (data/prepare.py puts the id before each document)."""
+        return ([self.eot_id] if self.eot_id is not None else []) + self.encode(text, what)
+
     def encode_prompt(self, prompt: str) -> list[int]:
-        """The end-of-text id + the prompt's ids, as documents start in training; cropped to the last
-        block_size tokens (with a warning) when longer than the context."""
+        """The prompt as a document (`encode_document`), cropped to the last block_size tokens (with a
+        warning) when longer than the context."""
         if prompt == "":
             raise UserError("the prompt is empty; give some text, e.g. --prompt \"대한민국은\"")
-        ids = ([self.eot_id] if self.eot_id is not None else []) + self.encode(prompt, "the prompt")
-        return crop(ids, self.block_size, "the prompt")
+        return crop(self.encode_document(prompt, "the prompt"), self.block_size, "the prompt")
 
 
 def check_text(text: str, what: str) -> None:

@@ -62,9 +62,6 @@ def score_ids(model, ids: list[int], stride: int | None = None, progress: bool =
     """Summed NLL (nats) of ids[1:] given everything before them (`model.nll.stream_nll`'s windows)."""
     from tqdm import tqdm
 
-    T = min(model.config.block_size, len(ids) - 1)
-    if stride is not None and not 1 <= stride <= T:
-        raise UserError(f"stride {stride} must be between 1 and {T} (the window length)")
     with tqdm(total=len(ids) - 1, unit="tok", desc="scoring", disable=not progress) as bar:
         return stream_nll(model, ids, stride=stride, progress=bar.update)[0]
 
@@ -72,10 +69,9 @@ def score_ids(model, ids: list[int], stride: int | None = None, progress: bool =
 def score_text(run: Run, text: str, stride: int | None = None, progress: bool = False) -> Score:
     """Score a text (see the module docstring); UserError if it has no tokens."""
     text = unicodedata.normalize("NFC", text)
-    ids = run.encode(text)
-    if not ids:
+    ids = run.encode_document(text)
+    if len(ids) == (run.eot_id is not None):  # the end-of-text id alone, if any: the text itself has no tokens
         raise UserError("the text has no tokens to score; give some text")
-    ids = ([run.eot_id] if run.eot_id is not None else []) + ids
     if len(ids) < 2:
         raise UserError("the text is a single token and the tokenizer has no end-of-text token to predict it from")
     total = score_ids(run.model, ids, stride=stride, progress=progress)

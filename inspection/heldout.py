@@ -52,7 +52,7 @@ def held_out_ids(run, path=None, lang: str = "en") -> tuple[np.ndarray, str]:
     """(token ids, where they come from, said in `lang`) of the held-out text (see the module docstring)."""
     say = messages(lang)
     if path is not None:
-        ids = ([run.eot_id] if run.eot_id is not None else []) + run.encode(read_text(path))
+        ids = run.encode_document(read_text(path))
         return np.asarray(ids, dtype=np.int64), say("where.file", path=path, n=f"{len(ids):,}")
     found = validation_split(run.ckpt_dir)
     if found is not None:

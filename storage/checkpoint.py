@@ -227,12 +227,18 @@ def read_weights(ckpt: Path, config: GPTConfig) -> dict[str, torch.Tensor]:
     """ckpt/model.safetensors (tied head left out), its names and shapes checked against `config` first."""
     file = ckpt / WEIGHTS
     check_shapes(expected_shapes(config), stored_shapes(ckpt), file)  # the header: the tensors are what it says
+    return read_safetensors(file, "restore it or use another checkpoint", CheckpointError)
+
+
+def read_safetensors(file: Path, hint: str, error: type[UserError]) -> dict[str, torch.Tensor]:
+    """The tensors of a .safetensors file, checked to be finite; a damaged file raises `error` ending with `hint`
+    (our checkpoints and Hugging Face's model.safetensors alike)."""
     try:
         tensors = safetensors.torch.load_file(file)
     except Exception as e:  # safetensors raises its own error type for truncated or garbled files
         reason = " ".join(str(e).split())  # one line
-        raise CheckpointError(f"{file} is damaged or truncated ({reason}); restore it or use another checkpoint") from e
-    check_finite_weights(tensors, file, CheckpointError)
+        raise error(f"{file} is damaged or truncated ({reason}); {hint}") from e
+    check_finite_weights(tensors, file, error)
     return tensors
 
 
@@ -244,9 +250,16 @@ def check_finite_weights(tensors: dict[str, torch.Tensor], file: Path, error: ty
                     f"another checkpoint (a run's last/ keeps the last finite weights)")
 
 
+def put_weights(model: GPT, tensors: dict[str, torch.Tensor]) -> None:
+    """Copy a state dict as stored (every tensor but the tied head, names and shapes already checked) into
+    `model`: the one way weights go into a model (load_weights, load_model, Pretrained.copy_into)."""
+    result = model.load_state_dict(tensors, strict=False)  # only the tied head is absent; loading tok_emb fills it
+    assert result.missing_keys == [TIED] and not result.unexpected_keys, result
+
+
 def load_weights(model: GPT, ckpt: Path) -> None:
     """Copy ckpt/model.safetensors into `model`, after checking every name and shape."""
-    model.load_state_dict(read_weights(ckpt, model.config), strict=False)  # the tied head is filled by tok_emb
+    put_weights(model, read_weights(ckpt, model.config))
 
 
 def load_model(path, device="cpu") -> GPT:
@@ -255,7 +268,7 @@ def load_model(path, device="cpu") -> GPT:
     config = read_config(ckpt)
     tensors = read_weights(ckpt, config)  # the header is checked first: a config that lies allocates nothing
     model = GPT(config)
-    model.load_state_dict(tensors, strict=False)  # only the tied head is absent; loading tok_emb fills it
+    put_weights(model, tensors)
     return model.to(device).eval()
 
 
@@ -388,8 +401,7 @@ class Pretrained:
         """Put the weights into a new model of a config from `model_config` (the position table cropped)."""
         state = self.load_state()
         state["pos_emb.weight"] = state["pos_emb.weight"][: model.config.block_size].clone()  # (block_size, C)
-        result = model.load_state_dict(state, strict=False)
-        assert result.missing_keys == [TIED] and not result.unexpected_keys, result  # the tied head only
+        put_weights(model, state)
 
 
 def open_checkpoint(path) -> Pretrained:
