@@ -24,27 +24,29 @@ if __name__ == "__main__":  # Ctrl-C while torch loads ends with one line, not a
     stop_quietly_while_loading()
 
 import sys
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from cli.command import ArgumentParser, integer, run_command
 from inference.runs import check_text, load_run, warn
 from inference.scoring import read_text, score_text
-from inference.textgen import TEMPERATURE, check_sampling, stream_text
+from inference.textgen import TEMPERATURE, check_batch, stream_text
 from inspection.explain import explain_head, resolve_query
 from inspection.heads import format_roles_table, measure_heads, save_roles
 from inspection.heldout import held_out_ids, usable_ids
 from inspection.importance import MODES, ablation_means, head_importance
 from inspection.lens import format_lens, labeller, lens_table, logit_lens
-from inspection.html import frames_page
+from inspection.html import Views, frames_page
 from inspection.live_server import LiveServer
 from inspection.maps import attention_for_ids, attention_from_decoding, check_head, make_out_dir, write_attention
 from inspection.over_training import format_snapshot_table, snapshot_frames
-from inspection.path import Sampling, format_path, forward_path
+from inspection.path import format_path, forward_path
 from inspection.stats import format_stats_table, format_top_attended, head_stats
 from inspection.trace import trace_ids
 from inspection.messages import LANGUAGES, locale_language, messages
 from model.ablation import ablated, check_heads
-from model.decode_weights import FORMATS, check_format
+from model.decode_weights import FORMATS
+from model.sampling import Sampling
 from model.errors import UserError
 from storage.atomic import write_files, write_text_atomic
 from storage.checkpoint import read_config, snapshots_of_run
@@ -129,17 +131,82 @@ def parse_layers(text: str, n_layer: int) -> list[int]:
     return sorted(layers)
 
 
-def print_generation(run, prompt: str, args, attention: list | None = None) -> list[int]:
+@dataclass(frozen=True)
+class Look:
+    """What to show of a prompt's forward: --attention DIR's files, --head's table, --explain's walkthrough
+    (a (layer, head) or "path") at --query, --lens, in `lang`; `layers` of the page and PNGs (None: all)."""
+    out_dir: str | None = None
+    head: tuple[int, int] | None = None
+    explain: tuple[int, int] | str | None = None
+    query: int = -1
+    lens: bool = False
+    layers: list[int] | None = None
+    lang: str = "en"
+
+    @property
+    def maps(self) -> bool:
+        """Whether the prompt's maps are drawn or read (everything here but the lens)."""
+        return bool(self.out_dir) or self.head is not None or bool(self.explain)
+
+
+@dataclass(frozen=True)
+class Request:
+    """generate.py's command line, parsed and checked once: each option as the value it means."""
+    lang: str
+    prompt: str | None = None
+    ckpt: str | None = None
+    runs_dir: str = "runs"
+    device: str = "auto"
+    max_new_tokens: int = 200
+    num_samples: int = 1
+    sampling: Sampling = Sampling(TEMPERATURE)
+    score: str | None = None
+    look: Look = Look()
+    layers_text: str | None = None  # --layers, read against the model once it is loaded
+    heads: bool = False
+    heads_text: str | None = None
+    ablate: tuple[tuple[int, int], ...] = ()
+    ablate_text: str | None = None
+    ablate_mode: str = "mean"
+    serve: tuple[str, int] | None = None  # (host, port) of --serve
+    over_training: str | None = None
+
+
+def parse_request(argv) -> Request:
+    """The command line as a Request; a UserError for an option out of range or options that cannot go together,
+    in the order a user meets them, before any model is loaded."""
+    args = parse_args(argv)
+    lang = args.lang or locale_language()
+    if args.serve:  # before any default is filled in: what --serve does not use is refused as given
+        return Request(lang, ckpt=args.ckpt, runs_dir=args.runs_dir, device=args.device, serve=serve_address(args))
+    inspecting = args.attention is not None or args.head is not None or args.explain is not None or args.heads or args.lens
+    max_new_tokens = (0 if inspecting else 200) if args.max_new_tokens is None else args.max_new_tokens
+    sampling = Sampling(args.temperature, args.top_k, args.top_p, args.repetition_penalty, args.seed,
+                        use_cache=not args.no_cache, weights=args.weights)
+    check_batch(max_new_tokens, args.num_samples)
+    check_inspection_options(args)
+    if args.score is not None and (args.prompt is not None or inspecting) and args.over_training is None:
+        raise UserError("--score scores a file; use it without --prompt, --attention, --head, --explain and --heads")
+    look = Look(args.attention, parse_head(args.head) if args.head is not None else None,
+                parse_head(args.explain, "--explain") if args.explain not in (None, "path") else args.explain,
+                args.query, args.lens, lang=lang)
+    ablate = tuple(parse_heads(args.ablate)) if args.ablate is not None else ()
+    return Request(lang, args.prompt, args.ckpt, args.runs_dir, args.device, max_new_tokens=max_new_tokens,
+                   num_samples=args.num_samples, sampling=sampling, score=args.score, look=look, layers_text=args.layers,
+                   heads=args.heads, heads_text=args.heads_text, ablate=ablate, ablate_text=args.ablate,
+                   ablate_mode=args.ablate_mode, over_training=args.over_training)
+
+
+def print_generation(run, prompt: str, max_new_tokens: int, num_samples: int, sampling: Sampling,
+                     attention: list | None = None) -> list[int]:
     """Stream the continuation(s) of `prompt` to stdout; return the ids of the first sample. `attention`:
     a list that receives the decoding's own attention maps (`model.sampling.stream_with_logits`)."""
     ids = run.encode_prompt(prompt)
-    n, new, texts = args.num_samples, [], [""] * args.num_samples
-    options = dict(temperature=args.temperature, top_k=args.top_k, top_p=args.top_p,
-                   repetition_penalty=args.repetition_penalty, seed=args.seed, use_cache=not args.no_cache,
-                   attention=attention, weights=args.weights)
+    n, new, texts = num_samples, [], [""] * num_samples
+    steps = stream_text(run, ids, max_new_tokens, n, sampling, attention)  # checked here, before a word is printed
     if n == 1:
         print(prompt, end="", flush=True)
-    for step, pieces in stream_text(run, ids, args.max_new_tokens, n, **options):
+    for step, pieces in steps:
         new += step[:1]
         if n == 1:
             print(pieces[0], end="", flush=True)
@@ -152,56 +219,51 @@ def print_generation(run, prompt: str, args, attention: list | None = None) -> l
     return ids + (new[: new.index(run.eot_id) + 1] if run.eot_id in new else new)
 
 
-def inspect_attention(run, ids: list[int], args, head, recorded: list | None = None, roles=None) -> None:
+def inspect_attention(run, ids: list[int], look: Look, sampling: Sampling, recorded: list | None = None,
+                      roles=None) -> None:
     """Maps of ids (from the decoding's own `recorded` forwards when given), their files, tables and walkthrough."""
-    say = messages(args.lang)
+    say = messages(look.lang)
     maps = attention_from_decoding(run, ids, recorded) if recorded else attention_for_ids(run, ids)
     trace = maps.trace if maps.trace is not None else trace_ids(run.model, maps.ids)  # the maps' own forward, or one
-    query = resolve_query(args.query, len(maps.ids)) if args.explain else None  # before any file is written
+    query = resolve_query(look.query, len(maps.ids)) if look.explain else None  # before any file is written
     label = labeller(run.tokenizer)
-    record = forward_path(run.model, trace, label, sampling_of(args)) if args.attention or args.explain == "path" else None
-    if args.attention:
+    record = forward_path(run.model, trace, label, sampling) if look.out_dir or look.explain == "path" else None
+    if look.out_dir:
         # The window may start inside a character; its leftover bytes are left out of the title.
         text = b"".join(run.token_bytes[i] for i in maps.ids).decode("utf-8", errors="ignore")
         title = say("maps.title", ckpt=run.ckpt_dir, text=text[:60] + "…" if len(text) > 60 else text)
-        layers = parse_layers(args.layers, run.model.config.n_layer) if args.layers else None
-        written = write_attention(maps, args.attention, title, trace=trace, layers=layers, roles=roles, lang=args.lang,
-                                  lens=lens_table(run.model, trace, label), record=record)
+        views = Views(trace=trace, roles=roles, lens=lens_table(run.model, trace, label), paths=record)
+        written = write_attention(maps, look.out_dir, title, layers=look.layers, lang=look.lang, views=views)
         print(say("wrote", files=", ".join(str(p) for p in written)))
     print(say("stats.title", n=len(maps.ids)))
-    print(format_stats_table(head_stats(maps.att), args.lang))
-    if head is not None:
-        print(say("stats.top", layer=head[0], head=head[1]))
-        print(format_top_attended(maps.head(*head), maps.labels))
-    if args.explain == "path":
-        print(format_path(record, query, args.lang))
-    elif args.explain:
-        layer, h = parse_head(args.explain, "--explain")
+    print(format_stats_table(head_stats(maps.att), look.lang))
+    if look.head is not None:
+        print(say("stats.top", layer=look.head[0], head=look.head[1]))
+        print(format_top_attended(maps.head(*look.head), maps.labels))
+    if look.explain == "path":
+        print(format_path(record, query, look.lang))
+    elif look.explain:
+        layer, h = look.explain
         w_o = run.model.blocks[layer].attn.c_proj.weight.detach().T.float().cpu().numpy()  # out = y W_O + b_O
-        print(explain_head(trace, maps.labels, layer, h, query, w_o, args.lang, run.model.config.mlp))
+        print(explain_head(trace, maps.labels, layer, h, query, w_o, look.lang, run.model.config.mlp))
 
 
-def sampling_of(args) -> Sampling:
-    """The sampling settings of the command line, as the path view draws the next token with them."""
-    return Sampling(args.temperature, args.top_k, args.top_p, args.seed or 0)
-
-
-def print_heads(run, args, means):
+def print_heads(run, heads_text: str | None, out_dir: str | None, lang: str, means):
     """Score every head's role and what switching it off alone costs (`means`: of --ablate-mode mean), print the
-    ranked table, write heads.json into --attention DIR if given."""
-    ids, where = held_out_ids(run, args.heads_text, args.lang)
+    ranked table, write heads.json into `out_dir` (--attention) if given."""
+    ids, where = held_out_ids(run, heads_text, lang)
     roles = measure_heads(run.model, ids, usable_ids(run), run.eot_id, where)
     roles.importance = head_importance(run.model, ids, usable_ids(run), run.eot_id, means)
-    print(messages(args.lang)("roles.title", where=where))
-    print(format_roles_table(roles, args.lang))
-    if args.attention:
-        print(messages(args.lang)("wrote", files=save_roles(roles, make_out_dir(args.attention) / "heads.json")))
+    print(messages(lang)("roles.title", where=where))
+    print(format_roles_table(roles, lang))
+    if out_dir:
+        print(messages(lang)("wrote", files=save_roles(roles, make_out_dir(out_dir) / "heads.json")))
     return roles
 
 
-def write_over_training(args) -> None:
+def write_over_training(r: Request) -> None:
     """--over-training RUN: the prompt's maps at every snapshot of RUN on one page, and each one's strongest heads."""
-    run_dir = Path(args.over_training)
+    run_dir = Path(r.over_training)
     snapshots, skipped = snapshots_of_run(run_dir) if run_dir.is_dir() else ([], [])
     for line in skipped:  # copied in from another run, or not a snapshot at all: named, never drawn as this run's
         print(line, file=sys.stderr)
@@ -209,24 +271,24 @@ def write_over_training(args) -> None:
         raise UserError(f"{run_dir} holds no snapshots/ of a training run; train it with --train.snapshots=8 "
                         "(evenly spaced copies of the weights), then look again")
     n_layer = read_config(snapshots[0]).n_layer
-    layers = parse_layers(args.layers, n_layer) if args.layers else list(range(n_layer))
-    frames, labels, run = snapshot_frames(snapshots, args.prompt, read_metrics(run_dir / "metrics.jsonl"), args.device,
+    layers = parse_layers(r.layers_text, n_layer) if r.layers_text else list(range(n_layer))
+    frames, labels, run = snapshot_frames(snapshots, r.prompt, read_metrics(run_dir / "metrics.jsonl"), r.device,
                                           layers)  # fmt: skip
-    say = messages(args.lang)
-    title = say("snapshots.page_title", text=args.prompt[:60] + ("…" if len(args.prompt) > 60 else ""), n=len(frames),
+    say = messages(r.lang)
+    title = say("snapshots.page_title", text=r.prompt[:60] + ("…" if len(r.prompt) > 60 else ""), n=len(frames),
                 run=run_dir)
-    page = frames_page(frames, labels, title, layers, run.model.config.n_head, lang=args.lang)
-    written = write_files(make_out_dir(args.attention), {"over_training.html": lambda path: write_text_atomic(path, page)},
+    page = frames_page(frames, labels, title, layers, run.model.config.n_head, lang=r.lang)
+    written = write_files(make_out_dir(r.look.out_dir), {"over_training.html": lambda path: write_text_atomic(path, page)},
                           UserError)  # fmt: skip
     print(say("snapshots.title", path=written[0], n=len(frames), T=len(labels)))
-    print(format_snapshot_table(frames, layers, args.lang))
+    print(format_snapshot_table(frames, layers, r.lang))
 
 
 SERVE_USES = {"ckpt", "runs_dir", "device", "serve", "host", "port", "lang"}  # the options --serve reads
 
 
-def serve(args) -> None:
-    """--serve: the live inspector on --host:--port until Ctrl-C."""
+def serve_address(args) -> tuple[str, int]:
+    """--serve's (host, port); a UserError for a port out of range or any option the page sets itself."""
     if args.port is not None and not 0 <= args.port <= 65535:
         raise UserError(f"--port {args.port} must be between 0 and 65535")
     untouched = vars(parse_args([]))  # what the page sets: every other option given is refused, not ignored
@@ -234,8 +296,13 @@ def serve(args) -> None:
     if others:
         raise UserError(f"--serve takes its texts, sampling settings and switched-off heads from the page; drop "
                         f"{', '.join(others)}")
-    host, port = args.host or "127.0.0.1", 8000 if args.port is None else args.port
-    server = LiveServer(load_run(args.ckpt, args.runs_dir, args.device), host, port, args.lang)
+    return args.host or "127.0.0.1", 8000 if args.port is None else args.port
+
+
+def serve(r: Request) -> None:
+    """--serve: the live inspector on --host:--port until Ctrl-C."""
+    host, port = r.serve
+    server = LiveServer(load_run(r.ckpt, r.runs_dir, r.device), host, port, r.lang)
     if host not in ("127.0.0.1", "localhost", "::1"):
         warn(f"--host {host}: the live inspector answers every machine that reaches this one (open "
              f"http://<this machine's address>:{server.port}/ there); it has no password, so serve it only on a "
@@ -259,16 +326,17 @@ def print_score(run, path: str, text: str, lang: str = "en", full=None, ablate=N
                   diff=f"{s.bits_per_char - full.bits_per_char:+.4f}"))
 
 
-def run_prompts(run, prompts, args, head, roles=None) -> None:
+def run_prompts(run, prompts, r: Request, look: Look, roles=None) -> None:
     for prompt in prompts:
         # With --attention the cached decoding records its own maps (the explicit path, one row per step).
-        recorded = [] if args.attention and args.max_new_tokens > 0 and not args.no_cache else None
-        ids = print_generation(run, prompt, args, recorded) if args.max_new_tokens > 0 else run.encode_prompt(prompt)
-        if args.attention or head is not None or args.explain:
-            inspect_attention(run, ids, args, head, recorded, roles)
-        if args.lens:
-            lens = logit_lens(run.model, ids, resolve_query(args.query, len(ids)))
-            print(format_lens(lens, labeller(run.tokenizer), args.lang))
+        recorded = [] if look.out_dir and r.max_new_tokens > 0 and r.sampling.use_cache else None
+        ids = (print_generation(run, prompt, r.max_new_tokens, r.num_samples, r.sampling, recorded)
+               if r.max_new_tokens > 0 else run.encode_prompt(prompt))
+        if look.maps:
+            inspect_attention(run, ids, look, r.sampling, recorded, roles)
+        if look.lens:
+            lens = logit_lens(run.model, ids, resolve_query(look.query, len(ids)))
+            print(format_lens(lens, labeller(run.tokenizer), look.lang))
 
 
 def stdin_prompts():
@@ -322,53 +390,43 @@ def check_inspection_options(args) -> None:
 
 
 def main(argv=None) -> int:
-    return run_command(lambda: generate(parse_args(argv)))
+    return run_command(lambda: generate(parse_request(argv)))
 
 
-def generate(args) -> None:
+def generate(r: Request) -> None:
     """What the command line asked for: scores, heads, generated text and inspections, in that order."""
-    args.lang = args.lang or locale_language()
-    if args.serve:  # before any default is filled in: what --serve does not use is refused as given
-        return serve(args)
-    inspecting = args.attention is not None or args.head is not None or args.explain is not None or args.heads or args.lens
-    if args.max_new_tokens is None:
-        args.max_new_tokens = 0 if inspecting else 200
-    check_sampling(args.temperature, args.top_k, args.top_p, args.repetition_penalty,
-                   args.max_new_tokens, args.num_samples, seed=args.seed)
-    if args.prompt == "":
-        raise UserError('the prompt is empty; give some text, e.g. --prompt "대한민국은"')
-    check_inspection_options(args)
-    if args.over_training is not None:
-        return write_over_training(args)
-    if args.score is not None and (args.prompt is not None or inspecting):
-        raise UserError("--score scores a file; use it without --prompt, --attention, --head, --explain and --heads")
-    head = parse_head(args.head) if args.head is not None else None
-    explained = parse_head(args.explain, "--explain") if args.explain not in (None, "path") else None
-    off = parse_heads(args.ablate) if args.ablate is not None else []
-    text = read_text(args.score) if args.score is not None else None
-    run = load_run(args.ckpt, args.runs_dir, args.device)
-    check_format(args.weights, run.model)  # this model on this device, before a word is printed
-    if args.top_k is not None and args.top_k >= run.model.config.vocab_size and args.max_new_tokens:
-        print(f"note: --top-k {args.top_k} keeps the whole vocabulary of {run.model.config.vocab_size} tokens: the same "
-              "as no --top-k", file=sys.stderr)
-    for checked in (head, explained):  # before generating anything
-        if checked is not None:
-            check_head(run.model.config.n_layer, run.model.config.n_head, *checked)
-    try:
-        check_heads(run.model, off)
-    except UserError as e:
-        raise UserError(f"--ablate {args.ablate}: {e}") from None
-    if args.layers:
-        parse_layers(args.layers, run.model.config.n_layer)
-    mean = args.ablate_mode == "mean" and (off or args.heads)  # the outputs a switched-off head gives instead
-    means = ablation_means(run.model, held_out_ids(run, args.heads_text, args.lang)[0]) if mean else None
-    full = score_text(run, text, progress=True) if text is not None and off else None  # before any head is off
-    with ablated(run.model, off, means):
-        roles = print_heads(run, args, means) if args.heads else None
+    if r.serve:
+        return serve(r)
+    if r.over_training is not None:
+        return write_over_training(r)
+    text = read_text(r.score) if r.score is not None else None
+    run = load_run(r.ckpt, r.runs_dir, r.device)
+    look = check_against_model(run.model, r)  # before generating anything
+    mean = r.ablate_mode == "mean" and (r.ablate or r.heads)  # the outputs a switched-off head gives instead
+    means = ablation_means(run.model, held_out_ids(run, r.heads_text, r.lang)[0]) if mean else None
+    full = score_text(run, text, progress=True) if text is not None and r.ablate else None  # before any head is off
+    with ablated(run.model, list(r.ablate), means):
+        roles = print_heads(run, r.heads_text, look.out_dir, r.lang, means) if r.heads else None
         if text is not None:
-            print_score(run, args.score, text, args.lang, full, off)
-        elif args.prompt is not None or not args.heads:  # --heads alone reads no prompts
-            run_prompts(run, [args.prompt] if args.prompt is not None else stdin_prompts(), args, head, roles)
+            print_score(run, r.score, text, r.lang, full, r.ablate)
+        elif r.prompt is not None or not r.heads:  # --heads alone reads no prompts
+            run_prompts(run, [r.prompt] if r.prompt is not None else stdin_prompts(), r, look, roles)
+
+
+def check_against_model(model, r: Request) -> Look:
+    """The request's heads and layers checked against the loaded model: its Look with --layers read."""
+    config = model.config
+    if r.sampling.top_k is not None and r.sampling.top_k >= config.vocab_size and r.max_new_tokens:
+        print(f"note: --top-k {r.sampling.top_k} keeps the whole vocabulary of {config.vocab_size} tokens: the same "
+              "as no --top-k", file=sys.stderr)
+    for checked in (r.look.head, r.look.explain if r.look.explain != "path" else None):
+        if checked is not None:
+            check_head(config.n_layer, config.n_head, *checked)
+    try:
+        check_heads(model, list(r.ablate))
+    except UserError as e:
+        raise UserError(f"--ablate {r.ablate_text}: {e}") from None
+    return replace(r.look, layers=parse_layers(r.layers_text, config.n_layer) if r.layers_text else None)
 
 
 if __name__ == "__main__":

@@ -11,12 +11,13 @@ characters completed by its token, never half of one (no U+FFFD while the charac
 
 import codecs
 from collections.abc import Iterator
+from dataclasses import replace
 
 import torch
 
 from inference.runs import Run
 from model import ModelInputError
-from model.sampling import MAX_SEED, check_options, stream
+from model.sampling import Sampling, stream
 
 TEMPERATURE = 0.8  # the default of generate.py and of these functions
 MAX_SAMPLES = 4096  # rows decoded together; more is no batch anyone reads, and a list per sample is built first
@@ -38,12 +39,8 @@ class Utf8Stream:
         return self.decoder.decode(b"", final=True)
 
 
-def check_sampling(temperature=TEMPERATURE, top_k=None, top_p=None, repetition_penalty=1.0,
-                   max_new_tokens=0, num_samples=1, seed=None) -> None:
-    """Raise a UserError for an out-of-range option, before any model is loaded."""
-    check_options(temperature, top_k, top_p, repetition_penalty)
-    if seed is not None and not (isinstance(seed, int) and 0 <= seed <= MAX_SEED):
-        raise ModelInputError(f"seed {seed} must be between 0 and {MAX_SEED}")
+def check_batch(max_new_tokens: int, num_samples: int) -> None:
+    """Raise a UserError for a number of tokens or samples no decoding takes."""
     if max_new_tokens < 0:
         raise ModelInputError(f"max_new_tokens {max_new_tokens} must be >= 0; use 0 for none")
     if num_samples < 1:
@@ -53,28 +50,28 @@ def check_sampling(temperature=TEMPERATURE, top_k=None, top_p=None, repetition_p
 
 
 def stream_text(run: Run, prompt: str | list[int], max_new_tokens: int = 200, num_samples: int = 1,
-                seed: int | None = None, use_cache: bool = True, stop_at_eot: bool = True,
-                temperature: float = TEMPERATURE, top_k: int | None = None, top_p: float | None = None,
-                repetition_penalty: float = 1.0, attention: list | None = None,
-                weights: str = "fp32") -> Iterator[tuple[list[int], list[str]]]:
+                sampling: Sampling | None = None, attention: list | None = None, stop_at_eot: bool = True,
+                **options) -> Iterator[tuple[list[int], list[str]]]:
     """Continue `prompt` (text, or ids from `run.encode_prompt`) in `num_samples` rows decoded as a batch.
 
     Yields `(ids, pieces)` per step: the new token id and the completed text of each sample; after
-    the last step once more `([], pieces)` with what the decoders still held. Sampling options as in
-    `model.sampling.generate` (temperature 0 = greedy). The same seed gives the same text. Bytes that
-    never form a character (a model can sample a lone byte token) print as U+FFFD. `attention`: a list
-    that receives the attention maps of every forward of the decoding (`model.sampling.stream_with_logits`).
-    `weights` "bf16" or "int8": the cached CPU steps read smaller copies of the weights (model/decode_weights.py).
+    the last step once more `([], pieces)` with what the decoders still held. `sampling`, or its fields as
+    keywords (model.sampling.Sampling; temperature TEMPERATURE unless given, 0 = greedy): the same seed gives
+    the same text. Bytes that never form a character (a model can sample a lone byte token) print as U+FFFD.
+    `attention`: a list that receives the attention maps of every forward of the decoding
+    (`model.sampling.stream_with_logits`). Everything is checked now, before the first token is decoded.
     """
-    sampling = dict(temperature=temperature, top_k=top_k, top_p=top_p, repetition_penalty=repetition_penalty)
-    check_sampling(max_new_tokens=max_new_tokens, num_samples=num_samples, seed=seed, **sampling)
+    check_batch(max_new_tokens, num_samples)
+    sampling = Sampling(**{"temperature": TEMPERATURE, **options}) if sampling is None else sampling
+    sampling = replace(sampling, eos_token_id=run.eot_id if stop_at_eot else None)
     ids = run.encode_prompt(prompt) if isinstance(prompt, str) else prompt
     idx = torch.tensor([ids], dtype=torch.long, device=run.device).expand(num_samples, -1)  # (B, T), one row stored
-    generator = None if seed is None else torch.Generator(device=run.device).manual_seed(seed)
-    decoders = [Utf8Stream(run.token_bytes) for _ in range(num_samples)]
-    eos = run.eot_id if stop_at_eot else None
-    for column in stream(run.model, idx, max_new_tokens, eos_token_id=eos, generator=generator,
-                         use_cache=use_cache, attention=attention, weights=weights, **sampling):
+    columns = stream(run.model, idx, max_new_tokens, sampling, attention=attention)
+    return pieces_of(columns, [Utf8Stream(run.token_bytes) for _ in range(num_samples)])
+
+
+def pieces_of(columns, decoders: list[Utf8Stream]) -> Iterator[tuple[list[int], list[str]]]:
+    for column in columns:
         step = column.tolist()                                                      # (B,)
         yield step, [d.push(i) for d, i in zip(decoders, step)]
     yield [], [d.flush() for d in decoders]

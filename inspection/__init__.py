@@ -23,20 +23,21 @@ heldout (the text heads are measured on), over_training (one text through every 
 from inspection.explain import explain_head
 from inspection.heads import HeadRoles, format_roles_table, measure_heads, save_roles
 from inspection.heldout import held_out_ids, usable_ids
-from inspection.html import attention_page, save_html
+from inspection.html import Views, attention_page, save_html
 from inspection.labels import token_label, token_labels, token_pieces
 from inspection.lens import labeller
 from inspection.maps import (AttentionMaps, attention_for_ids, attention_for_text, attention_from_decoding, load_npz,
                              save_npz, write_attention)
-from inspection.path import Sampling, format_path, forward_path
+from inspection.path import format_path, forward_path
 from inspection.plot import draw_head, draw_layer, save_figure
 from inspection.stats import format_stats_table, format_top_attended, head_stats
 from inspection.trace import Trace, load_trace, save_trace, trace_ids
+from model.sampling import Sampling  # the sampling settings the path view draws the next token with
 
 __all__ = [
     "AttentionMaps", "HeadRoles", "Sampling", "Trace", "attention_for_ids", "attention_for_text", "attention_from_decoding",
     "attention_page", "draw_head", "draw_layer", "explain_head", "format_roles_table", "format_stats_table",
     "format_path", "format_top_attended", "forward_path", "head_stats", "held_out_ids", "labeller", "load_npz", "load_trace", "measure_heads", "save_figure",
     "save_html", "save_npz", "save_roles", "save_trace", "token_label", "token_labels", "token_pieces", "trace_ids",
-    "usable_ids", "write_attention",
+    "usable_ids", "Views", "write_attention",
 ]

@@ -21,6 +21,7 @@ import json
 import math
 import os
 import re
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -120,17 +121,32 @@ def roles_json_of(roles, layers: list[int]) -> dict | None:
     return record
 
 
-def attention_page(att: np.ndarray, labels: list[str], title: str = "Attention maps", *, trace=None,
-                   roles=None, layers: list[int] | None = None, prefill: int | None = None, lang: str = "en",
-                   lens: dict | None = None, paths: dict | None = None) -> str:
+@dataclass(frozen=True)
+class Views:
+    """What a page shows beside its maps, each optional. `trace`: the walkthrough's tensors (inspection/trace.py);
+    `roles`: head roles (inspection/heads.py); `lens`: every token's logit lens (inspection.lens.lens_table);
+    `paths`: every token's way through the forward pass (inspection.path.forward_path, of the same trace; a
+    frames page takes it as `path_data` made it); `live`: the live inspector's settings (inspection/live.py),
+    which turn on its text box; `glyphs`: more characters for the embedded font (a live page shows texts it
+    has not seen yet)."""
+    trace: object = None
+    roles: object = None
+    lens: dict | None = None
+    paths: dict | None = None
+    live: dict | None = None
+    glyphs: str = ""
+
+
+def attention_page(att: np.ndarray, labels: list[str], title: str = "Attention maps", *,
+                   layers: list[int] | None = None, prefill: int | None = None, lang: str = "en",
+                   views: Views = Views()) -> str:
     """The HTML text of the page for `att` (L, H, T, T) and token `labels`; the options as in the
-    module docstring and `frame_data`; `lang` ("en" or "ko") the language it opens in; `lens`: every token's
-    logit lens (inspection.lens.lens_table), shown for the focused token; `paths`: every token's way through the
-    forward pass (inspection.path.forward_path, of the same `trace`), shown for the focused token, with the
-    last token's logits for the next-token bars."""
+    module docstring and `frame_data`; `lang` ("en" or "ko") the language it opens in; `views` what it shows
+    beside the maps (the path's with the last token's logits for the next-token bars)."""
     layers = list(range(att.shape[0])) if layers is None else list(layers)
-    return frames_page([frame_data(att, layers, trace=trace, roles=roles)], labels, title, layers, att.shape[1],
-                       prefill, lang, lens=lens, paths=path_data(paths, trace))  # fmt: skip
+    frame = frame_data(att, layers, trace=views.trace, roles=views.roles)
+    return frames_page([frame], labels, title, layers, att.shape[1], prefill, lang,
+                       replace(views, paths=path_data(views.paths, views.trace)))
 
 
 def path_data(path: dict | None, trace) -> dict | None:
@@ -140,16 +156,15 @@ def path_data(path: dict | None, trace) -> dict | None:
 
 
 def frames_page(frames: list[dict], labels: list[str], title: str, layers: list[int], n_head: int,
-                prefill: int | None = None, lang: str = "en", live: dict | None = None, glyphs: str = "",
-                lens: dict | None = None, paths: dict | None = None) -> str:
+                prefill: int | None = None, lang: str = "en", views: Views = Views()) -> str:
     """The page of one or more `frame_data` of the same text (several: a slider over the training steps),
     opening in `lang`; it carries its texts in both languages (inspection/messages.py) and switches in place.
-    `live`: the live inspector's settings (inspection/live.py), which turn on its text box; `glyphs`: more
-    characters for the embedded font (a live page shows texts it has not seen yet); `paths`: path_data's."""
+    Of `views` it shows the lens, the paths (path_data's), the live settings and the glyphs."""
     T = len(labels)
+    lens, paths, glyphs = views.lens, views.paths, views.glyphs
     data = {"n_layer": len(layers), "layers": layers, "n_head": n_head, "T": T, "tokens": list(labels),
             "prefill": T if prefill is None else int(prefill), "frames": frames, "lang": lang,
-            "messages": page_messages(), "live": live, "lens": lens, "path": paths,
+            "messages": page_messages(), "live": views.live, "lens": lens, "path": paths,
             "glossary": [list(entry) for entry in GLOSSARY]}
     # "<" escaped so that no token (say "</script>") can end the script element early.
     payload = json.dumps(data, ensure_ascii=False).replace("<", "\\u003c")
@@ -165,7 +180,8 @@ def frames_page(frames: list[dict], labels: list[str], title: str, layers: list[
     return re.sub(r"__(FONT_CSS|TITLE|DATA|SCRIPT)__", lambda m: fields[m.group(1)], page)
 
 
-def save_html(att: np.ndarray, labels: list[str], path: str | os.PathLike, title: str = "Attention maps",
-              **options) -> Path:
-    """Write the page to `path` atomically (options: those of `attention_page`)."""
-    return write_text_atomic(Path(path), attention_page(att, labels, title, **options))
+def save_html(att: np.ndarray, labels: list[str], path: str | os.PathLike, title: str = "Attention maps", *,
+              layers: list[int] | None = None, prefill: int | None = None, lang: str = "en", **views) -> Path:
+    """Write the page to `path` atomically (`views`: the fields of `Views`)."""
+    page = attention_page(att, labels, title, layers=layers, prefill=prefill, lang=lang, views=Views(**views))
+    return write_text_atomic(Path(path), page)

@@ -26,11 +26,12 @@ clients, run in between, see the whole model.
 
 import math
 import time
+from dataclasses import replace
 
 import torch
 
 from inference.runs import Run
-from inference.textgen import TEMPERATURE, check_sampling, stream_text
+from inference.textgen import TEMPERATURE, stream_text
 from inspection.heads import measure_heads
 from inspection.heldout import held_out_ids, usable_ids
 from inspection.importance import ablation_means, held_out_windows
@@ -38,11 +39,11 @@ from inspection.lens import labeller, lens_table
 from inspection.html import frame_data, path_data
 from inspection.labels import token_labels
 from inspection.maps import attention_for_ids, attention_from_decoding
-from inspection.path import Sampling, forward_path
+from inspection.path import forward_path
 from inspection.trace import trace_ids
 from model.ablation import ablated, check_heads
 from model.errors import UserError
-from model.sampling import sampling_probs
+from model.sampling import Sampling, sampling_probs
 
 FIRST_TEXT = "대한민국 국회는 법률을 제정한다. 대한민국 국회는"  # what the page opens on
 TOP = 10  # next-token candidates shown
@@ -72,9 +73,9 @@ def number(body: dict, name: str, default, kind=float, low=None, high=None):
     return kind(value)
 
 
-def next_probs(trace, options: dict) -> torch.Tensor:
-    """The next token's probabilities after a recorded text under the sampling options: (V,)."""
-    return sampling_probs(torch.from_numpy(trace.logits[-1:]), **options)[0]
+def next_probs(trace, sampling: Sampling) -> torch.Tensor:
+    """The next token's probabilities after a recorded text under the sampling settings: (V,)."""
+    return sampling_probs(torch.from_numpy(trace.logits[-1:]), sampling.temperature, sampling.top_k, sampling.top_p)[0]
 
 
 class LiveInspector:
@@ -98,7 +99,7 @@ class LiveInspector:
         if not isinstance(text, str):
             raise BadRequest(f"text must be a string, not {type(text).__name__}")
         try:
-            ids = ([self.run.eot_id] if self.run.eot_id is not None else []) + self.run.encode(text)
+            ids = self.run.encode_document(text)
         except UserError as e:  # not text (a lone surrogate)
             raise BadRequest(str(e)) from None
         if not ids:
@@ -126,18 +127,16 @@ class LiveInspector:
         logits = self.run.model(self.windows[:, :-1], all_logits=True)[0]
         return torch.nn.functional.cross_entropy(logits.flatten(0, 1).float(), self.windows[:, 1:].flatten()).item()
 
-    def sampling(self, body: dict) -> dict:
-        options = {"temperature": number(body, "temperature", TEMPERATURE, float, 0.0, 100.0),
-                   "top_k": number(body, "top_k", None, int, 1, self.run.model.config.vocab_size),
-                   "top_p": number(body, "top_p", None, float, 0.0, 1.0)}
+    def sampling(self, body: dict) -> Sampling:
         try:
-            check_sampling(**options)
+            return Sampling(number(body, "temperature", TEMPERATURE, float, 0.0, 100.0),
+                            number(body, "top_k", None, int, 1, self.run.model.config.vocab_size),
+                            number(body, "top_p", None, float, 0.0, 1.0))
         except UserError as e:
             raise BadRequest(str(e)) from None
-        return options
 
     @torch.inference_mode()
-    def view(self, ids: list[int], options: dict, recorded=None, explain: bool = True, full=None,
+    def view(self, ids: list[int], sampling: Sampling, recorded=None, explain: bool = True, full=None,
              lens: bool = True) -> dict:
         """The page's data for ids: tokens, one frame (maps, statistics, roles, walkthrough tensors), the next
         token's top candidates, every token's logit lens, all from one recording forward (inspection/trace.py);
@@ -148,7 +147,7 @@ class LiveInspector:
         maps = attention_from_decoding(run, ids, recorded) if recorded else attention_for_ids(run, ids)
         trace = maps.trace if maps.trace is not None else trace_ids(run.model, maps.ids)
         frame = frame_data(maps.att, self.layers, trace=trace if explain else None, roles=self.roles)
-        probs = next_probs(trace, options)
+        probs = next_probs(trace, sampling)
         p, top = probs.topk(min(TOP, probs.numel()))
         candidates = [{"id": i, "token": label, "p": round(float(q), 6)}
                       for i, label, q in zip(top.tolist(), token_labels(run.tokenizer, top.tolist()), p.tolist())]
@@ -156,7 +155,6 @@ class LiveInspector:
                 "frames": [frame], "next": candidates}
         if lens:  # every token's logit lens and path: left out of a generation's lines but its last
             view["lens"] = lens_table(run.model, trace, self.label)
-            sampling = Sampling(options["temperature"], options["top_k"], options["top_p"])
             first = 0 if explain else len(maps.ids) - 1  # every token's with the walkthrough's, else the last's
             view["path"] = path_data(forward_path(run.model, trace, self.label, sampling, first), trace)
         if full is not None:
@@ -167,16 +165,16 @@ class LiveInspector:
 
     def inspect(self, body: dict):
         """The steps of an inspect (one: (200, view)), its request checked now."""
-        ids, options, off = self.encode(body), self.sampling(body), self.switched_off(body)
+        ids, sampling, off = self.encode(body), self.sampling(body), self.switched_off(body)
         explain = body.get("explain", True)
         if not isinstance(explain, bool):
             raise BadRequest(f"explain must be true or false, not {str(explain)[:40]}")
 
         def steps():
             started = time.perf_counter()
-            full = next_probs(trace_ids(self.run.model, ids), options) if off else None
+            full = next_probs(trace_ids(self.run.model, ids), sampling) if off else None
             with ablated(self.run.model, off, self.means):
-                view = self.view(ids, options, explain=explain, full=full)
+                view = self.view(ids, sampling, explain=explain, full=full)
             view["model_ms"] = round(1000 * (time.perf_counter() - started), 1)
             yield 200, view
 
@@ -185,23 +183,24 @@ class LiveInspector:
     def generate(self, body: dict):
         """The steps of a generation: one line per new token, the view so far in each; the last line complete.
         The heads it switches off are off only within each step."""
-        ids, options, off = self.encode(body), self.sampling(body), self.switched_off(body)
+        ids, sampling, off = self.encode(body), self.sampling(body), self.switched_off(body)
         room = self.run.block_size - len(ids)
         wanted = number(body, "max_new_tokens", 50, int, 0, MAX_NEW)
         seed = number(body, "seed", None, int, 0, 2**63 - 1)
 
         def steps():
             recorded, new, text = [], [], ""
-            tokens = stream_text(self.run, ids, min(wanted, room), seed=seed, attention=recorded, **options)
+            tokens = stream_text(self.run, ids, min(wanted, room), sampling=replace(sampling, seed=seed),
+                                 attention=recorded)
             while True:
                 with ablated(self.run.model, off, self.means):
                     step, pieces = next(tokens, (None, None))
                     if step is None:
-                        final = self.view(ids + new, options, recorded) if new else self.view(ids, options)
+                        final = self.view(ids + new, sampling, recorded) if new else self.view(ids, sampling)
                         break
                     new += step
                     text += pieces[0]
-                    view = self.view(ids + new, options, recorded, explain=False, lens=False) if step else None
+                    view = self.view(ids + new, sampling, recorded, explain=False, lens=False) if step else None
                     line = {"piece": pieces[0], "view": view} if step else None
                 if line:
                     yield line

@@ -38,7 +38,7 @@ from starlette.routing import Route
 
 from inference.runs import Run
 from inference.textgen import TEMPERATURE
-from inspection.html import finite, frames_page
+from inspection.html import Views, finite, frames_page
 from inspection.labels import token_labels
 from inspection.live import DEBOUNCE_MS, FIRST_TEXT, MAX_NEW, BadRequest, LiveInspector
 from inspection.live_worker import SUPERSEDED, ModelWorker
@@ -194,16 +194,17 @@ class LiveServer:
         """The live page, opened on FIRST_TEXT cut to what the model reads."""
         inspector, run = self.inspector, self.inspector.run
         text = FIRST_TEXT  # a small model's context holds its first words only
-        while len(text) > 1 and len(run.encode(text)) + (run.eot_id is not None) > run.block_size:
+        while len(text) > 1 and len(run.encode_document(text)) > run.block_size:
             text = text[:-1]
         options = {"temperature": TEMPERATURE, "top_k": None, "top_p": None}
         (_, view), = inspector.inspect({"text": text, **options})
         live = {"text": text, "next": view["next"], "block_size": run.block_size, "max_new": MAX_NEW,
                 "temperature": TEMPERATURE, "debounce_ms": DEBOUNCE_MS}
         known = [i for i in range(run.tokenizer.get_vocab_size()) if run.tokenizer.id_to_token(i) is not None]
+        views = Views(lens=view.get("lens"), paths=view.get("path"), live=live,
+                      glyphs="".join(token_labels(run.tokenizer, known)))
         return frames_page(view["frames"], view["tokens"], f"{run.ckpt_dir}", inspector.layers, run.model.config.n_head,
-                           lang=self.lang, live=live, glyphs="".join(token_labels(run.tokenizer, known)),
-                           lens=view.get("lens"), paths=view.get("path"))
+                           lang=self.lang, views=views)
 
     def serve(self) -> None:
         """Answer until Ctrl-C or SIGTERM (which uvicorn turns into a graceful stop, then raises again for the

@@ -21,12 +21,12 @@ import torch
 
 from inference.runs import Run, crop, warn
 from inspection.heads import HeadRoles
-from inspection.html import save_html
+from inspection.html import Views, attention_page
 from inspection.labels import token_labels, token_pieces
 from inspection.plot import save_layer_png
 from inspection.trace import Trace, save_trace, trace_ids
 from model.errors import UserError
-from storage.atomic import write_files, write_npz
+from storage.atomic import write_files, write_npz, write_text_atomic
 
 
 @dataclass
@@ -121,23 +121,23 @@ PAGE_WARN_BYTES = 50_000_000  # a page this big loads slowly; the warning sugges
 
 
 def write_attention(maps: AttentionMaps, out_dir: str | os.PathLike, title: str = "Attention maps", *,
-                    trace=None, roles=None, layers: list[int] | None = None, lang: str = "en",
-                    lens: dict | None = None, record: dict | None = None) -> list[Path]:
+                    layers: list[int] | None = None, lang: str = "en", views: Views = Views()) -> list[Path]:
     """layer_<L>.png per layer, attention.html and attention.npz in `out_dir` (created if needed), and
-    explain.npz given a `Trace` (inspection/trace.py). `roles`: a `HeadRoles` (its captions in the titles,
-    its scores on the page too) or captions per head, (L, H) nested lists; `lang` ("en" or "ko") the language
-    of the PNGs and the one the page opens in; `lens`: the page's logit lens (inspection.lens.lens_table);
-    `record`: every token's path through the forward pass (inspection.path.forward_path), the page's path view;
-    `layers`: the layers of the PNGs and the page (the npz files keep every layer). The files are moved in
-    together once all are written (storage.atomic.write_files): never new PNGs beside an old npz."""
+    explain.npz given `views.trace` (inspection/trace.py). `views.roles`: a `HeadRoles` (its captions in the
+    titles, its scores on the page too) or captions per head, (L, H) nested lists; `lang` ("en" or "ko") the
+    language of the PNGs and the one the page opens in; the page shows `views` (inspection.html.Views: the
+    logit lens, every token's path through the forward pass); `layers`: the layers of the PNGs and the page
+    (the npz files keep every layer). The files are moved in together once all are written
+    (storage.atomic.write_files): never new PNGs beside an old npz."""
     out_dir = make_out_dir(out_dir)
+    trace, roles = views.trace, views.roles
     captions = roles.labels(lang) if isinstance(roles, HeadRoles) else roles
     writers = {f"layer_{layer}.png": functools.partial(save_layer_png, maps.att, maps.labels, layer, captions,
                                                        lang=lang)
                for layer in (range(maps.att.shape[0]) if layers is None else layers)}  # fmt: skip
-    writers["attention.html"] = lambda path: save_html(maps.att, maps.labels, path, title, trace=trace,
-                                                       roles=roles, layers=layers, prefill=maps.prefill, lang=lang,
-                                                       lens=lens, paths=record)
+    page = functools.partial(attention_page, maps.att, maps.labels, title, layers=layers, prefill=maps.prefill,
+                             lang=lang, views=views)
+    writers["attention.html"] = lambda path: write_text_atomic(path, page())
     writers["attention.npz"] = lambda path: save_npz(maps, path)
     if trace is not None:
         writers["explain.npz"] = lambda path: save_trace(trace, path)

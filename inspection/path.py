@@ -16,26 +16,15 @@ tokens. The record holds plain lists (floats to 6 decimals), indexed [token] or 
 their norms.
 """
 
-from dataclasses import dataclass
-
 import numpy as np
 import torch
 
 from inspection.explain import resolve_query, table
 from inspection.messages import messages
-from model.sampling import sampling_probs
+from model.sampling import Sampling, sampling_probs
 
 DIMS = 4  # values shown of each vector
 TOP = 10  # candidates shown at each sampling stage
-
-
-@dataclass(frozen=True)
-class Sampling:
-    """The settings that draw the next token, as generate.py takes them."""
-    temperature: float = 1.0
-    top_k: int | None = None
-    top_p: float | None = None
-    seed: int = 0
 
 
 def plain(a) -> list:
@@ -76,16 +65,17 @@ def sampling_stages(logits: torch.Tensor, sampling: Sampling, first: int = 0) ->
         probs = sampling_probs(logits, **settings)
         top, p = top_of(probs)
         stages.append({"name": name, "value": value, "top": top, "p": p, "kept": (probs > 0).sum(-1).tolist()})
+    seed = sampling.seed or 0  # a draw is shown even when no seed was asked for
     final = probs  # (T, V): the last stage's, every setting applied (a temperature is always given)
     if sampling.temperature == 0:
         chosen = final.argmax(-1)
     else:  # inverse CDF, one uniform number per token (torch.multinomial is 10x slower over T rows)
         cdf = final.cumsum(-1)
-        u = torch.rand(first + len(final), 1, generator=torch.Generator().manual_seed(sampling.seed), dtype=cdf.dtype)
+        u = torch.rand(first + len(final), 1, generator=torch.Generator().manual_seed(seed), dtype=cdf.dtype)
         u = u[first:]
         chosen = torch.searchsorted(cdf, u * cdf[:, -1:]).clamp(max=final.size(-1) - 1)[:, 0]
     return {"stages": stages, "chosen": chosen.tolist(), "chosen_p": plain(final.gather(-1, chosen[:, None])[:, 0]),
-            "seed": sampling.seed}
+            "seed": seed}
 
 
 def forward_path(model, trace, label, sampling: Sampling = Sampling(), first: int = 0) -> dict:

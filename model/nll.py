@@ -18,6 +18,8 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 
+from model.config import ModelInputError
+
 # Logits (W x T x V numbers) per forward pass. On a CPU a batch whose logits stay in cache is the fastest:
 # 2**22 (8 windows of 128 at a vocabulary of 4096) scored 20-35% faster than 2**26 on 1 and 2 cores, and
 # about as fast as a training evaluation's batches, so the reserve a time budget keeps for the final scoring
@@ -64,9 +66,9 @@ def stream_nll(model, ids, stride: int | None = None, rank: int = 0, world: int 
     seq = torch.as_tensor(np.asarray(ids, dtype=np.int64), device=device)
     n, block_size = len(seq), model.config.block_size
     T = min(block_size, n - 1)
-    stride = stride or default_stride(block_size, n)
+    stride = default_stride(block_size, n) if stride is None else stride
     if not 1 <= stride <= T:
-        raise ValueError(f"stride {stride} must be between 1 and {T}")
+        raise ModelInputError(f"stride {stride} must be between 1 and {T} (the window length)")
     starts, first = windows(n, block_size, stride)
     starts, first = starts[rank::world].to(device), first[rank::world].to(device)
     offsets = torch.arange(T, device=device)

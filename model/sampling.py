@@ -3,8 +3,11 @@
     out = generate(model, idx, max_new_tokens=100, temperature=0.8, top_k=50)   # (B, T + n)
     for column in stream(model, idx, 100, temperature=0):                      # column: (B,)
         ...
-    for column, logits in stream_with_logits(model, idx, 100, use_cache=False):  # the reference
+    for column, logits in stream_with_logits(model, idx, 100, Sampling(use_cache=False)):  # the reference
         ...
+
+The options are one `Sampling` (checked when made, as transformers' GenerationConfig); the functions take one,
+or its fields as keywords.
 
 `idx` is a batch of prompts of EQUAL length (B, T); each row decodes independently. With a KV cache
 the prompt is run once (prefill) and then one token per step; `use_cache=False` recomputes the whole
@@ -24,6 +27,7 @@ Tq rows, a cached step one). After the last token is chosen it is fed once more,
 """
 
 import math
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
@@ -84,6 +88,30 @@ def check_options(temperature, top_k, top_p, repetition_penalty) -> None:
         raise ModelInputError(f"repetition_penalty {repetition_penalty} must be > 0 (and finite); 1 turns it off")
 
 
+@dataclass(frozen=True)
+class Sampling:
+    """How a decoding chooses its tokens and runs its steps; a value out of range raises ModelInputError here.
+
+    temperature 0 is greedy (top_k/top_p then do nothing); `seed` repeats a draw (a generator of its own on
+    the prompt's device, unless one is given); a row that emits `eos_token_id` keeps emitting it, and the
+    decoding stops once every row has; `use_cache=False` recomputes the window every step (the reference);
+    `weights` "bf16" or "int8": the cached one-token steps multiply by smaller copies of the weights
+    (model/decode_weights.py; a CPU, the cache, no recorded attention), the prefills keep the model's own."""
+    temperature: float = 1.0
+    top_k: int | None = None
+    top_p: float | None = None
+    repetition_penalty: float = 1.0
+    seed: int | None = None
+    eos_token_id: int | None = None
+    use_cache: bool = True
+    weights: str = "fp32"
+
+    def __post_init__(self):
+        check_options(self.temperature, self.top_k, self.top_p, self.repetition_penalty)
+        if self.seed is not None and not (isinstance(self.seed, int) and 0 <= self.seed <= MAX_SEED):
+            raise ModelInputError(f"seed {self.seed} must be between 0 and {MAX_SEED}")
+
+
 def choose_next(logits, temperature=1.0, top_k=None, top_p=None, generator=None):
     """(B, V) logits -> (B,) token ids: argmax if temperature is 0, else a filtered sample. A NaN or +inf
     logit (weights that overflow in their dtype) raises ModelInputError, not a sample of NaNs; -inf is a
@@ -136,20 +164,24 @@ def window_start(start: int, n: int, block_size: int) -> int:
     return start if n - start <= block_size else n - max(1, block_size // 2)
 
 
-@torch.inference_mode()
-def stream_with_logits(
-    model, idx, max_new_tokens, temperature=1.0, top_k=None, top_p=None, repetition_penalty=1.0,
-    eos_token_id=None, generator=None, use_cache=True, attention=None, weights="fp32",
-):  # fmt: skip
+def stream_with_logits(model, idx, max_new_tokens, sampling: Sampling | None = None, generator=None, attention=None,
+                       **options):
     """Like `stream`, but yields `(column (B,), logits (B, V))`: each new token and the raw model
     logits it was chosen from (before penalty, temperature and filtering). `attention`: a list that
-    receives the maps of every forward (see the module docstring). `weights` "bf16" or "int8": the
-    cached one-token steps multiply by smaller copies of the weights (model/decode_weights.py; a CPU, the
-    cache, no `attention`); the prefills keep the model's own."""
-    check_options(temperature, top_k, top_p, repetition_penalty)
-    check_format(weights, model)
-    if weights != "fp32" and (not use_cache or attention is not None):
-        raise ModelInputError(f"weights {weights} is for the cached decoding alone; "
+    receives the maps of every forward (see the module docstring). The options are checked now, before
+    the first step: the decoding itself runs as the result is iterated."""
+    sampling = Sampling(**options) if sampling is None else sampling
+    check_decoding(model, idx, max_new_tokens, sampling, attention)
+    if generator is None and sampling.seed is not None:
+        generator = torch.Generator(device=idx.device).manual_seed(sampling.seed)
+    return decode(model, idx, max_new_tokens, sampling, generator, attention)
+
+
+def check_decoding(model, idx, max_new_tokens, sampling: Sampling, attention) -> None:
+    """ModelInputError for a decoding this model cannot run: before any step, and before a word is printed."""
+    check_format(sampling.weights, model)
+    if sampling.weights != "fp32" and (not sampling.use_cache or attention is not None):
+        raise ModelInputError(f"weights {sampling.weights} is for the cached decoding alone; "
                               "drop it for the uncached reference or the recorded attention")
     if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) or max_new_tokens < 0:
         raise ModelInputError(f"max_new_tokens {max_new_tokens!r} must be an integer >= 0")
@@ -160,16 +192,25 @@ def stream_with_logits(
         raise ModelInputError(
             f"prompt ids must lie in [0, {model.config.vocab_size}); was it encoded by this model's tokenizer?"
         )
-    block_size = model.config.block_size
     check_fits(decoding_bytes(model.config, B, T + max_new_tokens, recording=attention is not None), idx.device,
                f"decoding {B} x {T + max_new_tokens:,} tokens", "ask for fewer new tokens or samples")
+
+
+@torch.inference_mode()
+def decode(model, idx, max_new_tokens, sampling: Sampling, generator, attention):
+    """The loop of `stream_with_logits`, its inputs checked."""
+    B, T = idx.shape
+    temperature, top_k, top_p, repetition_penalty = (sampling.temperature, sampling.top_k, sampling.top_p,
+                                                     sampling.repetition_penalty)
+    eos_token_id, use_cache = sampling.eos_token_id, sampling.use_cache
+    block_size = model.config.block_size
     out = torch.empty(B, T + max_new_tokens, dtype=torch.long, device=idx.device)  # the whole sequence
     cache = model.new_kv_cache(B) if use_cache else None
     out[:, :T] = idx
     seen = seen_tokens(idx, model.config.vocab_size, eos_token_id) if repetition_penalty != 1 else None
     done = torch.zeros(B, dtype=torch.bool, device=idx.device) if eos_token_id is not None else None
     recording = attention is not None  # recording needs the explicit path of the model's own blocks
-    step = fast_step(model, B, weights) if use_cache and not recording else None
+    step = fast_step(model, B, sampling.weights) if use_cache and not recording else None
     n = T
     start = window_start(0, n, block_size)
     fresh = out[:, start:n]  # the tokens the cache has not seen yet (the prompt, at first)
@@ -210,34 +251,22 @@ def stream_with_logits(
         record()
 
 
-def stream(
-    model, idx, max_new_tokens, temperature=1.0, top_k=None, top_p=None, repetition_penalty=1.0,
-    eos_token_id=None, generator=None, use_cache=True, attention=None, weights="fp32",
-):  # fmt: skip
-    """Yield the new token column (B,) of every step; stops after max_new_tokens, or once every row
-    has emitted `eos_token_id`. Options as in `generate`; `attention` and `weights` as in `stream_with_logits`."""
-    for column, _ in stream_with_logits(
-        model, idx, max_new_tokens, temperature, top_k, top_p, repetition_penalty, eos_token_id, generator, use_cache,
-        attention, weights,
-    ):  # fmt: skip
-        yield column
+def stream(model, idx, max_new_tokens, sampling: Sampling | None = None, generator=None, attention=None, **options):
+    """The new token column (B,) of every step; stops after max_new_tokens, or once every row has emitted
+    `eos_token_id`. Options as in `generate`; `attention` as in `stream_with_logits`. Checked now."""
+    return (column for column, _ in stream_with_logits(model, idx, max_new_tokens, sampling, generator, attention,
+                                                       **options))
 
 
-def generate(
-    model, idx, max_new_tokens, temperature=1.0, top_k=None, top_p=None, repetition_penalty=1.0,
-    eos_token_id=None, generator=None, use_cache=True, weights="fp32",
-):  # fmt: skip
+def generate(model, idx, max_new_tokens, sampling: Sampling | None = None, generator=None, **options):
     """Continue each prompt of idx (B, T) (equal lengths) and return (B, T + n), n <= max_new_tokens.
 
-    temperature 0 is greedy (top_k/top_p then do nothing); a seeded `torch.Generator` on the model's
-    device makes sampling reproducible. A row that emits eos_token_id keeps emitting it, and decoding
-    stops early once every row has. Call `model.eval()` first (storage.checkpoint.load_model does) so dropout is off.
-    `weights` as in `stream_with_logits`: "bf16" or "int8" decode faster on a CPU, with logits near fp32's.
+    `sampling`, or its fields as keywords (`Sampling`): temperature 0 is greedy; a seeded `torch.Generator` on
+    the model's device (or `seed`) makes sampling reproducible; a row that emits eos_token_id keeps emitting
+    it, and decoding stops early once every row has. Call `model.eval()` first (storage.checkpoint.load_model
+    does) so dropout is off. `weights` "bf16" or "int8" decode faster on a CPU, with logits near fp32's.
     """
-    columns = list(stream(
-        model, idx, max_new_tokens, temperature, top_k, top_p, repetition_penalty, eos_token_id, generator, use_cache,
-        weights=weights,
-    ))  # fmt: skip
+    columns = list(stream(model, idx, max_new_tokens, sampling, generator, **options))
     if not columns:
         return idx.clone()
     return torch.cat([idx, torch.stack(columns, dim=1)], dim=1)  # (B, T + n)
