@@ -429,7 +429,7 @@ def worker_peak(argv: list[str]) -> int:
 
 def worker_train(argv: list[str]) -> int:
     """train.main(argv), then RESULT with the peak GPU memory and the run's FLOPs per token. With
-    `--sigterm-after N` first, the run sends itself SIGTERM after step N (train.main's after_step hook)."""
+    `--sigterm-after N` first, the run sends itself SIGTERM after step N (in place of train.after_step)."""
     import os
     import signal
 
@@ -437,7 +437,6 @@ def worker_train(argv: list[str]) -> int:
     import train
     from model import GPT, GPTConfig
 
-    after_step = None
     if argv[:1] == ["--sigterm-after"]:
         at, argv = int(argv[1]), argv[2:]
 
@@ -445,7 +444,8 @@ def worker_train(argv: list[str]) -> int:
             if step == at:
                 os.kill(os.getpid(), signal.SIGTERM)
 
-    rc = train.main(argv, after_step=after_step)
+        train.after_step = after_step
+    rc = train.main(argv)
     if rc != 0:
         return rc  # train.py's own error line is the last one printed
     config = json.loads((Path(argv[argv.index("--out") + 1]) / "config.json").read_text())

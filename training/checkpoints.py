@@ -22,7 +22,6 @@ copies over from last/. A full disk is one `DiskError` line, with the old checkp
 import os
 import random
 import shutil
-from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 
@@ -37,12 +36,15 @@ from training.run_dir import LEFTOVER
 COPIED = (TOKENIZER, META)  # from the prepared data dir, so a checkpoint is self-contained
 
 
-def save_checkpoint(run_dir: Path, name: str, model, config: dict, data_dir: Path, train_state: dict | None,
-                    during_save: Callable[[int, str], None] | None = None) -> Path:
+def during_save(step: int, name: str) -> None:
+    """Called halfway through each save of a train state (the weights written, the train state not); it
+    does nothing: a seam that tests replace (monkeypatch, tests/train_with_hooks.py) to stop or kill a run there."""
+
+
+def save_checkpoint(run_dir: Path, name: str, model, config: dict, data_dir: Path, train_state: dict | None) -> Path:
     """Atomically replace `run_dir/name` with a checkpoint of `model` and `train_state` (None: the weights
     alone, a snapshot). A failed write (a full disk) raises DiskError and leaves the previous checkpoint as
-    it was, with no temporary files. `during_save(step, name)`, a test hook, is called halfway: the
-    weights written, the train state not."""
+    it was, with no temporary files."""
     final, tmp = run_dir / name, run_dir / f".tmp-{name}"
     try:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -51,8 +53,7 @@ def save_checkpoint(run_dir: Path, name: str, model, config: dict, data_dir: Pat
         for file in COPIED:
             shutil.copyfile(data_dir / file, tmp / file)
         if train_state is not None:
-            if during_save is not None:
-                during_save(train_state["step"], name)
+            during_save(train_state["step"], name)
             save_train_state(train_state, tmp / STATE)
         swap_in(tmp, final)
     except (OSError, DiskError) as e:

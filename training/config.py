@@ -61,7 +61,7 @@ class TrainConfig:
     seed: int = 1337
     device: str = "auto"  # auto = cuda, then mps, then cpu; or cpu, cuda, cuda:1, mps
     dtype: str = "auto"  # auto | fp32 | bf16 | fp16 (autocast; auto: training.hardware.default_precision)
-    compile: str | bool = "auto"  # auto | on | off (auto: training.hardware.default_compile)
+    compile: str | bool = "auto"  # auto | on | off (auto: training.hardware.compiles)
     eval_interval: int = 100  # steps between evaluations (and saves of last/ and best/)
     eval_iters: int = 10  # batches per split in each evaluation
     log_interval: int = 10  # steps between loss logs (the only host-device syncs)

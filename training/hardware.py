@@ -1,8 +1,9 @@
 """What the device offers a training run: the default precision and compile, the FLOP peak, room in memory.
 
-    precision, use_compile, autocast = step_settings(device, cfg.train)   # dtype and compile, "auto" resolved
+    precision, autocast = step_settings(device, cfg.train)   # train.dtype, "auto" resolved
+    compiles(device, cfg.train.compile)       # whether the run compiles: True, False, or None (a timed trial decides)
     default_precision(device)                 # what train.dtype = "auto" means
-    default_compile(device)                   # what train.compile = "auto" means
+    default_compile(device)                   # what train.compile = "auto" means where no trial decides
     peak_flops(device, configured=0.0)        # the denominator of MFU (0 = unknown)
     mfu(flops_per_token, tokens_per_s, peak)  # model FLOPs utilisation of one device
     check_memory(cfg, device)                 # the model and a batch fit, refused before they are allocated
@@ -39,19 +40,29 @@ def default_precision(device: torch.device) -> str:
 
 
 def default_compile(device: torch.device) -> bool:
-    """What compile = "auto" means: on for CUDA; off elsewhere, where compile time outweighs the gain."""
+    """What compile = "auto" means where no trial decides: on for CUDA; off elsewhere, where compile time
+    outweighs the gain."""
     return device.type == "cuda"
 
 
-def step_settings(device: torch.device, tc) -> tuple[str, bool, torch.autocast]:
-    """The precision and compile of the training step (train.dtype and train.compile, "auto" resolved here)
-    and its autocast context; TF32 matmuls on CUDA."""
+def compiles(device: torch.device, setting: str | bool) -> bool | None:
+    """Whether the run compiles: the one place train.compile is decided. "on"/"off" (true/false) as given;
+    "auto" as default_compile says, except on a CPU: None there, where a timed trial decides
+    (training/recipe.py, when a time budget can pay for a compile: it sets "on" or "off"). A CPU run
+    that still says "auto" after the "auto" settings are resolved had no trial, and stays eager."""
+    if setting != "auto":
+        return setting in (True, "on")
+    return None if device.type == "cpu" else default_compile(device)
+
+
+def step_settings(device: torch.device, tc) -> tuple[str, torch.autocast]:
+    """The precision of the training step (train.dtype, "auto" resolved here) and its autocast context;
+    TF32 matmuls on CUDA."""
     precision = default_precision(device) if tc.dtype == "auto" else tc.dtype
-    use_compile = default_compile(device) if tc.compile == "auto" else tc.compile in (True, "on")
     if device.type == "cuda":
         torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
     autocast = torch.autocast(device.type, dtype=PRECISIONS[precision], enabled=precision != "fp32")
-    return precision, use_compile, autocast
+    return precision, autocast
 
 
 def cpu_has_native_bf16() -> bool:

@@ -1,6 +1,7 @@
 """The "auto" settings: a learning rate, regularisation, batch size and step count that fit the corpus and the time.
 
-    cfg = resolve_auto(cfg, meta, saved, device, autocast, ddp)   # train.py: every "auto" setting filled in
+    cfg = resolve_auto(cfg, meta, saved, device, autocast, ddp)   # training/setup.py: every "auto" setting filled in
+    cfg = replan(cfg, max_steps=1800)                        # a time budget's new plan, at an evaluation
     seconds = parse_duration("10m")                          # 600.0
     settings = regularisation(epochs=40.0)                   # {"lr": ..., "min_lr": ..., "dropout": ..., ...}
     steps = steps_in(seconds, seconds_per_step=0.5, eval_every=50, seconds_per_eval=3.0)
@@ -36,6 +37,7 @@ import torch
 
 from model import GPT
 from training.early_stop import planned_patience
+from training.hardware import compiles
 
 # The two ends of the rule: (epochs, settings). Below the first every setting is the first's, above the
 # second the second's; in between each moves linearly in log(epochs), the learning rates geometrically.
@@ -254,7 +256,7 @@ def resolve_auto(cfg, meta: dict, saved: dict | None, device, autocast, ddp):
             print(f"warning: torch.compile failed in the trial ({type(e).__name__}), so the run stays eager")
             return None
 
-    trial = compiled_trial if cfg.train.compile == "auto" and device.type == "cpu" else None
+    trial = compiled_trial if compiles(device, cfg.train.compile) is None else None  # None: the trial decides
     values, why = ddp.from_master(lambda: plan_settings(cfg, meta["splits"]["train"]["tokens"], ddp.world,
                                                         lambda dropout: timing(dropout)[1], trial))
     if ddp.master:
@@ -267,3 +269,8 @@ def with_values(cfg, values: dict):
     (resolved_values then saves it, so a resume compiles as the start did: the two differ in rounding)."""
     cfg = apply_settings(cfg, values)
     return replace(cfg, auto=cfg.auto + ("train.compile",)) if "train.compile" in values else cfg
+
+
+def replan(cfg, max_steps: int):
+    """cfg with a time budget's new plan of `max_steps` (at an evaluation) and the patience that follows it."""
+    return replace(cfg, train=replace(cfg.train, max_steps=max_steps, **planned_patience(cfg, max_steps)))

@@ -1,0 +1,194 @@
+"""Everything a training run does before its first step, and what its loop works on.
+
+    run, progress = set_up(cfg, out_dir, resume, overwrite, ddp, lock, started)   # train.py, inside its locks
+    cfg = resolve_config(cfg, meta, saved, start, device, autocast, ddp)            # the config, once and complete
+    state = train_state(run, progress)            # what last/ and best/ keep; restore_progress reads it back
+
+set_up checks the run directory and the data, makes the config once (vocab size, "auto" settings, run_id),
+builds the model and its optimizer, and puts the loop where it starts: step 0, or exactly where last/ left
+off. It writes nothing into the run directory until all of that has passed. `Run` is what it built,
+`Progress` where the loop is; train.py's loop changes only those two.
+"""
+
+import math
+import random
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from data.lessons import CopyLessons
+from data.loader import BatchLoader
+from data.prepare import Prepared, check_splits, prepare
+from data.tokenizer import load_tokenizer, ordinary_ids
+from hf.pretrained import open_pretrained
+from model import GPT
+from model.nll import windows_read
+from storage.atomic import write_json
+from storage.checkpoint import load_weights
+from training.budget import TimeBudget
+from training.checkpoints import drop_snapshots_after, recover, rng_state, set_rng_state
+from training.config import RunConfig
+from training.distributed import Distributed
+from training.hardware import check_memory, compiles, step_settings
+from training.metrics import RunLog
+from training.recipe import resolve_auto, resolved_values
+from training.run_dir import check_run_dir, check_same_best, check_same_model, clear_run, open_run_dir, run_identity
+
+
+@dataclass
+class Run:
+    """What the loop works on. `cfg` is complete; it changes only when a time budget plans max_steps again."""
+
+    cfg: RunConfig
+    out_dir: Path
+    ddp: Distributed
+    raw: GPT  # the uncompiled model: saved, evaluated, sampled
+    model: torch.nn.Module  # what the step calls: raw, compiled and in DDP as the run asks
+    optimizer: torch.optim.Optimizer
+    scaler: torch.amp.GradScaler
+    loader: BatchLoader
+    prepared: Prepared
+    tokenizer: object
+    autocast: torch.autocast
+    budget: TimeBudget
+    log: RunLog | None  # rank 0's only
+    tokens_per_step: int
+
+
+@dataclass
+class Progress:
+    """Where the loop is, as last/'s train state keeps it (with every rank's RNG and loader states)."""
+
+    loss_sum: torch.Tensor  # train loss summed on the device since the last log
+    n_summed: int = 0
+    step: int = 0
+    best_val: float = math.inf  # the lowest train.best_by so far
+    best_step: int = 0
+    evals_since_best: int = 0
+    heads: dict | None = None  # the last evaluation's head roles
+
+
+def set_up(cfg: RunConfig, out_dir: Path, resume: bool, overwrite: bool, ddp: Distributed, lock,
+           started: float) -> tuple[Run, Progress]:  # fmt: skip
+    """The run in out_dir, from the checks of its directory to its log, and where its loop starts."""
+    device = ddp.device
+    # the run directory (a run's or empty, checked before the lock touches it) and the data
+    ddp.from_master(lambda: (check_run_dir(out_dir), lock.acquire(), recover(out_dir)))  # recover: a crashed save
+    saved = open_run_dir(out_dir, resume, overwrite)  # last/'s train state when resuming
+    prepared = ddp.master_first(lambda: prepare(cfg.data, verbose=ddp.master))
+    check_splits(prepared.meta, cfg.model.block_size)
+    start = open_pretrained(cfg.train.init_from) if cfg.train.init_from and not saved else None  # a resume reads last/
+    precision, autocast = step_settings(device, cfg.train)
+    cfg = resolve_config(cfg, prepared.meta, saved, start, device, autocast, ddp)
+    tc, use_compile = cfg.train, bool(compiles(device, cfg.train.compile))
+
+    # the model and the optimizer
+    raw = initial_model(cfg, ddp.rank, saved, start, out_dir, prepared.meta)
+    raw.to(device)
+    optimizer = make_optimizer(raw, tc, device)
+    model = ddp.wrap(torch.compile(raw) if use_compile else raw)  # what the step calls; raw is saved
+    scaler = torch.amp.GradScaler(device.type, enabled=precision == "fp16")
+    tokenizer = load_tokenizer(prepared.tokenizer_path)
+    lessons = CopyLessons(tc.copy_lessons, ordinary_ids(tokenizer, cfg.model.vocab_size)) if tc.copy_lessons else None
+    loader = BatchLoader(prepared.dir / "train.bin", cfg.model.block_size, tc.batch_size, tc.seed, device, ddp.rank,
+                         lessons=lessons)  # fmt: skip
+    tokens_per_step = tc.batch_size * cfg.model.block_size * tc.grad_accum * ddp.world
+
+    progress = restore_progress(saved, optimizer, scaler, loader, ddp)
+    read = windows_read(prepared.meta["splits"]["val"]["tokens"], cfg.model.block_size) // ddp.world
+    budget = TimeBudget(tc.time_budget, started, saved.get("budget_used_s", 0.0) if saved else 0.0, read)
+    log = None
+    if ddp.master:
+        summary = (f"{raw.num_params() / 1e6:.2f}M parameters on {device}, {precision}, "
+                   f"compile {'on' if use_compile else 'off'}, {ddp.world} process(es), {tokens_per_step} tokens/step"
+                   + (f"; resuming at step {progress.step}" if saved else ""))  # fmt: skip
+        log = open_log(cfg, out_dir, overwrite, progress.step if saved else None, summary)
+    run = Run(cfg, out_dir, ddp, raw, model, optimizer, scaler, loader, prepared, tokenizer, autocast, budget, log,
+              tokens_per_step)  # fmt: skip
+    return run, progress
+
+
+def resolve_config(cfg: RunConfig, meta: dict, saved: dict | None, start, device: torch.device, autocast,
+                   ddp: Distributed) -> RunConfig:  # fmt: skip
+    """The run's config, complete: the vocabulary size of the prepared data (`meta`), the "auto" settings
+    (training/recipe.py: taken back from `saved` on a resume, planned otherwise) and the run_id. `start`: the
+    pretrained model of train.init_from, whose tokenizer must encode the data as the prepared one does."""
+    if start:
+        start.check_encodes(meta, cfg.data.tokenizer)
+    elif not cfg.train.init_from:  # from scratch the embedding has one row per token; a checkpoint's may have more
+        cfg = replace(cfg, model=replace(cfg.model, vocab_size=meta["vocab_size"]))
+    check_memory(cfg, device)  # before anything of that size is allocated (the "auto" settings time a model)
+    cfg = resolve_auto(cfg, meta, saved, device, autocast, ddp)
+    return replace(cfg, run_id=run_identity(cfg.to_dict(), meta, saved))  # which its snapshots carry
+
+
+def initial_model(cfg: RunConfig, rank: int, saved: dict | None, start, out_dir: Path, meta: dict) -> GPT:
+    """The model with its first weights: last/'s on a resume, else the pretrained `start`'s, else seeded."""
+    tc = cfg.train
+    random.seed(tc.seed)
+    np.random.seed(tc.seed % 2**32)  # numpy's seeds are 32-bit; nothing here draws from it
+    torch.manual_seed(tc.seed)
+    raw = GPT(cfg.model)  # the same seed on every rank, so the same initial weights
+    torch.manual_seed((tc.seed + rank) % 2**64)  # but different dropout masks
+    if saved:
+        check_same_model(out_dir / "last", asdict(cfg.model), meta)
+        check_same_best(saved, tc.best_by, out_dir / "last")
+        load_weights(raw, out_dir / "last")
+    elif start:
+        start.copy_into(raw)
+        print(f"starting from {start.origin} ({start.config.block_size} positions, {raw.config.block_size} kept)")
+    return raw
+
+
+def make_optimizer(raw: GPT, tc, device: torch.device) -> torch.optim.AdamW:
+    """AdamW with weight decay on the matrices, not on biases or gains."""
+    matrices = [p for p in raw.parameters() if p.dim() >= 2]
+    others = [p for p in raw.parameters() if p.dim() < 2]
+    return torch.optim.AdamW([{"params": matrices, "weight_decay": tc.weight_decay},
+                              {"params": others, "weight_decay": 0.0}],
+                             lr=tc.lr, betas=(tc.beta1, tc.beta2), fused=device.type == "cuda")  # fmt: skip
+
+
+def restore_progress(saved: dict | None, optimizer, scaler, loader: BatchLoader, ddp: Distributed) -> Progress:
+    """Where the loop starts: step 0, or exactly where last/ left off (`saved`: its train state), with the
+    optimizer, the scaler, this rank's RNGs and its loader as they were."""
+    if not saved:
+        return Progress(loss_sum=torch.zeros((), device=ddp.device))
+    progress = Progress(saved["loss_sum"].to(ddp.device), saved["n_summed"], saved["step"], saved["best_val_loss"],
+                        saved["best_step"], saved["evals_since_best"])  # fmt: skip
+    optimizer.load_state_dict(saved["optimizer"])
+    if saved["scaler"]:
+        scaler.load_state_dict(saved["scaler"])
+    if len(saved["ranks"]) == ddp.world:
+        set_rng_state(saved["ranks"][ddp.rank]["rng"])
+        loader.load_state_dict(saved["ranks"][ddp.rank]["loader"])
+    elif ddp.master:
+        print(f"warning: {len(saved['ranks'])} processes saved this run, {ddp.world} resume it: the batches will differ")
+    return progress
+
+
+def train_state(run: Run, progress: Progress) -> dict:
+    """What last/ and best/ keep to resume exactly: `progress`, the optimizer and scaler, every rank's RNG
+    and loader states (a gather: every rank calls it), the "auto" values and the time budget spent."""
+    p, tc = progress, run.cfg.train
+    return {"step": p.step, "best_val_loss": p.best_val, "best_by": tc.best_by,  # the lowest best_by so far
+            "best_step": p.best_step, "evals_since_best": p.evals_since_best, "loss_sum": p.loss_sum.cpu(),
+            "n_summed": p.n_summed, "optimizer": run.optimizer.state_dict(),
+            "scaler": run.scaler.state_dict() if run.scaler.is_enabled() else {}, "world_size": run.ddp.world,
+            "ranks": run.ddp.gather({"rng": rng_state(), "loader": run.loader.state_dict()}),
+            "resolved": resolved_values(run.cfg), "budget_used_s": run.budget.used(), "run_id": run.cfg.run_id}  # fmt: skip
+
+
+def open_log(cfg: RunConfig, out_dir: Path, overwrite: bool, resumed_at: int | None, summary: str) -> RunLog:
+    """Rank 0's first writes, only now that everything else checked out: the run directory cleared
+    (--overwrite) or a resume's later snapshots dropped, config.json, the config and `summary` printed."""
+    if overwrite:
+        clear_run(out_dir)
+    elif resumed_at is not None:
+        drop_snapshots_after(out_dir, resumed_at, cfg)  # this run takes them again, the same
+    write_json(out_dir / "config.json", cfg.to_dict())
+    print(cfg.describe())
+    print(summary)
+    return RunLog(out_dir, cfg.to_dict(), resumed_at, cfg.log)
