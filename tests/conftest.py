@@ -1,6 +1,7 @@
 """What several test files share: the repository's paths, the tiny shapes, one prepared-data cache, a tiny
-run config, a tiny trained run, a model with random biases, a hand-built copying model, headless Chromium, and train.py with its test
-hooks in a process."""
+run config, a tiny trained run and Korean texts beside it, the arguments and the refusal every command is checked
+with, random attention maps and labels, a model with random biases, a hand-built copying model, headless Chromium,
+and train.py with its test hooks in a process."""
 
 import json
 import os
@@ -11,6 +12,7 @@ import time
 from pathlib import Path
 from types import SimpleNamespace
 
+import numpy as np
 import pytest
 import torch
 
@@ -56,6 +58,59 @@ def trained_tiny_run(tmp_path_factory, name: str) -> SimpleNamespace:
     assert train.main([*base, "--train.max_steps=2", "--train.eval_interval=2", "--out", str(root / "run")]) == 0
     export(root / "run", root / "hf")
     return SimpleNamespace(root=root, run=root / "run", cache=cache, base=base)
+
+
+def korean_texts(root: Path) -> Path:
+    """root/texts: a Korean text as corpus.txt and corpus.jsonl, and config.toml (a copy of configs/tiny.toml)."""
+    texts = root / "texts"
+    texts.mkdir()
+    korean = "대한민국은 민주공화국이다. 대한민국의 주권은 국민에게 있고, 모든 권력은 국민으로부터 나온다.\n" * 40
+    (texts / "corpus.txt").write_text(korean, encoding="utf-8")
+    (texts / "corpus.jsonl").write_text("".join(json.dumps({"text": line}, ensure_ascii=False) + "\n"
+                                                for line in korean.splitlines()), encoding="utf-8")  # fmt: skip
+    shutil.copyfile(TINY, texts / "config.toml")
+    return texts
+
+
+def common_args(command, argv: list[str], env) -> list[str]:
+    """The config, cache and thread settings a train.py or data.prepare command needs, unless it names its own."""
+    import train
+    from data import prepare
+
+    if command is train.main:
+        own = ["--config", "{file}"] if "--config" in argv else env.base[:2]
+        return [*own, *env.base[2:], *[a for a in argv if a not in ("--config", "{file}")]]
+    if command is prepare.main:
+        return ([] if "--config" in argv else ["--config", str(TINY)]) + [f"--data.cache_dir={env.cache}", *argv]
+    return argv
+
+
+def refused(main, argv, message, capsys) -> str:
+    """Run a command's main(argv); it must exit 2 with one `error:` line holding `message`, no traceback."""
+    capsys.readouterr()
+    code = main(argv)
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert err.startswith("error: ") and err.count("\n") == 1 and "Traceback" not in err, err
+    assert message in err, err
+    return err
+
+
+def copy_run(env, tmp_path) -> Path:
+    run = tmp_path / "run"
+    shutil.copytree(env.run, run)
+    return run
+
+
+def random_maps(L, H, T, seed=0):
+    """Causal, row-stochastic (L, H, T, T) maps."""
+    rng = np.random.default_rng(seed)
+    w = rng.random((L, H, T, T)) ** 3 * np.tril(np.ones((T, T)))
+    return (w / w.sum(-1, keepdims=True)).astype(np.float32)
+
+
+# token labels of every kind a plot or a page must show: special, Korean, byte, markers, markup, outside the BMP
+LABELS = ["<|endoftext|>", "대한", "민국", "␣은", "<0xEC>", "↵", "⇥", "␣서울", "<U+200B>", "</script>", "\"'&", "𓀀"]
 
 
 def biased_model(seed=0, block_size=16):

@@ -1,4 +1,5 @@
-"""The reference attention against numbers worked out by hand, and the layer's fast vs explicit paths.
+"""The reference attention (model/attention.py) against numbers worked out by hand, and the layer's fast
+(model/attention_kernels.py) vs explicit paths.
 
 python -m pytest tests/test_attention.py -q
 """
@@ -9,7 +10,7 @@ import pytest
 import torch
 
 from model import GPTConfig
-from model.attention import CausalSelfAttention, causal_mask, scaled_dot_product_attention
+from model.attention import CausalSelfAttention, causal_mask, reference_attention
 
 # Worked on paper, d = 4 so sqrt(d) = 2:
 #   q = [[1, 1,    0, 0],      k = [[2, 0, 0, 0],      v = [[1, 0],
@@ -29,13 +30,13 @@ def tiny_config(**overrides):
 
 
 def test_reference_attention_matches_hand_computation():
-    y, att = scaled_dot_product_attention(Q, K, V)
+    y, att = reference_attention(Q, K, V)
     torch.testing.assert_close(att, torch.tensor([[0.5, 0.5], [0.25, 0.75]]))
     torch.testing.assert_close(y, torch.tensor([[2.0, 2.0], [2.5, 3.0]]))
 
 
 def test_reference_attention_causal_matches_hand_computation():
-    y, att = scaled_dot_product_attention(Q, K, V, causal=True)
+    y, att = reference_attention(Q, K, V, causal=True)
     torch.testing.assert_close(att, torch.tensor([[1.0, 0.0], [0.25, 0.75]]))
     torch.testing.assert_close(y, torch.tensor([[1.0, 0.0], [2.5, 3.0]]))
 
@@ -44,7 +45,7 @@ def test_causal_mask_is_bottom_right_aligned_for_fewer_queries():
     # the last query of two keys sees both, exactly like row 1 above
     assert causal_mask(1, 2).tolist() == [[True, True]]
     assert causal_mask(2, 4).tolist() == [[True, True, True, False], [True, True, True, True]]
-    y, att = scaled_dot_product_attention(Q[1:], K, V, causal=True)
+    y, att = reference_attention(Q[1:], K, V, causal=True)
     torch.testing.assert_close(att, torch.tensor([[0.25, 0.75]]))
     torch.testing.assert_close(y, torch.tensor([[2.5, 3.0]]))
 
@@ -52,7 +53,7 @@ def test_causal_mask_is_bottom_right_aligned_for_fewer_queries():
 def test_reference_attention_takes_leading_axes_and_a_broadcast_mask():
     q, k, v = (t.expand(3, 2, *t.shape) for t in (Q, K, V))  # (3, 2, T, d): batch and heads
     only_self = torch.eye(2, dtype=torch.bool)  # (T, T) broadcasts over both leading axes
-    y, att = scaled_dot_product_attention(q, k, v, mask=only_self)
+    y, att = reference_attention(q, k, v, mask=only_self)
     assert y.shape == (3, 2, 2, 2) and att.shape == (3, 2, 2, 2)
     torch.testing.assert_close(att, only_self.float().expand(3, 2, 2, 2))
     torch.testing.assert_close(y, V.expand(3, 2, 2, 2))  # each query copies its own value
@@ -61,7 +62,7 @@ def test_reference_attention_takes_leading_axes_and_a_broadcast_mask():
 def test_masked_weights_are_exactly_zero_and_rows_sum_to_one():
     torch.manual_seed(0)
     q, k, v = torch.randn(2, 3, 5, 8), torch.randn(2, 3, 7, 8), torch.randn(2, 3, 7, 4)
-    _, att = scaled_dot_product_attention(q, k, v, causal=True)
+    _, att = reference_attention(q, k, v, causal=True)
     assert torch.all(att[..., ~causal_mask(5, 7)] == 0)
     torch.testing.assert_close(att.sum(-1), torch.ones(2, 3, 5))
 

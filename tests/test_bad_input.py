@@ -1,12 +1,34 @@
-"""Every command (train.py, generate.py, data.prepare, hf.export_gpt2, hf.import_gpt2) swept with malformed
-arguments: wrong types, out of range, non-UTF-8, paths that are files, directories, dangling symbolic links
-or read-only. Each case must exit with code 2 and one line on stderr, with no traceback, and change nothing
-in the run directory.
+"""Bad input, the one home of its cases: what a user can give a command wrongly (an argument, an option, a config
+value, a path, a file, a run directory, a text), answered with one `error:` line on stderr, exit code 2, no
+traceback and every file as it was; or, where the input is odd but harmless, read right.
 
     python -m pytest tests/test_bad_input.py -q
 
-The commands run in this process (their `main(argv)`), against one tiny run trained once for the module.
-Arguments are as Python puts them in sys.argv: a byte that is not UTF-8 arrives as a lone surrogate.
+1. Every command (train.py, generate.py, data.prepare, hf.export_gpt2, hf.import_gpt2) case by case: wrong types,
+   out of range, non-UTF-8, paths that are files, directories, dangling symbolic links or read-only.
+2. Sweeps generated rather than listed (issue 28): every config key with a value of the wrong type, out of range
+   and of an absurd size; every numeric option of generate.py; every file a command reads made missing, empty,
+   truncated, a directory, unreadable, of another format and of valid-but-wrong content. The keys come from the
+   config dataclasses and the values from their types, so a key added tomorrow is swept too; the files are those
+   of a trained run, its export and its import. Where a corruption is not bad input it is left out, with the
+   reason beside it (`SKIP`): an absent meta.json is a checkpoint without one, an empty TOML file is every default.
+3. The classes of issue 28, each test named for its class (test_N_...) and failing without its fix: 1 a directory
+   that is not a run, 2 a resume on changed data, 3 numbers, sizes and outputs that used to end in a traceback,
+   4 hostile Hugging Face configs, 5 special files as a corpus, 6 NaN or inf weights, 8 a UnicodeError of another
+   kind, a train state lacking fields, a device that cannot compute, 9 causes named right; and the page, which
+   shows every text as text (Chromium).
+4. Entries of RUN/snapshots/ that are not the run's: named and left alone.
+
+The modules whose work these check first: cli/command.py (one parser, error line and exit code for every entry
+point), model/errors.py (UserError: one line, exit 2) and model/memory.py (sizes refused before they are allocated).
+
+What is not here: a module's own file keeps the refusals of that module's own options beside the tests of what the
+options do (test_export_gpt2.py: its out directory; test_generate.py: its options, one table); faults (signals,
+kill -9, crashes, full disks, read errors) are in tests/test_faults.py.
+
+The commands run in this process (their `main(argv)`), against one tiny run trained once for the module, except
+where a real process is the point (a FIFO that would block forever). Arguments are as Python puts them in
+sys.argv: a byte that is not UTF-8 arrives as a lone surrogate.
 """
 
 import io
@@ -15,16 +37,29 @@ import os
 import shutil
 import subprocess
 import sys
+import types
+import typing
+from dataclasses import fields
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+import safetensors.torch
+import torch
 
 import generate
 import train
-from data import prepare
+from cli.command import integer
+from data import prepare, sources
+from data.config import DataConfig, DataError
 from hf import export_gpt2, import_gpt2
-from tests.conftest import TINY
+from inspection.html import save_html
+from inspection.trace import trace_ids
+from model.config import GPTConfig
+from storage.checkpoint import load_model
+from tests.conftest import CHROMIUM, ROOT, TINY, biased_model, common_args, copy_run, korean_texts, refused
+from training.config import LogConfig, TrainConfig
+
 NOT_UTF8 = b"\xb4\xeb\xc7\xd1".decode("utf-8", "surrogateescape")  # "대한" in cp949, as it arrives in sys.argv
 
 
@@ -58,6 +93,8 @@ def env(tmp_path_factory):
     config["model"]["vocab_size"] = 16_000_000
     (root / "lying" / "config.json").write_text(json.dumps(config))
     export_gpt2.export(run, root / "hf")  # a Hugging Face GPT-2 directory to import
+    assert import_gpt2.main([str(root / "hf"), str(root / "imported")]) == 0  # a checkpoint dir, not a run
+    korean_texts(root)  # texts/: a corpus as .txt and .jsonl and a config, for the sweep of damaged files
     ro = read_only_dir(root / "ro")
     yield SimpleNamespace(root=root, run=run, cache=cache, ro=ro, base=base)
     if ro is not None and os.geteuid() == 0:
@@ -67,6 +104,8 @@ def env(tmp_path_factory):
 def snapshot(directory: Path) -> dict:
     return {p.relative_to(directory): p.read_bytes() if p.is_file() else None for p in sorted(directory.rglob("*"))}
 
+
+# ---- 1. every command, case by case ---------------------------------------------------------------------
 
 T, G, P, E, I = "train.py", "generate.py", "data.prepare", "hf.export_gpt2", "hf.import_gpt2"
 CASES = [
@@ -214,3 +253,530 @@ def test_malformed_argument_is_one_line_exit_2_and_changes_nothing(command, argv
     assert message in err, err
     assert snapshot(env.run) == before
     assert not (env.root / "fresh").exists() and not (env.root / "out").exists()
+
+
+# ---- 2. the config keys: values generated from each field's type ----------------------------------------
+
+SECTIONS = {"data": DataConfig, "model": GPTConfig, "train": TrainConfig, "log": LogConfig}
+SCALARS = {int: "5", float: "1.5", str: '"x"', bool: "true"}  # a TOML value of each type
+OUT_OF_RANGE = {int: ["-1"], float: ["-1.0", "nan"], str: ['"a\\u0000b"'], bool: []}  # NUL: in no name or path
+ABSURD = {int: [str(10**30)], float: ["inf"], str: ['"' + "x" * 100_000 + '"'], bool: []}  # 10**30: past 64 bits
+
+
+def field_types(hint) -> tuple:
+    return typing.get_args(hint) if isinstance(hint, types.UnionType) else (hint,)
+
+
+def takes(kinds: tuple, t: type) -> bool:
+    """Whether a field of these types takes a value of type t (an integer widens to a float)."""
+    return t in kinds or (t is int and float in kinds)
+
+
+def config_cases() -> list[tuple[str, str, str]]:
+    """(key, kind, TOML value) for every key of every table."""
+    cases = []
+    for section, cls in SECTIONS.items():
+        hints = typing.get_type_hints(cls)
+        for f in fields(cls):
+            if cls is GPTConfig and f.name == "vocab_size":  # not a key: it comes from the tokenizer
+                continue
+            key, kinds = f"{section}.{f.name}", field_types(hints[f.name])
+            cases += [(key, "wrong type", value) for value in ("[1]", "{a = 1}")]
+            cases += [(key, "wrong type", v) for t, v in SCALARS.items() if not takes(kinds, t)][:1]  # one scalar
+            main = next(t for t in (float, int, str, bool) if t in kinds)  # the type its range is of
+            cases += [(key, "out of range", value) for value in OUT_OF_RANGE[main]]
+            cases += [(key, "absurd size", value) for value in ABSURD[main]]
+    return cases
+
+
+CONFIG_CASES = config_cases()
+
+
+def one_line_refusal(code: int, err: str, names: list[str]) -> None:
+    assert code == 2, err
+    assert err.startswith("error: ") and err.count("\n") == 1 and "Traceback" not in err, err
+    assert any(name in err for name in names), err
+
+
+@pytest.mark.parametrize("key, kind, value", CONFIG_CASES, ids=[f"{k} {kind} {v[:12]}" for k, kind, v in CONFIG_CASES])
+def test_every_config_key_refuses_a_bad_value(env, tmp_path, key, kind, value, capsys):
+    before = snapshot(env.run), sorted(os.listdir(env.cache))
+    capsys.readouterr()
+    code = train.main([*env.base, f"--{key}={value}", "--out", str(tmp_path / "fresh")])
+    one_line_refusal(code, capsys.readouterr().err, [key])
+    assert (snapshot(env.run), sorted(os.listdir(env.cache))) == before
+    assert not (tmp_path / "fresh").exists()
+
+
+# ---- 2. generate.py's numeric options: values generated from each option's type -------------------------
+
+def numeric_options() -> list[tuple[str, type]]:
+    """(option, int or float) of every numeric option of generate.py, read from its parser."""
+    parsers = []
+
+    class Recording(generate.ArgumentParser):
+        def parse_args(self, *args, **kwargs):
+            parsers.append(self)
+            return super().parse_args(*args, **kwargs)
+
+    generate.ArgumentParser, original = Recording, generate.ArgumentParser
+    try:
+        generate.parse_args([])
+    finally:
+        generate.ArgumentParser = original
+    kinds = {integer: int, float: float}
+    return [(a.option_strings[0], kinds[a.type]) for a in parsers[0]._actions if a.type in kinds]
+
+
+OPTION_CASES = [(option, kind, value) for option, t in numeric_options() for kind, values in (
+    ("wrong type", ["x", "1.5" if t is int else "[1]"]),
+    ("out of range", (["-1"] if option != "--query" else []) + (["nan"] if t is float else [])),  # --query -1: the last
+    ("absurd size", [str(10**30) if t is int else "1e999"]),
+) for value in values]  # fmt: skip
+
+
+@pytest.mark.parametrize("option, kind, value", OPTION_CASES, ids=[f"{o} {k} {v[:12]}" for o, k, v in OPTION_CASES])
+def test_every_numeric_option_refuses_a_bad_value(env, option, kind, value, capsys):
+    before = snapshot(env.run)
+    explain = ["--explain", "0.0"] if option == "--query" else []
+    capsys.readouterr()
+    code = generate.main(["--ckpt", str(env.run), "--prompt", "가", *explain, option, value])
+    one_line_refusal(code, capsys.readouterr().err, [option, option.removeprefix("--").replace("-", "_")])
+    assert snapshot(env.run) == before
+
+
+def test_the_config_sweep_covers_every_key_three_ways():
+    keys = {f"{s}.{f.name}" for s, cls in SECTIONS.items() for f in fields(cls)} - {"model.vocab_size"}
+    assert {key for key, _, _ in CONFIG_CASES} == keys
+    for key in keys:
+        kinds = {kind for k, kind, _ in CONFIG_CASES if k == key}
+        bools = key in ("model.bias", "model.mlp", "log.wandb")  # two values: nothing is out of range or absurd
+        assert kinds == ({"wrong type"} if bools else {"wrong type", "out of range", "absurd size"}), key
+
+
+# ---- 2. the files each command reads: corruptions generated from each file's format ---------------------
+
+PNG = b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" + bytes(range(256))  # another format: binary, NUL bytes, not UTF-8
+
+
+def wrong_json(data: bytes) -> bytes:
+    """The object's fields all there, each of the wrong kind."""
+    obj = json.loads(data)
+    return json.dumps({key: ["wrong"] for key in obj}).encode()
+
+
+def wrong_safetensors(data: bytes) -> bytes:
+    """The same names, each tensor a row longer than the config implies."""
+    tensors = safetensors.torch.load(data)
+    return safetensors.torch.save({k: torch.cat([t, t[:1]]) if t.dim() else t for k, t in tensors.items()})
+
+
+def wrong_torch(data: bytes) -> bytes:
+    """A torch file that loads with weights_only=True but holds a list, not the train state."""
+    buffer = io.BytesIO()
+    torch.save([1, 2, 3], buffer)
+    return buffer.getvalue()
+
+
+def truncated_text(data: bytes) -> bytes:
+    """Cut inside the last character of more than one byte: the text ends in the middle of a syllable."""
+    return data[: max(i for i, b in enumerate(data) if b >= 0xC0) + 1]
+
+
+FORMATS = {  # format -> (truncate, valid but wrong content, another format)
+    "json": (lambda d: d[: len(d) // 2], wrong_json, PNG),
+    "safetensors": (lambda d: d[: len(d) // 2], wrong_safetensors, b'{"a": 1}'),
+    "torch": (lambda d: d[: len(d) // 2], wrong_torch, b'{"a": 1}'),
+    "text": (truncated_text, None, PNG),
+    "jsonl": (truncated_text, lambda d: b'{"body": "no text field"}\n' * 3, PNG),
+    "toml": (lambda d: d[: d.index(b"[") + 3], lambda d: b"[train]\nbogus = 1\n", PNG),  # cut inside "[data]"
+}
+CORRUPTIONS = ("missing", "empty", "truncated", "a directory", "unreadable", "another format", "wrong content")
+SKIP = {  # (directory, file, corruption) or (format, corruption): why it is not bad input
+    ("run/best", "meta.json", "missing"): "a checkpoint may lack meta.json (a special token of its tokenizer ends "
+                                          "documents); a run's last/ may not (resuming compares its data)",
+    ("run", "config.json", "missing"): "written at the start of a run; a run killed before it has none",
+    ("toml", "empty"): "an empty config is every default",
+}
+
+# (name, command, directory to copy, file inside it, format, argv); {dir} is the copy, {out} a path to write
+CKPT_FILES = [("config.json", "json"), ("model.safetensors", "safetensors"), ("tokenizer.json", "json"),
+              ("meta.json", "json")]  # fmt: skip
+TARGETS = (
+    [(f"generate --ckpt: {f}", generate.main, "run/best", f, fmt, ["--ckpt", "{dir}", "--prompt", "가"])
+     for f, fmt in CKPT_FILES]
+    + [(f"export: {f}", export_gpt2.main, "run/best", f, fmt, ["{dir}", "{out}"]) for f, fmt in CKPT_FILES]
+    + [(f"train.init_from: {f}", train.main, "run/best", f, fmt, ["--train.init_from={dir}", "--out", "{out}"])
+       for f, fmt in CKPT_FILES]
+    + [(f"train --resume: last/{f}", train.main, "run", f"last/{f}", fmt, ["--out", "{dir}", "--resume",
+                                                                           "--train.max_steps=4"])
+       for f, fmt in [*CKPT_FILES[:2], ("meta.json", "json"), ("train_state.pt", "torch")]]
+    + [("train --resume: run config.json", train.main, "run", "config.json", "json", ["--out", "{dir}", "--resume",
+                                                                                     "--train.max_steps=4"])]
+    + [(f"import: {f}", import_gpt2.main, "hf", f, fmt, ["{dir}", "{out}"])
+       for f, fmt in [("config.json", "json"), ("model.safetensors", "safetensors"), ("tokenizer.json", "json")]]
+    + [("generate --score", generate.main, "texts", "corpus.txt", "text", ["--ckpt", "{run}", "--score", "{file}"]),
+       ("generate --heads-text", generate.main, "texts", "corpus.txt", "text",
+        ["--ckpt", "{run}", "--heads", "--heads-text", "{file}"]),
+       ("train data.source .txt", train.main, "texts", "corpus.txt", "text", ["--data.source={file}", "--out", "{out}"]),
+       ("train data.source .jsonl", train.main, "texts", "corpus.jsonl", "jsonl",
+        ["--data.source={file}", "--out", "{out}"]),
+       ("train data.val_source", train.main, "texts", "corpus.txt", "text",
+        ["--data.source={dir}/corpus.jsonl", "--data.val_source={file}", "--out", "{out}"]),
+       ("train --config", train.main, "texts", "config.toml", "toml", ["--config", "{file}", "--out", "{out}"]),
+       ("prepare --config", prepare.main, "texts", "config.toml", "toml", ["--config", "{file}"]),
+       ("prepare data.source", prepare.main, "texts", "corpus.txt", "text", ["--data.source={file}"])]
+)  # fmt: skip
+FILE_CASES = [(t, c) for t in TARGETS for c in CORRUPTIONS if (t[2], t[3], c) not in SKIP and (t[4], c) not in SKIP
+              and not (c == "wrong content" and FORMATS[t[4]][1] is None)]  # fmt: skip
+
+
+def corrupt(file: Path, fmt: str, corruption: str) -> None:
+    """Make `file` (of format `fmt`) missing, empty, truncated, a directory, unreadable, another format or wrong."""
+    data = file.read_bytes()
+    truncate, wrong, other = FORMATS[fmt]
+    file.unlink()
+    if corruption == "a directory":
+        file.mkdir()
+    elif corruption == "unreadable":  # root reads a file whatever its mode: a loop of links cannot be opened
+        file.symlink_to(file.name)
+    elif corruption != "missing":
+        content = {"empty": b"", "truncated": truncate(data), "another format": other}.get(corruption)
+        if corruption == "wrong content":
+            content = wrong(data)
+        file.write_bytes(content)
+
+
+@pytest.mark.parametrize("target, corruption", FILE_CASES, ids=[f"{t[0]} {c}" for t, c in FILE_CASES])
+def test_every_file_a_command_reads_is_refused_when_damaged(env, tmp_path, target, corruption, capsys):
+    name, command, copied, inside, fmt, argv = target
+    directory = tmp_path / Path(copied).name
+    shutil.copytree(env.root / copied, directory, symlinks=True)
+    file = directory / inside
+    corrupt(file, fmt, corruption)
+    argv = [a.format(dir=directory, out=tmp_path / "out", run=env.run, file=file) for a in common_args(command, argv, env)]
+    before = snapshot(directory), snapshot(env.run), sorted(os.listdir(env.cache))
+    capsys.readouterr()
+    code = command(argv)
+    one_line_refusal(code, capsys.readouterr().err, [file.name, str(directory), "train.bogus"])
+    assert (snapshot(directory), snapshot(env.run), sorted(os.listdir(env.cache))) == before
+    assert not (tmp_path / "out").exists()
+
+
+# ---- 3.1 a directory that is not this project's run -----------------------------------------------------
+
+def test_1_training_into_an_export_or_an_import_is_refused_and_both_still_load(env, capsys):
+    for directory, what in ((env.root / "hf", "a Hugging Face 'gpt2' model"), (env.root / "imported", "a checkpoint")):
+        before = snapshot(directory)
+        for flag in ([], ["--overwrite"], ["--resume"]):
+            refused(train.main, [*env.base, "--out", str(directory), *flag], f"not a run directory of this project "
+                    f"(it holds config.json (not a run's: {what}))", capsys)  # fmt: skip
+        assert snapshot(directory) == before  # no .lock, config.json as it was
+    assert load_model(env.root / "imported").config.n_embd == 32
+    assert import_gpt2.open_hf(env.root / "hf").config.n_embd == 32
+
+
+def test_1_crash_repair_never_runs_in_a_directory_it_refuses(env, tmp_path, capsys):
+    mine = tmp_path / "mine"
+    (mine / "last.old").mkdir(parents=True)  # names a crashed save would leave, beside files of the user's
+    (mine / "last.old" / "notes.txt").write_text("keep", encoding="utf-8")
+    (mine / ".config.json.1234.tmp").write_text("keep", encoding="utf-8")
+    (mine / "model.safetensors").write_bytes(b"mine")
+    before = snapshot(mine)
+    for flag in ([], ["--overwrite"]):
+        refused(train.main, [*env.base, "--out", str(mine), *flag], "(it holds model.safetensors)", capsys)
+    assert snapshot(mine) == before
+
+
+def test_1_force_never_replaces_a_run_or_a_folder_of_the_users(env, tmp_path, capsys):
+    run = copy_run(env, tmp_path)
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "thesis.txt").write_text("years of work", encoding="utf-8")
+    for target in (run, run / "last", mine):
+        before = snapshot(target)
+        for command, source in ((export_gpt2.main, env.run), (import_gpt2.main, env.root / "hf")):
+            refused(command, [str(source), str(target), "--force"], "which this command does not write", capsys)
+        assert snapshot(target) == before
+    assert export_gpt2.main([str(env.run), str(tmp_path / "export")]) == 0
+    assert export_gpt2.main([str(env.run), str(tmp_path / "export"), "--force"]) == 0  # an export it may replace
+
+
+# ---- 3.2 --resume on changed data -----------------------------------------------------------------------
+
+@pytest.mark.slow
+def test_2_resume_refuses_a_changed_validation_text_or_corpus(tmp_path, capsys):
+    texts = [f.read_text(encoding="utf-8") for f in sources.builtin_files()]
+    corpus, held = tmp_path / "corpus.txt", tmp_path / "held.txt"
+    corpus.write_text(texts[0], encoding="utf-8")
+    held.write_text(texts[-1], encoding="utf-8")
+    args = ["--config", str(TINY), f"--data.cache_dir={tmp_path / 'cache'}", "--train.threads=1",
+            "--train.sample_tokens=0", f"--data.source={corpus}", f"--data.val_source={held}", "--out", str(tmp_path / "run")]  # fmt: skip
+    assert train.main([*args, "--train.max_steps=2", "--train.eval_interval=2"]) == 0
+    for path, what in ((held, "the validation text"), (corpus, "the training text")):
+        original = path.read_text(encoding="utf-8")
+        path.write_text(original + "\n대한민국의 수도는 서울이다.", encoding="utf-8")
+        before = snapshot(tmp_path / "run")
+        refused(train.main, [*args, "--resume", "--train.max_steps=4"], f"{what} changed since it was saved", capsys)
+        assert snapshot(tmp_path / "run") == before
+        path.write_text(original, encoding="utf-8")
+    assert train.main([*args, "--resume", "--train.max_steps=4"]) == 0  # the same data again: it goes on
+
+
+# ---- 3.3 anything but the project's own error type, at the entry points ---------------------------------
+
+@pytest.mark.parametrize("argv, message", [
+    (["--head", "².0"], "--head '².0' must be LAYER.HEAD"),  # "²".isdigit(), but int("²") fails
+    (["--explain", "0.²"], "--explain '0.²' must be LAYER.HEAD"),
+    (["--attention", "{out}", "--layers", "²"], "must list layers like 0,2 or 0-3"),
+    (["--max-new-tokens", str(2**63)], "tokens needs at least"),  # past int64: torch.empty overflowed
+    (["--max-new-tokens", "1", "--num-samples", str(10**9)], "num_samples 1000000000 is more than 4096"),
+], ids=lambda v: " ".join(v) if isinstance(v, list) else None)  # fmt: skip
+def test_3_numbers_and_sizes_are_refused_before_anything_is_built(env, tmp_path, argv, message, capsys):
+    argv = [a.format(out=tmp_path / "maps") for a in argv]
+    refused(generate.main, ["--ckpt", str(env.run), "--prompt", "가", *argv], message, capsys)
+    assert not (tmp_path / "maps").exists()
+
+
+def test_3_a_model_too_big_for_memory_is_refused_before_it_is_built(env, capsys, monkeypatch):
+    def not_built(config):
+        pytest.fail(f"a model of {config} was built")
+
+    monkeypatch.setattr("training.setup.GPT", not_built)  # where train() builds its model
+    for size in (["--model.n_embd=65536", "--model.n_head=1"], ["--train.batch_size=100000000"],
+                 ["--train.sample_tokens=1000000000000"]):  # fmt: skip
+        refused(train.main, [*env.base, *size, "--out", str(env.root / "fresh")], "GB available; lower", capsys)
+    assert not (env.root / "fresh").exists()
+
+
+def test_3_attention_files_are_moved_in_whole_or_not_at_all(env, tmp_path, capsys):
+    out = tmp_path / "maps"
+    (out / "attention.npz").mkdir(parents=True)  # the name of one file of the set is taken by a directory
+    (out / "layer_0.png").write_bytes(b"an old picture")
+    before = snapshot(out)
+    refused(generate.main, ["--ckpt", str(env.run), "--prompt", "가나", "--attention", str(out)],
+            f"{out / 'attention.npz'} is a directory", capsys)  # fmt: skip
+    assert snapshot(out) == before  # no new PNG beside the old files, no temporary file
+    ro = read_only_dir(tmp_path / "ro")
+    if ro is not None:
+        try:
+            refused(generate.main, ["--ckpt", str(env.run), "--prompt", "가나", "--attention", str(ro)], "cannot write",
+                    capsys)  # fmt: skip
+        finally:
+            if os.geteuid() == 0:
+                subprocess.run(["umount", "-l", str(ro)], check=True)
+    assert generate.main(["--ckpt", str(env.run), "--prompt", "가나", "--attention", str(tmp_path / "new")]) == 0
+    assert sorted(p.name for p in (tmp_path / "new").iterdir()) == [
+        "attention.html", "attention.npz", "explain.npz", "layer_0.png", "layer_1.png"]
+
+
+def test_3_a_checkpoint_whose_meta_json_names_another_dtype_reads_its_data_in_the_data_s_own(env, tmp_path, capsys):
+    run = copy_run(env, tmp_path)
+    meta = json.loads((run / "last" / "meta.json").read_text(encoding="utf-8"))
+    (run / "last" / "meta.json").write_text(json.dumps({**meta, "dtype": "float64"}), encoding="utf-8")
+    capsys.readouterr()
+    assert generate.main(["--ckpt", str(run / "last"), "--heads"]) == 0
+    assert "on the run's validation split" in capsys.readouterr().out
+
+
+# ---- 3.4 a hostile Hugging Face config.json -------------------------------------------------------------
+
+@pytest.mark.parametrize("changes, message", [
+    ({"activation_function": ["gelu"]}, "sets activation_function = ['gelu']"),  # unhashable: a TypeError
+    ({"n_embd": None, "n_inner": 128}, "model.n_embd = None must be a positive integer"),  # 4 * None
+    ({"n_embd": "32", "n_inner": 128}, "model.n_embd = '32' must be a positive integer"),
+    ({"n_layer": 10**6}, "model.n_layer = 1000000 is absurdly large"),  # built for minutes
+    ({"n_positions": 1 << 40}, "model.block_size = 1099511627776 is absurdly large"),
+    ({"layer_norm_epsilon": "1e-5"}, "model.layer_norm_eps = '1e-5' must be a positive number"),
+    ({"layer_norm_epsilon": float("nan")}, "model.layer_norm_eps = nan must be a positive number"),
+    ({"resid_pdrop": [0.1]}, "model.dropout = [0.1] must be a number"),
+    ({"eos_token_id": 2**70}, f"names eos_token_id {2**70}"),  # the tokenizer's u32 overflowed
+], ids=lambda v: ",".join(v) if isinstance(v, dict) else None)  # fmt: skip
+def test_4_a_hostile_hugging_face_config_is_refused_before_anything_is_built(env, tmp_path, changes, message, capsys,
+                                                                             monkeypatch):
+    src = tmp_path / "src"
+    shutil.copytree(env.root / "hf", src)
+    config = json.loads((src / "config.json").read_text(encoding="utf-8"))
+    (src / "config.json").write_text(json.dumps({**config, **changes}), encoding="utf-8")
+    monkeypatch.setattr(import_gpt2, "expected_shapes", lambda config: pytest.fail(f"{config} was built"))
+    refused(import_gpt2.main, [str(src), str(tmp_path / "out")], message, capsys)
+    assert not (tmp_path / "out").exists()
+
+
+# ---- 3.5 special files as a corpus ----------------------------------------------------------------------
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", ["fifo", "character device"])
+def test_5_a_fifo_or_a_device_as_the_corpus_is_refused_not_read_forever(env, tmp_path, kind):
+    source = "/dev/zero" if kind == "character device" else tmp_path / "pipe.txt"
+    if kind == "fifo":
+        os.mkfifo(source)  # opening it for reading blocks until a writer comes: forever
+    result = subprocess.run([sys.executable, "-m", "data.prepare", "--config", str(TINY),
+                             f"--data.cache_dir={env.cache}", f"--data.source={source}"], cwd=ROOT, capture_output=True,
+                            text=True, timeout=120, env={**os.environ, "OMP_NUM_THREADS": "1"})  # fmt: skip
+    assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
+    assert f"data source {source} is a {'FIFO' if kind == 'fifo' else 'character device'}" in result.stderr
+
+
+# ---- 3.6 weights holding NaN or inf ---------------------------------------------------------------------
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf")])
+def test_6_weights_holding_nan_or_inf_are_refused_at_load(env, tmp_path, value, capsys):
+    run = copy_run(env, tmp_path)
+    file = run / "best" / "model.safetensors"
+    tensors = safetensors.torch.load_file(file)
+    tensors["blocks.1.mlp.c_fc.weight"][3, 5] = value
+    safetensors.torch.save_file(tensors, file)
+    (tmp_path / "text.txt").write_text("대한민국은 민주공화국이다.", encoding="utf-8")
+    for argv in (["--prompt", "가"], ["--score", str(tmp_path / "text.txt")], ["--prompt", "가", "--attention", str(tmp_path / "maps")]):
+        refused(generate.main, ["--ckpt", str(run), *argv], "holds NaN or infinite values (blocks.1.mlp.c_fc.weight)",
+                capsys)  # fmt: skip
+    assert not (tmp_path / "maps").exists()
+    export_gpt2.export(env.run, tmp_path / "hf")  # and an import of such weights
+    hf = safetensors.torch.load_file(tmp_path / "hf" / "model.safetensors")
+    hf["transformer.h.0.attn.c_attn.bias"][0] = value
+    safetensors.torch.save_file(hf, tmp_path / "hf" / "model.safetensors")
+    refused(import_gpt2.main, [str(tmp_path / "hf"), str(tmp_path / "out")], "holds NaN or infinite values", capsys)
+
+
+# ---- 3.8 kept from the second pass ----------------------------------------------------------------------
+
+def test_8_a_unicode_error_that_is_not_a_decode_error_is_the_encoding_line(tmp_path, capsys):
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("대한민국 헌법", encoding="utf-8")
+    refused(prepare.main, ["--config", str(TINY), f"--data.cache_dir={tmp_path / 'cache'}", f"--data.source={corpus}",
+                           "--data.encoding=undefined"], f"{corpus} is not valid undefined (undefined encoding)", capsys)  # fmt: skip
+    with pytest.raises(DataError, match="'base64' is not a text encoding"):  # bytes in, bytes out
+        DataConfig(encoding="base64")
+
+
+@pytest.mark.parametrize("damage, message", [
+    (lambda s: {"step": s["step"]}, "it lacks best_val_loss"),
+    (lambda s: {**s, "ranks": [{"rng": s["ranks"][0]["rng"]}]}, "it lacks ranks[].loader"),
+    (lambda s: {**s, "best_step": "2"}, "best_step is str"),
+    (lambda s: {**s, "optimizer": {**s["optimizer"], "state": {0: {"step": torch.tensor(2.0), "exp_avg": torch.zeros(3),
+                                                                     "exp_avg_sq": torch.zeros(3)}}}},
+     "optimizer.state[0].exp_avg is not a tensor of shape (1024, 32)"),
+    (lambda s: {**s, "optimizer": {**s["optimizer"], "param_groups": s["optimizer"]["param_groups"][:1]}},
+     "optimizer.param_groups is not the two groups of this model"),
+    (lambda s: {**s, "ranks": [{**s["ranks"][0], "loader": {"rng_state": torch.zeros(3, dtype=torch.uint8)}}]},
+     "ranks[].loader.rng_state is not the state of a random generator"),
+], ids=["fields", "rank fields", "type", "moment shape", "groups", "generator"])  # fmt: skip
+def test_8_a_train_state_that_loads_but_lacks_fields_is_refused(env, tmp_path, damage, message, capsys):
+    run = copy_run(env, tmp_path)
+    state = torch.load(run / "last" / "train_state.pt", weights_only=True)
+    torch.save(damage(state), run / "last" / "train_state.pt")
+    before = snapshot(run)
+    refused(train.main, [*env.base, "--train.max_steps=4", "--out", str(run), "--resume"],
+            f"train_state.pt is not a train state of this model ({message})", capsys)  # fmt: skip
+    assert snapshot(run) == before
+
+
+def test_8_a_device_torch_takes_but_cannot_compute_on_is_refused(env, capsys):
+    refused(generate.main, ["--ckpt", str(env.run), "--prompt", "가", "--device", "meta"], '"meta" is not one of', capsys)
+    refused(train.main, [*env.base, "--train.device=cuda:²", "--out", str(env.root / "fresh")], "is not one of", capsys)
+
+
+# ---- 3.9 causes named right -----------------------------------------------------------------------------
+
+def test_9_a_non_utf8_checkpoint_path_is_named_as_such_not_as_a_damaged_file(env, tmp_path, capsys):
+    odd = tmp_path / f"run{NOT_UTF8}"
+    shutil.copytree(env.run, odd)
+    refused(generate.main, ["--ckpt", str(odd), "--prompt", "가"], "is not valid UTF-8 (byte 0xB4 at position", capsys)
+    refused(import_gpt2.main, [str(odd / "best"), str(tmp_path / "out")], "is not valid UTF-8", capsys)
+
+
+def test_9_a_lock_that_is_a_directory_is_not_a_full_disk(env, tmp_path, capsys):
+    run = copy_run(env, tmp_path)
+    (run / ".lock").mkdir()
+    refused(train.main, [*env.base, "--train.max_steps=4", "--out", str(run), "--resume"],
+            f"{run / '.lock'} is not the lock file a trainer leaves (it is a directory)", capsys)  # fmt: skip
+
+
+def test_9_num_samples_are_refused_with_the_memory_they_need(env, capsys):
+    err = refused(generate.main, ["--ckpt", str(env.run), "--prompt", "가", "--num-samples", "4096",
+                                  "--max-new-tokens", str(10**8)], "decoding 4096 x 100,000,002 tokens needs at least",
+                  capsys)  # fmt: skip
+    needed = float(err.split("needs at least ")[1].split(" GB")[0].replace(",", ""))
+    assert needed > 3000  # the token buffer alone is 3,277 GB: the figure is not "0.0 GB"
+
+
+# ---- 3. the page shows every text as text ---------------------------------------------------------------
+
+HOSTILE = ['<img src=x onerror="window.pwned=1">', "</script><script>window.pwned=2</script>", "\"'><svg onload=window.pwned=3>",
+           "${window.pwned=4}", "`${alert(5)}`", "a\u2028b\u2029c", "nul\x00byte", "<!--", "]]>", "&amp;&lt;", "__DATA__"]  # fmt: skip
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install chromium); CI installs it")
+def test_the_page_shows_injected_markup_as_text_and_fetches_nothing(env, tmp_path, browser):  # noqa: F811
+    # the prompt, through the run's own tokenizer, into the title and the token spellings of a real page
+    prompt = "대한민국 " + " ".join(HOSTILE)
+    assert generate.main(["--ckpt", str(env.run), "--prompt", prompt, "--attention", str(tmp_path / "maps")]) == 0
+    # the spellings whole, as tokens of a tokenizer could spell them, with a walkthrough and hostile roles
+    trace = trace_ids(biased_model(), list(range(len(HOSTILE))))
+    page = save_html(trace.att, HOSTILE, tmp_path / "tokens.html", title=" ".join(HOSTILE), trace=trace,
+                     roles=[[HOSTILE[0], HOSTILE[2]]] * 2)  # fmt: skip
+    for path, fragment in ((tmp_path / "maps" / "attention.html", "#layer=1&head=0&focus=3&explain=1"),
+                           (page, "#layer=<img src=x onerror=window.pwned=6>&focus=2&head=1")):  # fmt: skip
+        b = browser(path, fragment)
+        b.click(*b.centre("#tokens .tok", 2))  # a click opens the walkthrough, which shows the spellings again
+        b.move(*b.centre("#tokens .tok", 1))
+        assert b.evaluate("window.pwned") is None
+        assert b.evaluate("document.querySelectorAll('img, svg:not(#lines > svg), iframe, object, embed').length") == 0
+        assert b.evaluate("document.querySelectorAll('#lines svg *:not(line):not(text)').length") == 0  # its lines alone
+        assert b.evaluate("document.scripts.length") == 3  # the error hook, the data and the code
+        assert b.evaluate("performance.getEntriesByType('resource').length") == 0  # nothing fetched
+        assert b.problems() == ([], "")
+        if path == page:
+            assert b.texts("#tokens .t") == HOSTILE
+            assert b.evaluate("document.title") == " ".join(HOSTILE).replace("\x00", "\ufffd")
+            assert HOSTILE[0] in b.evaluate("document.getElementById('explain').textContent")
+
+
+# ---- 4. RUN/snapshots/: foreign or malformed entries, for every command that reads them -----------------
+
+def edit_config(snapshot_dir: Path, change) -> None:
+    file = snapshot_dir / "config.json"
+    file.write_text(json.dumps(change(json.loads(file.read_text(encoding="utf-8")))), encoding="utf-8")
+
+
+ENTRIES = {  # kind -> (the entry's name, how to make it from a copy of the run's own snapshot at step 2)
+    "another shape": ("step_000001", lambda d: edit_config(d, lambda c: c | {"model": c["model"] | {"n_layer": 3}})),
+    "another run": ("step_000001", lambda d: edit_config(d, lambda c: c | {"run_id": "0123456789abcdef"})),
+    "no run identity": ("step_000001", lambda d: edit_config(d, lambda c: {k: v for k, v in c.items() if k != "run_id"})),
+    "no config.json": ("step_000001", lambda d: (d / "config.json").unlink()),
+    "damaged config.json": ("step_000001", lambda d: (d / "config.json").write_bytes(b'{"model": {')),
+    "no weights": ("step_000001", lambda d: (d / "model.safetensors").unlink()),
+    "superscript digits": ("step_²", lambda d: None),
+    "Arabic-Indic digits": ("step_١٥", lambda d: None),
+    "a file": ("step_000001", lambda d: (shutil.rmtree(d), d.write_text("x"))),
+}
+READERS = ("generate --over-training", "train.py --resume")
+
+
+@pytest.mark.parametrize("reader", READERS)
+@pytest.mark.parametrize("kind", ENTRIES)
+def test_an_entry_of_snapshots_that_is_not_this_runs_is_named_and_left_alone(env, tmp_path, kind, reader, capsys):
+    run = tmp_path / "run"
+    shutil.copytree(env.run, run)
+    own = run / "snapshots" / "step_000002"
+    shutil.copytree(run / "last", own, ignore=shutil.ignore_patterns("train_state.pt"))  # the run's own, at step 2
+    name, make = ENTRIES[kind]
+    entry = run / "snapshots" / name
+    shutil.copytree(own, entry)
+    make(entry)
+    before = snapshot(entry) if entry.is_dir() else entry.read_bytes()
+    capsys.readouterr()
+    if reader == "generate --over-training":
+        code = generate.main(["--prompt", "대한민국", "--attention", str(tmp_path / "page"), "--over-training", str(run)])
+        out, err = capsys.readouterr()
+        assert code == 0 and out.startswith(f"wrote {tmp_path / 'page' / 'over_training.html'} (1 snapshots, "), err
+        assert [line for line in err.splitlines() if "Traceback" in line or line.startswith("error")] == []
+        assert [line.split(":")[0] for line in err.splitlines() if line.startswith("skipped")] == [f"skipped {entry}"]
+    else:
+        code = train.main([*env.base, "--train.max_steps=4", "--train.eval_interval=2", "--train.snapshots=2",
+                           "--out", str(run), "--resume"])  # fmt: skip
+        assert code == 0, capsys.readouterr().err
+        assert (run / "snapshots" / "step_000004").is_dir()  # its second, counted without the entry
+    assert (snapshot(entry) if entry.is_dir() else entry.read_bytes()) == before  # left as it was

@@ -1,4 +1,5 @@
-"""Checkpoints: save/load round trip, run-dir resolution, atomic writes, damaged files -> CheckpointError.
+"""Checkpoints (storage/checkpoint.py): save/load round trip, run-dir resolution, atomic writes
+(storage/atomic.py), damaged files -> CheckpointError.
 
 python -m pytest tests/test_checkpoint.py -q
 """

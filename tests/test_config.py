@@ -1,4 +1,5 @@
-"""Config loading: TOML tables onto dataclasses, command-line overrides, typos and wrong types."""
+"""Config loading (training/config.py): TOML tables onto dataclasses, command-line overrides, typos and wrong
+types."""
 
 from dataclasses import replace
 

@@ -1,4 +1,4 @@
-"""DecodeStep, the module-free single-token step, against the model's own cached forward.
+"""DecodeStep (model/decode_step.py), the module-free single-token step, against the model's own cached forward.
 
 python -m pytest tests/test_decode_step.py -q
 """

@@ -1,4 +1,5 @@
-"""Tests for hf/export_gpt2.py: an exported run is the same model in transformers, token for token.
+"""Tests for hf/export_gpt2.py and hf/gpt2_names.py (GPT-2's names, which the import shares): an exported run
+is the same model in transformers, token for token.
 
 For a random model (every weight drawn, LayerNorms included, so a wrong name or a missing transpose
 shows), a briefly trained one and one without biases: transformers loads the export with no warnings,

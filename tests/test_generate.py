@@ -1,4 +1,6 @@
-"""End-to-end tests of generate.py and the inference and inspection APIs with a tiny model trained once per session.
+"""End-to-end tests of generate.py and the inference and inspection APIs with a tiny model trained once per session:
+finding and loading a run (inference/runs.py), scoring (inference/scoring.py), the maps (inspection/maps.py), the
+held-out text the roles are measured on (inspection/heldout.py).
 
     python -m pytest tests/test_generate.py -q
 
@@ -640,6 +642,14 @@ def test_bad_input_in_a_real_process_has_no_traceback(damaged_runs):
     assert result.returncode == 2 and result.stdout == ""
     assert result.stderr.count("\n") == 1 and result.stderr.startswith("error: no trained run under")
     assert "python train.py" in result.stderr  # says how to get one
+
+
+def test_3_a_layer_range_is_checked_before_it_is_built(monkeypatch):
+    built = []
+    monkeypatch.setattr(generate, "range", lambda a, b: built.append(b - a) or range(0), raising=False)
+    with pytest.raises(generate.UserError, match="names a layer this model lacks"):
+        generate.parse_layers("0-99999999999", 2)
+    assert built == []  # no set of 10**11 layers
 
 
 def test_a_top_k_past_the_vocabulary_is_said_to_do_nothing(run_dir, run, capsys):

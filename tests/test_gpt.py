@@ -1,4 +1,5 @@
-"""GPTConfig validation and the GPT network: shapes, causality, attention maps, init, loss, counts.
+"""GPTConfig validation (model/config.py) and the GPT network (model/gpt.py): shapes, causality, attention maps,
+init, loss, counts.
 
 python -m pytest tests/test_gpt.py -q
 """
@@ -10,7 +11,7 @@ import torch
 
 from model.errors import UserError
 from model import GPT, GPTConfig, ModelConfigError, ModelInputError
-from model.attention import scaled_dot_product_attention
+from model.attention import reference_attention
 from tests.conftest import TINY_MODEL as TINY
 
 
@@ -157,7 +158,7 @@ def test_maps_are_the_weights_each_block_computes_from_its_own_q_and_k():
     for layer, (block, x) in enumerate(zip(model.blocks, inputs)):
         q, k, v = block.attn.c_attn(x).split(32, dim=2)  # (B, T, C) each
         q, k, v = (t.view(2, 9, 2, 16).transpose(1, 2) for t in (q, k, v))  # (B, nh, T, hs)
-        _, att = scaled_dot_product_attention(q, k, v, causal=True)
+        _, att = reference_attention(q, k, v, causal=True)
         torch.testing.assert_close(maps[:, layer], att, atol=1e-6, rtol=0)
 
 

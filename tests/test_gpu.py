@@ -51,11 +51,14 @@ def data_cache(tmp_path_factory):
 
 
 def run_train(run, data_cache, *extra, after_step=None) -> tuple[int, str]:
-    """train.main on configs/tiny.toml on the GPU; (exit code, what it printed)."""
+    """train.main on configs/tiny.toml on the GPU; (exit code, what it printed). `after_step`: in place of
+    train.after_step for this run."""
     argv = ["--config", TINY, f"--data.cache_dir={data_cache}", "--train.device=cuda", "--out", str(run), *extra]
     printed = io.StringIO()
-    with contextlib.redirect_stdout(printed):
-        code = train.main(argv, after_step=after_step)
+    with contextlib.redirect_stdout(printed), pytest.MonkeyPatch.context() as hooked:
+        if after_step is not None:
+            hooked.setattr(train, "after_step", after_step)
+        code = train.main(argv)
     return code, printed.getvalue()
 
 

@@ -1,4 +1,4 @@
-"""KVCache bookkeeping, and cached forwards equal to full forwards (prefill, steps, chunks).
+"""KVCache bookkeeping (model/kv_cache.py), and cached forwards equal to full forwards (prefill, steps, chunks).
 
 python -m pytest tests/test_kv_cache.py -q
 """

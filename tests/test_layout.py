@@ -1,6 +1,8 @@
 """The shape of the code, checked: packages by job, every module importable alone, no import cycles, `model/`
 importing nothing else of the project, and a README whose Python lines run, whose config table is the
-dataclasses' whose layout names every package (docs/layout.md every module).
+dataclasses' whose layout names every package (docs/layout.md every module); and the tests' own layout: each
+tests/test_X.py names module X in its docstring or is one of the behaviour files, and every module is named by
+the docstring of a test file.
 
     python -m pytest tests/test_layout.py -q
 """
@@ -189,6 +191,59 @@ def test_the_layout_names_every_module_and_the_readme_every_package_and_stays_sh
     for path, most in (("README.md", 360), ("train.py", 300)):  # a README for users, a train.py read top to bottom
         lines = (ROOT / path).read_text(encoding="utf-8").count("\n")
         assert lines <= most, f"{path} has {lines} lines; keep it to about 300 (the measurement record lives in docs/)"
+
+
+# The tests' layout (README, Layout: tests/): tests/test_X.py tests module X and names it in its docstring (a bench/
+# script counts); a module without a file of its own is named in the docstring of the file that tests it. These
+# files are named for a behaviour that crosses modules instead:
+BEHAVIOURS = {
+    "bad_input": "bad input to any command: one error line, exit 2, nothing changed (a module's file may keep the "
+                 "refusals of its own options)",
+    "faults": "signals, kill -9, crashes in a save, full disks, read errors, two processes at once",
+    "layout": "the shape of the code, the README and docs/layout.md",
+    "gpu": "the CUDA paths, run for real (-m gpu)",
+}
+
+
+def named_paths(text: str, paths) -> set[str]:
+    """The paths (model/kv_cache.py, train.py) that `text` names whole: "tests/test_train.py" names no train.py."""
+    return {p for p in paths if re.search(rf"(?<![\w/.]){re.escape(p)}(?!\w)", text)}
+
+
+def misplaced_tests(docstrings: dict[str, str], paths) -> list[str]:
+    """The test files named neither for a behaviour nor for a module (or script) that their docstring names."""
+    misplaced = []
+    for name, doc in docstrings.items():
+        subject = name.removeprefix("test_").removesuffix(".py")  # test_kv_cache.py -> kv_cache
+        named = {os.path.splitext(os.path.basename(p))[0] for p in named_paths(doc, paths)}
+        if subject not in BEHAVIOURS and subject not in named:
+            misplaced.append(name)
+    return sorted(misplaced)
+
+
+def unnamed_modules(docstrings: dict[str, str], modules) -> list[str]:
+    """The modules that no test file's docstring names."""
+    return sorted(set(modules) - set().union(*(named_paths(doc, modules) for doc in docstrings.values())))
+
+
+def test_every_test_file_is_named_for_its_module_or_a_behaviour_and_every_module_is_named_by_one():
+    docstrings = {f.name: ast.get_docstring(ast.parse(f.read_text(encoding="utf-8"))) or ""
+                  for f in sorted((ROOT / "tests").glob("test_*.py"))}  # fmt: skip
+    modules = [str(f.relative_to(ROOT)) for f in project_modules().values() if f.name != "__init__.py"]
+    scripts = [str(f.relative_to(ROOT)) for f in sorted((ROOT / "bench").glob("*")) if f.suffix in (".py", ".sh")]
+    assert misplaced_tests(docstrings, modules + scripts) == []
+    assert unnamed_modules(docstrings, modules) == []
+    rule = next(line for line in README[README.index("## Layout"):].splitlines() if line.startswith("tests/"))
+    assert [b for b in BEHAVIOURS if b not in rule] == []  # the README's line names every behaviour file
+
+
+def test_the_test_layout_check_finds_a_file_named_for_no_module_and_a_module_no_file_names():
+    docstrings = {"test_kv_cache.py": "The cache (model/kv_cache.py).", "test_sweep.py": "A sweep of bad input.",
+                  "test_train.py": "python -m pytest tests/test_train.py -q", "test_bad_input.py": "Bad input.",
+                  "test_config.py": "Config loading (training/config.py).", "test_gpu_check.py": "bench/gpu_check.sh"}
+    paths = ["model/kv_cache.py", "model/gpt.py", "train.py", "training/config.py", "bench/gpu_check.sh"]
+    assert misplaced_tests(docstrings, paths) == ["test_sweep.py", "test_train.py"]
+    assert unnamed_modules(docstrings, paths[:4]) == ["model/gpt.py", "train.py"]
 
 
 def commands(markdown: str) -> list[str]:

@@ -1,4 +1,4 @@
-"""Random training windows from a token shard: python -m pytest tests/test_loader.py -q"""
+"""Random training windows from a token shard (data/loader.py): python -m pytest tests/test_loader.py -q"""
 
 import io
 import json

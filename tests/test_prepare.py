@@ -1,4 +1,4 @@
-"""Corpus -> tokenizer + shards, the cache, and the `python -m data.prepare` CLI:
+"""Corpus -> tokenizer + shards (data/prepare.py), the cache (data/cache.py), and the `python -m data.prepare` CLI:
 python -m pytest tests/test_prepare.py -q"""
 
 import json

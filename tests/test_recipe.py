@@ -1,4 +1,5 @@
-"""training/recipe.py and the "auto" settings: the rule's numbers, the time budget, resume, the config."""
+"""training/recipe.py and the "auto" settings: the rule's numbers, the time budget (training/budget.py), resume,
+the config."""
 
 import json
 import os

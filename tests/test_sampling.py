@@ -1,4 +1,5 @@
-"""Decoding: cached = uncached (also past block_size), the sliding-window rule, filters, seeds, eos.
+"""Decoding (model/sampling.py): cached = uncached (also past block_size), the sliding-window rule, filters, seeds,
+eos.
 
 python -m pytest tests/test_sampling.py -q
 """
@@ -11,6 +12,7 @@ import torch
 from model import GPT, GPTConfig, ModelInputError
 from model.decode_step import DecodeStep
 from model.sampling import (
+    choose_next,
     generate,
     keep_top_k,
     keep_top_p,
@@ -210,6 +212,21 @@ def test_empty_prompt_and_unknown_ids_are_refused():
         generate(tiny_model(), torch.zeros(1, 0, dtype=torch.long), 3)
     with pytest.raises(ModelInputError, match=r"\[0, 64\)"):
         generate(tiny_model(), torch.tensor([[3, 64]]), 3)
+
+
+def test_3_sampling_at_the_edges_of_its_settings_stays_finite():
+    torch.manual_seed(0)
+    logits = torch.randn(3, 50)
+    seen = torch.zeros(3, 50, dtype=torch.bool)
+    seen[:, :10] = True
+    for penalty in (1e-308, 1e308):  # divides positive logits by the penalty: inf, then inf - inf = NaN
+        ids = choose_next(penalize_repetition(logits, seen, penalty), temperature=0.7)
+        assert ids.shape == (3,) and bool(((ids >= 0) & (ids < 50)).all())
+    kept = keep_top_p(logits, 1e-320)  # rounds to 0 in float32, and every token used to be dropped
+    assert (torch.isfinite(kept).sum(-1) == 1).all()
+    assert choose_next(kept, temperature=1.0).tolist() == logits.argmax(-1).tolist()
+    with pytest.raises(ModelInputError, match="logits hold NaN or inf"):
+        choose_next(torch.full((1, 50), float("nan")))
 
 
 def test_sampling_follows_the_model_distribution():

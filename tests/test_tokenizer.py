@@ -1,4 +1,4 @@
-"""The BPE tokenizer: lossless, readable, standard: python -m pytest tests/test_tokenizer.py -q"""
+"""The BPE tokenizer (data/tokenizer.py): lossless, readable, standard: python -m pytest tests/test_tokenizer.py -q"""
 
 import re
 import unicodedata

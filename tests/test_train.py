@@ -1,4 +1,5 @@
-"""train.py: the learning-rate schedule, the exact validation loss, a tiny run end to end, refusals."""
+"""train.py (and training/setup.py, what a run does before its first step): the learning-rate schedule, the exact
+validation loss, a tiny run end to end, refusals."""
 
 import json
 import math

@@ -6,8 +6,8 @@
 --signal-after STEP:INT|TERM: the process signals itself after that step, as Ctrl-C or `kill` would.
 --pause-in-save STEP[:NAME]: the save of last/ (or NAME) at that step prints `SAVE_PAUSED STEP NAME` and
 sleeps halfway (the weights written, the train state not), so a test can kill -9 it. Runs under torchrun
-too (every rank takes the hooks). The hooks are train.main's arguments: train.py itself reads no test
-setting from the environment.
+too (every rank takes the hooks). The hooks replace two seams that do nothing in a real run, train.after_step
+and training.checkpoints.during_save: train.py itself reads no test setting from the environment.
 """
 
 import argparse
@@ -19,6 +19,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import train  # noqa: E402  (after the path: the repository's train.py)
+from training import checkpoints  # noqa: E402
 
 
 def main() -> int:
@@ -29,7 +30,6 @@ def main() -> int:
     parser.add_argument("--signal-after", metavar="STEP:INT|TERM")
     parser.add_argument("--pause-in-save", metavar="STEP[:NAME]")
     args = parser.parse_args(ours)
-    after_step = during_save = None
     if args.signal_after:
         at, _, name = args.signal_after.partition(":")
         signum = getattr(signal, f"SIG{name or 'INT'}")
@@ -37,6 +37,8 @@ def main() -> int:
         def after_step(step: int) -> None:
             if step == int(at):
                 os.kill(os.getpid(), signum)
+
+        train.after_step = after_step
 
     if args.pause_in_save:
         at, _, which = args.pause_in_save.partition(":")
@@ -46,8 +48,10 @@ def main() -> int:
                 print(f"SAVE_PAUSED {step} {name}", flush=True)
                 time.sleep(60)
 
+        checkpoints.during_save = during_save
+
     sys.argv[1:] = rest  # train.main reads them as its own command line (and counts a budget from the start)
-    return train.main(after_step=after_step, during_save=during_save)
+    return train.main()
 
 
 if __name__ == "__main__":

@@ -1,11 +1,12 @@
-"""Starting from a pretrained GPT-2: data encoded with its tokenizer, `train.init_from`, generating from it.
+"""Starting from a pretrained GPT-2 (hf/pretrained.py): data encoded with its tokenizer, `train.init_from`,
+generating from it.
 
 A tiny random GPT2LMHeadModel with a KoGPT2-style (▁, end of text `</s>` = id 1) tokenizer is saved in
 transformers' layout; the tests prepare data with its tokenizer, fine-tune from it (directly and after
 `hf.import_gpt2`), refuse settings that contradict its weights, resume exactly, and score and sample
 from the result. Needs the `hf` extra (transformers); skipped without it.
 
-    python -m pytest tests/test_finetune.py -q
+    python -m pytest tests/test_pretrained.py -q
 """
 
 import json

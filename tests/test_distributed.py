@@ -1,4 +1,5 @@
-"""DistributedDataParallel: two CPU processes (gloo) under torchrun train, checkpoint and resume exactly."""
+"""DistributedDataParallel (training/distributed.py): two CPU processes (gloo) under torchrun train, checkpoint
+and resume exactly: python -m pytest tests/test_distributed.py -q"""
 
 import json
 import os

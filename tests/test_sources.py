@@ -1,4 +1,5 @@
-"""Corpus sources, the train/validation split and the [data] config: python -m pytest tests/test_data_sources.py -q"""
+"""Corpus sources (data/sources.py), the train/validation split (data/split.py) and the [data] config
+(data/config.py): python -m pytest tests/test_sources.py -q"""
 
 import json
 import subprocess
@@ -160,6 +161,22 @@ def test_bad_sources_are_clear_errors(tmp_path):
     source = open_source(str(tmp_path / "blank.txt"), DataConfig())
     with pytest.raises(DataError, match=r"has no text"):
         plan_split(source.chunks(), 0.1, "blank.txt")
+
+
+def test_3_a_directory_named_like_a_jsonl_file_is_a_folder_of_texts(tmp_path):
+    folder = tmp_path / "news.jsonl"
+    folder.mkdir()
+    (folder / "a.txt").write_text("대한민국 헌법", encoding="utf-8")
+    source = sources.open_source(str(folder), DataConfig(source=str(folder)))
+    assert sources.read_documents(source.chunks()) == ["대한민국 헌법"]
+
+
+def test_9_a_numeric_csv_column_is_named_as_not_text(tmp_path):
+    table = tmp_path / "numbers.csv"
+    table.write_text("text,label\n1,2\n3,4\n", encoding="utf-8")
+    source = sources.open_source(str(table), DataConfig(source=str(table), cache_dir=str(tmp_path / "cache")))
+    with pytest.raises(DataError, match=r"field 'text' is int, not text"):
+        list(source.chunks())
 
 
 def test_config_validation_and_overrides(tmp_path):

@@ -1,209 +1,22 @@
-"""Unit tests of inspection without a trained model: labels, UTF-8 streaming, statistics, scoring windows,
-the PNG font and the HTML page (rendered in headless Chromium when it is installed).
+"""The offline interactive page (inspection/html.py) without a trained model: packed weights, one self-contained
+file whose tokens stay text, and in headless Chromium (when installed) hover and click, links, the walkthrough
+with explain.npz's numbers, decoding steps, head roles and chosen layers.
 
-    python -m pytest tests/test_inspection.py -q
+    python -m pytest tests/test_html.py -q
 """
 
 import base64
 import json
 import math
 import re
-import warnings
 
 import numpy as np
-import torch
 import pytest
 
 from inspection.html import attention_page, pack_att, save_html
-from data.token_bytes import piece_reader, token_bytes
-from inspection.labels import bytes_label, display_width, pad, token_label, token_labels
-from inspection.stats import STAT_NAMES, format_stats_table, format_top_attended, head_stats
-from inference.textgen import Utf8Stream
-from tests.conftest import CHROMIUM, biased_model
-from tests.tiny_hf import PROMPT, byte_level_tokenizer, metaspace_tokenizer
+from inspection.stats import STAT_NAMES, head_stats
+from tests.conftest import CHROMIUM, LABELS, biased_model, random_maps
 
-def random_maps(L, H, T, seed=0):
-    """Causal, row-stochastic (L, H, T, T) maps."""
-    rng = np.random.default_rng(seed)
-    w = rng.random((L, H, T, T)) ** 3 * np.tril(np.ones((T, T)))
-    return (w / w.sum(-1, keepdims=True)).astype(np.float32)
-
-
-# ---- labels ----------------------------------------------------------------------------------------
-
-@pytest.mark.parametrize("piece, label", [
-    (" 대한", "␣대한"),
-    ("민국", "민국"),
-    ("\n", "↵"),
-    ("a\tb", "a⇥b"),
-    ("\r\n", "␍↵"),
-    ("<0xEC>", "<0xEC>"),
-    ("<0xec>", "<0xEC>"),
-    ("\u200b", "<U+200B>"),
-    ("\u00a0", "<U+00A0>"),
-    ("<|endoftext|>", "<|endoftext|>"),
-])
-def test_token_label(piece, label):
-    assert token_label(piece) == label
-
-
-def test_byte_level_pieces_read_back_as_bytes():
-    """GPT-2's alphabet by hand: 대 is EB 8C 80; EB stands for itself (ë), 8C and 80, not printable, for
-    U+012E and U+0122 (the 47th and 35th of the 68 remapped bytes); Ġ (U+0120) is the space."""
-    read = piece_reader(byte_level_tokenizer())
-    assert read("ĠëĮĢ") == " 대".encode() and bytes_label(read("ĠëĮĢ")) == "␣대"
-    assert read("ëĮ") == b"\xeb\x8c" and bytes_label(read("ëĮ")) == "<0xEB><0x8C>"  # a character cut short
-    assert read("Ċ") == b"\n" and bytes_label(read("Ċ")) == "↵"
-
-
-@pytest.mark.parametrize("make", [byte_level_tokenizer, metaspace_tokenizer], ids=["byte_level", "metaspace"])
-def test_labels_of_imported_tokenizers_read_as_text(make):
-    tok = make()
-    ids = tok.encode(PROMPT).ids
-    labels = token_labels(tok, ids)
-    assert not any(ch in label for label in labels for ch in "▁Ġ")  # no marker, no byte-level letters
-    # the labels, stray bytes put back, spell the text: nothing lost, nothing mojibake
-    raw = b"".join(bytes.fromhex(m[1]) if m[1] else m[2].replace("␣", " ").encode()
-                   for m in re.finditer(r"<0x([0-9A-F]{2})>|([^<]+|<)", "".join(labels)))  # fmt: skip
-    assert raw.decode().strip() == PROMPT
-    assert labels[0].startswith("␣") == (make is metaspace_tokenizer)  # ▁ marks the first word too
-    eot = "<|endoftext|>" if make is byte_level_tokenizer else "</s>"
-    assert token_labels(tok, [tok.token_to_id(eot)]) == [eot]  # a special token by its name
-
-
-@pytest.mark.parametrize("make", [byte_level_tokenizer, metaspace_tokenizer], ids=["byte_level", "metaspace"])
-def test_streaming_an_imported_tokenizer_emits_whole_characters(make):
-    tok = make()
-    table = token_bytes(tok, tok.get_vocab_size())
-    ids = tok.encode(PROMPT).ids
-    stream = Utf8Stream(table)
-    pieces = [stream.push(i) for i in ids] + [stream.flush()]
-    assert "".join(pieces).strip() == PROMPT and not any("\ufffd" in p for p in pieces)
-    if make is byte_level_tokenizer:  # its tokens cut characters, so some steps complete none
-        assert "" in pieces[:-1]
-
-
-def test_display_width_counts_hangul_twice():
-    assert display_width("대a") == 3
-    assert pad("대", 4) == "대  "
-
-
-# ---- streaming UTF-8 -------------------------------------------------------------------------------
-
-def test_utf8_stream_completes_characters_from_byte_tokens():
-    # "울" is EC 9A B8; as three byte tokens it must come out whole, once, after the third.
-    table = [b"", b"\xec", b"\x9a", b"\xb8", "서".encode(), " 대한".encode()]
-    stream = Utf8Stream(table)
-    pieces = [stream.push(i) for i in [5, 4, 1, 2, 3, 0, 4]] + [stream.flush()]
-    assert pieces == [" 대한", "서", "", "", "울", "", "서", ""]
-
-
-def test_utf8_stream_flushes_an_unfinished_character_as_one_replacement():
-    stream = Utf8Stream([b"\xec", b"\x9a"])
-    assert stream.push(0) + stream.push(1) == ""
-    assert stream.flush() == "\ufffd"
-
-
-# ---- statistics -----------------------------------------------------------------------------------
-
-def test_head_stats_by_hand():
-    att = np.array([[1.0, 0.0, 0.0], [0.25, 0.75, 0.0], [0.5, 0.2, 0.3]])
-    stats = head_stats(att[None, None])
-    ent1 = -(0.25 * math.log(0.25) + 0.75 * math.log(0.75))
-    ent2 = -(0.5 * math.log(0.5) + 0.2 * math.log(0.2) + 0.3 * math.log(0.3))
-    # entropy and distance over queries 1 and 2; prev, first and self as the roles define them: query 2 alone
-    expected = {"entropy": (ent1 + ent2) / 2, "distance": (0.25 + 1.2) / 2, "prev": 0.2, "first": 0.5, "self": 0.3}
-    for name in STAT_NAMES:
-        assert stats[name].shape == (1, 1)
-        assert stats[name][0, 0] == pytest.approx(expected[name], abs=1e-12)
-
-
-def test_head_stats_of_pure_patterns():
-    T = 6
-    prev = np.eye(T, k=-1)
-    prev[0, 0] = 1
-    first = np.zeros((T, T))
-    first[:, 0] = 1
-    stats = head_stats(np.stack([prev, first, np.eye(T)])[None])  # heads: previous, first, self
-    # prev, first and self are the roles' scores, queries 2..5: query 1, whose previous token is the first, is left out
-    assert stats["prev"][0].tolist() == [1, 0, 0]
-    assert stats["first"][0].tolist() == [0, 1, 0]
-    assert stats["self"][0].tolist() == [0, 0, 1]
-    assert stats["distance"][0].tolist() == [1, pytest.approx(3.0), 0]  # first: mean of q = 1..5
-    assert stats["entropy"][0].tolist() == [0, 0, 0]
-
-
-def test_the_statistics_and_the_roles_measure_previous_first_and_self_alike():
-    from inspection.heads import text_role_sums
-
-    att = random_maps(2, 3, 7, seed=4)
-    stats = head_stats(att)
-    total, count = text_role_sums(torch.from_numpy(att)[None], torch.arange(7)[None])["previous-token"]
-    np.testing.assert_allclose(stats["prev"], total.numpy() / count, atol=1e-12)
-    np.testing.assert_allclose(stats["first"], att[..., 2:, 0].mean(-1), atol=1e-12)  # queries 2..6
-    assert np.isnan(head_stats(att[..., :2, :2])["prev"]).all()  # two tokens: no query past the first two
-
-
-def test_stats_table_has_one_row_per_head():
-    table = format_stats_table(head_stats(random_maps(2, 3, 5))).splitlines()
-    assert table[0].split() == ["layer", "head", *STAT_NAMES]
-    assert [tuple(map(int, row.split()[:2])) for row in table[1:]] == [(l, h) for l in range(2) for h in range(3)]
-
-
-def test_top_attended_lists_strongest_keys_first():
-    att = np.array([[1.0, 0, 0], [0.9, 0.1, 0], [0.2, 0.5, 0.3]])
-    lines = format_top_attended(att, ["a", "대", "c"], k=2).splitlines()
-    assert re.sub(r"\s+", " ", lines[2]).strip() == "2 c -> 대(1) 0.500 c(2) 0.300"
-    assert lines[0].index("->") == lines[1].index("->") + 1  # "대" takes two columns
-
-
-# ---- PNG ------------------------------------------------------------------------------------------
-
-LABELS = ["<|endoftext|>", "대한", "민국", "␣은", "<0xEC>", "↵", "⇥", "␣서울", "<U+200B>", "</script>", "\"'&", "𓀀"]
-
-
-def test_font_is_nanumgothic_from_koreanize_matplotlib():
-    from fontTools.ttLib import TTFont
-    from matplotlib import font_manager
-
-    from inspection.plot import font_paths, korean_font_path
-
-    korean = korean_font_path()
-    assert korean.name == "NanumGothic.ttf" and "koreanize_matplotlib" in korean.parts
-    assert font_paths()[0] == korean
-    prop = font_manager.FontProperties(family="NanumGothic")
-    assert font_manager.findfont(prop, fallback_to_default=False) == str(korean)
-    cmap = TTFont(korean).getBestCmap()
-    assert all(ord(ch) in cmap for ch in "대한민국서울은가나다힣")
-
-
-def test_png_labels_are_covered_by_the_fonts_and_draw_without_missing_glyphs(tmp_path):
-    from fontTools.ttLib import TTFont
-    from PIL import Image
-
-    from inspection.plot import draw_layer, drawable, font_paths, save_figure, save_layer_pngs
-
-    assert drawable("대𓀀") == "대<U+13000>"
-    covered = set().union(*(TTFont(p).getBestCmap() for p in font_paths()))
-    assert all(ord(ch) in covered for label in LABELS for ch in drawable(label))
-    weights = random_maps(2, 3, len(LABELS))
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        paths = save_layer_pngs(weights, LABELS, tmp_path)
-    assert [p.name for p in paths] == ["layer_0.png", "layer_1.png"]
-    assert not [w for w in caught if "missing from font" in str(w.message)]
-    with Image.open(paths[0]) as image:
-        assert image.format == "PNG" and image.width > 600
-    # The check can fail: a label drawn without the Korean font warns about missing glyphs.
-    fig = draw_layer(weights, LABELS, 0)
-    fig.axes[0].set_title("대한", family="DejaVu Sans")
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        save_figure(fig, tmp_path / "bad.png")
-    assert any("missing from font" in str(w.message) for w in caught)
-
-
-# ---- HTML -----------------------------------------------------------------------------------------
 
 def test_packed_weights_round_trip():
     weights = random_maps(2, 2, 7)
@@ -411,11 +224,3 @@ def test_page_shows_head_roles_and_only_the_chosen_layers(tmp_path, browser):
     page.click(*page.centre("#tokens .tok", 3))
     assert page.evaluate("document.getElementById('explain').children.length") == 0  # no trace, no walkthrough
     assert page.problems() == ([], "")
-
-
-def test_png_titles_name_each_heads_role():
-    from inspection.plot import draw_layer
-
-    roles = [["previous-token 0.97", "mixed 0.20"]]
-    fig = draw_layer(random_maps(1, 2, 5), LABELS[:5], 0, roles=roles)
-    assert [ax.get_title() for ax in fig.axes[:2]] == ["layer 0 head 0 · previous-token 0.97", "layer 0 head 1 · mixed 0.20"]

@@ -1,0 +1,58 @@
+"""PNG heatmaps with a Hangul font (inspection/plot.py): the font, every label drawn without a missing glyph,
+each head's role in its title.
+
+    python -m pytest tests/test_plot.py -q
+"""
+
+import warnings
+
+from tests.conftest import LABELS, random_maps
+
+
+def test_font_is_nanumgothic_from_koreanize_matplotlib():
+    from fontTools.ttLib import TTFont
+    from matplotlib import font_manager
+
+    from inspection.plot import font_paths, korean_font_path
+
+    korean = korean_font_path()
+    assert korean.name == "NanumGothic.ttf" and "koreanize_matplotlib" in korean.parts
+    assert font_paths()[0] == korean
+    prop = font_manager.FontProperties(family="NanumGothic")
+    assert font_manager.findfont(prop, fallback_to_default=False) == str(korean)
+    cmap = TTFont(korean).getBestCmap()
+    assert all(ord(ch) in cmap for ch in "대한민국서울은가나다힣")
+
+
+def test_png_labels_are_covered_by_the_fonts_and_draw_without_missing_glyphs(tmp_path):
+    from fontTools.ttLib import TTFont
+    from PIL import Image
+
+    from inspection.plot import draw_layer, drawable, font_paths, save_figure, save_layer_pngs
+
+    assert drawable("대𓀀") == "대<U+13000>"
+    covered = set().union(*(TTFont(p).getBestCmap() for p in font_paths()))
+    assert all(ord(ch) in covered for label in LABELS for ch in drawable(label))
+    weights = random_maps(2, 3, len(LABELS))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        paths = save_layer_pngs(weights, LABELS, tmp_path)
+    assert [p.name for p in paths] == ["layer_0.png", "layer_1.png"]
+    assert not [w for w in caught if "missing from font" in str(w.message)]
+    with Image.open(paths[0]) as image:
+        assert image.format == "PNG" and image.width > 600
+    # The check can fail: a label drawn without the Korean font warns about missing glyphs.
+    fig = draw_layer(weights, LABELS, 0)
+    fig.axes[0].set_title("대한", family="DejaVu Sans")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        save_figure(fig, tmp_path / "bad.png")
+    assert any("missing from font" in str(w.message) for w in caught)
+
+
+def test_png_titles_name_each_heads_role():
+    from inspection.plot import draw_layer
+
+    roles = [["previous-token 0.97", "mixed 0.20"]]
+    fig = draw_layer(random_maps(1, 2, 5), LABELS[:5], 0, roles=roles)
+    assert [ax.get_title() for ax in fig.axes[:2]] == ["layer 0 head 0 · previous-token 0.97", "layer 0 head 1 · mixed 0.20"]
