@@ -7,17 +7,19 @@ our rows is compared ("vs HF") with transformers at the same precision, never ac
 `--nanogpt DIR` (a checkout of nanoGPT; nothing of it is part of this repository) its model.py's GPT runs
 the same steps, at both precisions, eager and compiled as ours, compared the same way ("vs nano"). Utilisation is
 measured against this machine's own matmul peak (a large fp32 and bf16 matmul, timed here):
-fp32 rows against the fp32 peak, bf16 rows against the bf16 one. Variants run interleaved and
-each keeps its best round, so other work on shared cores skews the comparison less.
+fp32 rows against the fp32 peak, bf16 rows against the bf16 one. Variants run interleaved, round by round,
+and each reports its median round, so other work on shared cores skews the comparison less.
 
     python bench/train_speed.py                       # tiny and small shapes, every variant
     python bench/train_speed.py --shapes small --steps 20 --no-compile
     python bench/train_speed.py --shapes default,small --nanogpt /tmp/nanoGPT --no-hf --dropout 0.2
+    python bench/train_speed.py --shapes gpu --nanogpt /tmp/nanoGPT --no-hf --steps 2   # configs/gpu.toml's shape
 """
 
 import argparse
 import contextlib
 import importlib.util
+import statistics
 import sys
 import time
 from dataclasses import dataclass
@@ -45,6 +47,8 @@ SHAPES = {
     "tiny": Shape("tiny", n_layer=4, n_head=4, n_embd=128, block_size=128, batch_size=16),
     "default": Shape("default", n_layer=4, n_head=6, n_embd=192, block_size=128, batch_size=16, vocab_size=2048),
     "small": Shape("small", n_layer=6, n_head=6, n_embd=384, block_size=256, batch_size=8),
+    # configs/gpu.toml's model at one sequence a step: its 16 x 2 would take minutes a step on a CPU
+    "gpu": Shape("gpu", n_layer=12, n_head=12, n_embd=768, block_size=1024, batch_size=1, vocab_size=32000),
 }  # default: configs/small.toml on the built-in corpus (its "auto" vocabulary and batch)
 DROPOUT = {"p": 0.0}  # --dropout, for every model alike
 
@@ -123,10 +127,10 @@ def make_train_step(model: torch.nn.Module, shape: Shape, bf16: bool, compile_mo
 
 
 def time_variants(train_steps: list, warmup: int, steps: int, rounds: int) -> tuple[list[float], list[float]]:
-    """Seconds of each closure's warm-up (compilation included) and per step: the best round of `steps` steps.
+    """Seconds of each closure's warm-up (compilation included) and per step: the median round of `steps` steps.
 
     The cores are shared, so a variant timed while something else runs looks slow; interleaving the variants
-    round by round and keeping each one's best round compares them all under the same, quietest, conditions.
+    round by round and taking each one's median round compares them all under the same conditions.
     """
     warmup_seconds = []
     for train_step in train_steps:
@@ -134,14 +138,14 @@ def time_variants(train_steps: list, warmup: int, steps: int, rounds: int) -> tu
         for _ in range(warmup):
             train_step()
         warmup_seconds.append(time.perf_counter() - start)
-    best = [float("inf")] * len(train_steps)
+    rounds_seconds = [[] for _ in train_steps]
     for _ in range(rounds):
         for i, train_step in enumerate(train_steps):
             start = time.perf_counter()
             for _ in range(steps):
                 train_step()
-            best[i] = min(best[i], (time.perf_counter() - start) / steps)
-    return warmup_seconds, best
+            rounds_seconds[i].append((time.perf_counter() - start) / steps)
+    return warmup_seconds, [statistics.median(seconds) for seconds in rounds_seconds]
 
 
 def default_cpu_settings() -> tuple[str, bool] | None:
@@ -157,7 +161,7 @@ def parse_args(argv):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--shapes", default="tiny,small", help="comma-separated subset of: " + ", ".join(SHAPES))
     parser.add_argument("--steps", type=int, default=4, help="timed steps per variant and round")
-    parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds; each variant keeps its best")
+    parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds; each variant reports its median")
     parser.add_argument("--warmup", type=int, default=3, help="untimed steps first (compilation happens here)")
     parser.add_argument("--no-compile", action="store_true", help="skip the torch.compile variants")
     parser.add_argument("--no-hf", action="store_true", help="skip transformers' GPT2LMHeadModel")
