@@ -24,9 +24,9 @@ def test_an_auto_patience_outwaits_the_bump_of_a_curve_that_keeps_falling():
     # a ten-minute run on 3.9 million characters of LibreOffice's help (docs/benchmarks.md): best 4.0279 at step 850,
     # then 4.0363 and 4.0334, then 3.9658 at step 1,000 and still falling at its last step. Its plan on a 2-core CPU
     # was 1,700-2,900 steps; a twentieth of that (2 evaluations) would have ended it at step 950 of 2,833
+    auto = load_config(TINY, [*BUDGET, "--train.patience=auto", "--train.eval_interval=50"])
     for plan in (1_700, 2_833):
-        cfg = load_config(TINY, [*BUDGET, "--train.patience=auto", "--train.eval_interval=50"])
-        cfg = replace(cfg, train=replace(cfg.train, max_steps=plan, patience=auto_patience(plan, 50)))
+        cfg = replace(auto, train=replace(auto.train, max_steps=plan, patience=auto_patience(plan, 50)))
         assert not stops_early(cfg, step=950, evals_since_best=2), plan
 
 
