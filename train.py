@@ -41,7 +41,7 @@ from training.checkpoints import save_checkpoint, save_snapshot, snapshot_due, s
 from training.config import RunConfig, TrainConfig, load_config
 from training.distributed import Distributed
 from training.evaluation import copy_loss, evaluate, final_report, final_scores, sample_text, score_heads
-from training.early_stop import stop_line, stops_early
+from training.early_stop import overfitting, stop_line, stops_early
 from training.hardware import peak_flops
 from training.lock import RunLock
 from training.metrics import Speedometer
@@ -166,6 +166,8 @@ def evaluate_and_save(run: Run, p: Progress, speed: Speedometer, bar: tqdm) -> b
     if improved:
         p.best_val, p.best_step = score, p.step
     p.evals_since_best = 0 if improved else p.evals_since_best + 1
+    overfit = overfitting(tc, losses, p.last_val, p.best_val, p.evals_since_best)  # training/early_stop.py
+    p.last_val = losses["val"]  # before the save: a resumed run compares its next evaluation with it
     if ddp.master and snapshot_due(p.step, tc.max_steps, len(snapshots_taken(run.out_dir, run.cfg)), tc.snapshots):
         save_snapshot(run.out_dir, p.step, raw, run.cfg.to_dict(), prepared.dir)  # before last/: see drop_snapshots_after
     save(run, p, ["last", "best"] if improved else ["last"])
@@ -179,9 +181,9 @@ def evaluate_and_save(run: Run, p: Progress, speed: Speedometer, bar: tqdm) -> b
                   + (" (best)" if improved else "") + (f" | {record['sample'][:100]}" if tc.sample_tokens else ""))  # fmt: skip
     run.budget.evaluated(time.perf_counter() - t_eval, t_scored - t_eval, losses["tokens"])
     speed.pause(run.budget.seconds_per_eval)  # evaluation time is not training time
-    stops = stops_early(run.cfg, p.step, p.evals_since_best)  # train.patience (training/early_stop.py)
+    stops = stops_early(run.cfg, p.step, p.evals_since_best, overfit)  # train.patience
     if stops and run.log:
-        bar.write(stop_line(tc, p.step, p.best_step, p.evals_since_best, run.budget.seconds_per_step))
+        bar.write(stop_line(tc, p.step, p.best_step, p.evals_since_best, run.budget.seconds_per_step, overfit))
     return stops
 
 

@@ -654,6 +654,7 @@ def test_8_a_unicode_error_that_is_not_a_decode_error_is_the_encoding_line(tmp_p
     (lambda s: {"step": s["step"]}, "it lacks best_val_loss"),
     (lambda s: {**s, "ranks": [{"rng": s["ranks"][0]["rng"]}]}, "it lacks ranks[].loader"),
     (lambda s: {**s, "best_step": "2"}, "best_step is str"),
+    (lambda s: {**s, "last_val_loss": None}, "last_val_loss is NoneType"),
     (lambda s: {**s, "optimizer": {**s["optimizer"], "state": {0: {"step": torch.tensor(2.0), "exp_avg": torch.zeros(3),
                                                                      "exp_avg_sq": torch.zeros(3)}}}},
      "optimizer.state[0].exp_avg is not a tensor of shape (1024, 32)"),
@@ -661,7 +662,7 @@ def test_8_a_unicode_error_that_is_not_a_decode_error_is_the_encoding_line(tmp_p
      "optimizer.param_groups is not the two groups of this model"),
     (lambda s: {**s, "ranks": [{**s["ranks"][0], "loader": {"rng_state": torch.zeros(3, dtype=torch.uint8)}}]},
      "ranks[].loader.rng_state is not the state of a random generator"),
-], ids=["fields", "rank fields", "type", "moment shape", "groups", "generator"])  # fmt: skip
+], ids=["fields", "rank fields", "type", "optional type", "moment shape", "groups", "generator"])  # fmt: skip
 def test_8_a_train_state_that_loads_but_lacks_fields_is_refused(env, tmp_path, damage, message, capsys):
     run = copy_run(env, tmp_path)
     state = torch.load(run / "last" / "train_state.pt", weights_only=True)

@@ -3,10 +3,13 @@
     python -m pytest tests/test_early_stop.py -q
 """
 
+import math
 from dataclasses import replace
 
+import pytest
+
 from training.config import load_config
-from training.early_stop import auto_patience, planned_patience, stop_line, stops_early
+from training.early_stop import auto_patience, overfitting, planned_patience, stop_line, stops_early
 from training.recipe import plan_settings
 from tests.conftest import ROOT
 
@@ -58,3 +61,62 @@ def test_the_stop_line_says_where_best_is_and_what_stopping_saved():
     line = stop_line(tc, step=900, best_step=550, evals=7, seconds_per_step=0.19)  # a plan that shrank: 7 of 6
     assert line == ("early stop: no better val loss in 7 evaluations since step 550 (best/); stopped at step 900 of "
                     "2,937 planned, about 6.5 minutes of train.time_budget")
+
+
+def test_overfitting_takes_a_second_climbing_evaluation_above_best_with_a_train_loss_far_below():
+    tc = load_config(TINY, []).train
+    # the built-in corpus (docs/benchmarks.md): best/ 5.1730 at step 550, then 5.1995 at 600 and 5.2163 at 650
+    said = overfitting(tc, {"val": 5.2163, "train": 2.6576}, previous_val=5.1995, best_val=5.1730, evals_since_best=2)
+    assert said == "val loss 5.1995, then 5.2163 (0.84% above best/'s), with the train loss 2.6576 49% below it"
+    assert overfitting(tc, {"val": 5.1995, "train": 2.80}, 5.1730, 5.1730, evals_since_best=1) == ""  # one is not two
+    # seed 7: best/ 5.2252 at 450, then 5.2500 and 5.2427, then 5.2063 at 600: the second fell back
+    assert overfitting(tc, {"val": 5.2427, "train": 3.0209}, 5.2500, 5.2252, evals_since_best=2) == ""
+    assert overfitting(tc, {"val": 5.1850, "train": 2.66}, 5.1800, 5.1775, evals_since_best=2) == ""  # 0.14% up
+    assert overfitting(tc, {"val": 4.0363, "train": 4.063}, 4.0300, 4.0279, evals_since_best=2) == ""  # no gap
+    assert overfitting(replace(tc, best_by="copy_loss"), {"val": 5.2163, "train": 2.6576}, 5.1995, 5.1730, 2) == ""
+
+
+def test_auto_stops_at_the_first_evaluation_that_overfits_and_a_number_by_hand_waits():
+    cfg = load_config(TINY, [*BUDGET, "--train.patience=auto", "--train.warmup_steps=50"])
+    cfg = replace(cfg, train=replace(cfg.train, max_steps=1456, patience=auto_patience(1456, 50)))  # 3 evaluations
+    assert stops_early(cfg, step=600, evals_since_best=1, overfit="val loss ...")
+    assert not stops_early(cfg, step=600, evals_since_best=1)
+    assert not stops_early(cfg, step=250, evals_since_best=1, overfit="val loss ...")  # in the plan's first fifth
+    by_hand = load_config(TINY, ["--train.max_steps=1456", "--train.patience=3"])
+    assert not stops_early(by_hand, step=600, evals_since_best=1, overfit="val loss ...")
+    fixed = load_config(TINY, ["--train.max_steps=1456", "--train.patience=auto"])
+    assert not stops_early(replace(fixed, train=replace(fixed.train, patience=0)), 600, 1, "val loss ...")
+
+
+@pytest.mark.parametrize("curve, plan, stop", [
+    # (step, train loss, val loss) of ten-minute default runs (docs/benchmarks.md). The built-in corpus, seed 1337:
+    ([(400, 3.4249, 5.2120), (450, 3.2392, 5.1868), (500, 3.0846, 5.1925), (550, 2.9367, 5.1730),
+      (600, 2.7997, 5.1995), (650, 2.6576, 5.2163), (700, 2.5455, 5.2351)], 1_602, (650, 550)),
+    # seed 7, whose bumps at 400 and 500-550 came before better best/s:
+    ([(350, 3.7035, 5.2367), (400, 3.5220, 5.2642), (450, 3.3422, 5.2252), (500, 3.1620, 5.2500),
+      (550, 3.0209, 5.2427), (600, 2.8881, 5.2063), (650, 2.7758, 5.2168), (700, 2.6868, 5.2357),
+      (750, 2.5938, 5.2280)], 1_616, (700, 600)),
+    # 3.9 million characters of LibreOffice's help, whose loss fell to its last step:
+    ([(750, 4.182, 4.1220), (800, 4.137, 4.0960), (850, 4.111, 4.0279), (900, 4.063, 4.0363), (950, 4.038, 4.0334),
+      (1000, 3.988, 3.9658), (1050, 3.926, 3.9400)], 2_833, None),
+], ids=["built-in", "built-in seed 7", "3.9M characters"])  # fmt: skip
+def test_recorded_curves_stop_where_memorizing_begins_and_not_at_a_bump(curve, plan, stop):
+    auto = load_config(TINY, [*BUDGET, "--train.patience=auto", "--train.eval_interval=50"])
+    cfg = replace(auto, train=replace(auto.train, max_steps=plan, patience=auto_patience(plan, 50)))  # 4 or 6
+    best, best_step, previous, since, stopped = math.inf, 0, math.inf, 0, None
+    for step, train, val in curve:  # as train.py's evaluate_and_save keeps best/
+        best, best_step, since = (val, step, 0) if val < best else (best, best_step, since + 1)
+        overfit = overfitting(cfg.train, {"val": val, "train": train}, previous, best, since)
+        if stops_early(cfg, step, since, overfit):
+            stopped = (step, best_step)
+            break
+        previous = val
+    assert stopped == stop
+
+
+def test_the_stop_line_says_the_model_is_memorizing():
+    tc = replace(load_config(TINY, [*BUDGET]).train, max_steps=1456, patience=3)
+    said = "val loss 5.1995, then 5.2163 (0.84% above best/'s), with the train loss 2.6576 49% below it"
+    assert stop_line(tc, step=650, best_step=550, evals=2, seconds_per_step=0.33, overfit=said) == (
+        f"early stop: {said}: the model is learning its training text by heart; best/ is step 550; stopped at step "
+        "650 of 1,456 planned, about 4.4 minutes of train.time_budget")

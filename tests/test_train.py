@@ -57,6 +57,8 @@ def test_tiny_run_end_to_end(tmp_path, data_cache):
             "config.json", "meta.json", "model.safetensors", "tokenizer.json", "train_state.pt"]  # fmt: skip
         state = torch.load(run / ckpt / "train_state.pt", weights_only=True)
         assert state["step"] == 20
+    last_eval = [r for r in records if r.get("kind") == "eval"][-1]  # what the early stop compares the next with
+    assert state["last_val_loss"] == pytest.approx(last_eval["val_loss"], abs=1e-6)
     saved = json.loads((run / "config.json").read_text())
     assert re.fullmatch("[0-9a-f]{16}", saved["run_id"])  # the run's identity, which every checkpoint carries
     assert saved["run_id"] == state["run_id"] == json.loads((run / "best" / "config.json").read_text())["run_id"]

@@ -66,6 +66,7 @@ class Progress:
     step: int = 0
     best_val: float = math.inf  # the lowest train.best_by so far
     best_step: int = 0
+    last_val: float = math.inf  # the validation loss of the last evaluation (training/early_stop.py)
     evals_since_best: int = 0
     heads: dict | None = None  # the last evaluation's head roles
 
@@ -157,7 +158,7 @@ def restore_progress(saved: dict | None, optimizer, scaler, loader: BatchLoader,
     if not saved:
         return Progress(loss_sum=torch.zeros((), device=ddp.device))
     progress = Progress(saved["loss_sum"].to(ddp.device), saved["n_summed"], saved["step"], saved["best_val_loss"],
-                        saved["best_step"], saved["evals_since_best"])  # fmt: skip
+                        saved["best_step"], saved.get("last_val_loss", math.inf), saved["evals_since_best"])  # fmt: skip
     optimizer.load_state_dict(saved["optimizer"])
     if saved["scaler"]:
         scaler.load_state_dict(saved["scaler"])
@@ -174,7 +175,8 @@ def train_state(run: Run, progress: Progress) -> dict:
     and loader states (a gather: every rank calls it), the "auto" values and the time budget spent."""
     p, tc = progress, run.cfg.train
     return {"step": p.step, "best_val_loss": p.best_val, "best_by": tc.best_by,  # the lowest best_by so far
-            "best_step": p.best_step, "evals_since_best": p.evals_since_best, "loss_sum": p.loss_sum.cpu(),
+            "best_step": p.best_step, "last_val_loss": p.last_val, "evals_since_best": p.evals_since_best,
+            "loss_sum": p.loss_sum.cpu(),
             "n_summed": p.n_summed, "optimizer": run.optimizer.state_dict(),
             "scaler": run.scaler.state_dict() if run.scaler.is_enabled() else {}, "world_size": run.ddp.world,
             "ranks": run.ddp.gather({"rng": rng_state(), "loader": run.loader.state_dict()}),
