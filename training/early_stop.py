@@ -16,7 +16,7 @@ whose validation loss keeps falling, runs its whole budget. A fixed max_steps is
 without a better best/, the second higher than the first and OVERFIT_RISE above best/'s, with the training loss
 OVERFIT_GAP below the validation loss. A curve that may still fall gets the tenth; one that climbs while the
 model memorizes does not fall again (on the built-in corpus best/ comes at step 450-650 with the training loss
-35-45% below, and this ends the run one to three evaluations before the tenth would).
+35-45% below, and this ends the run up to three evaluations before the tenth would).
 """
 
 import math
