@@ -176,8 +176,7 @@ def train_state(run: Run, progress: Progress) -> dict:
     p, tc = progress, run.cfg.train
     return {"step": p.step, "best_val_loss": p.best_val, "best_by": tc.best_by,  # the lowest best_by so far
             "best_step": p.best_step, "last_val_loss": p.last_val, "evals_since_best": p.evals_since_best,
-            "loss_sum": p.loss_sum.cpu(),
-            "n_summed": p.n_summed, "optimizer": run.optimizer.state_dict(),
+            "loss_sum": p.loss_sum.cpu(), "n_summed": p.n_summed, "optimizer": run.optimizer.state_dict(),
             "scaler": run.scaler.state_dict() if run.scaler.is_enabled() else {}, "world_size": run.ddp.world,
             "ranks": run.ddp.gather({"rng": rng_state(), "loader": run.loader.state_dict()}),
             "resolved": resolved_values(run.cfg), "budget_used_s": run.budget.used(), "run_id": run.cfg.run_id}  # fmt: skip
