@@ -1,7 +1,8 @@
 """Training throughput: tokens/s and model FLOP utilisation of one full train step.
 
-A step is forward, backward and an AdamW update on random token batches, timed after warm-up,
-for the project's GPT in fp32 and bf16 autocast, eager and `torch.compile`d, and (when
+A step is forward, backward and an AdamW update on random token batches, timed after warm-up, each model
+with its own project's optimizer (ours as train.py makes it, nanoGPT's from its configure_optimizers, and
+transformers' Trainer default, torch's AdamW), for the project's GPT in fp32 and bf16 autocast, eager and `torch.compile`d, and (when
 transformers is installed) for `GPT2LMHeadModel` at the same shape, in fp32 and in bf16 autocast: each of
 our rows is compared ("vs HF") with transformers at the same precision, never across precisions. With
 `--nanogpt DIR` (a checkout of nanoGPT; nothing of it is part of this repository) its model.py's GPT runs
@@ -19,17 +20,20 @@ and each reports its median round, so other work on shared cores skews the compa
 import argparse
 import contextlib
 import importlib.util
+import io
 import statistics
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from types import SimpleNamespace
 
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from model import GPT, GPTConfig  # noqa: E402
+from training.setup import make_optimizer  # noqa: E402
 
 
 @dataclass(frozen=True)
@@ -73,6 +77,24 @@ def build_project_model(shape: Shape) -> torch.nn.Module:
     return GPT(config)
 
 
+OPTIMIZER = SimpleNamespace(lr=1e-4, weight_decay=0.1, beta1=0.9, beta2=0.95)  # the same numbers for every model
+
+
+def project_optimizer(model: torch.nn.Module) -> torch.optim.Optimizer:
+    return make_optimizer(model, OPTIMIZER, torch.device("cpu"))
+
+
+def nanogpt_optimizer(model: torch.nn.Module) -> torch.optim.Optimizer:
+    with contextlib.redirect_stdout(io.StringIO()):  # it prints its parameter counts
+        return model.configure_optimizers(OPTIMIZER.weight_decay, OPTIMIZER.lr, (OPTIMIZER.beta1, OPTIMIZER.beta2),
+                                          "cpu")
+
+
+def hf_optimizer(model: torch.nn.Module) -> torch.optim.Optimizer:
+    return torch.optim.AdamW(model.parameters(), lr=OPTIMIZER.lr, betas=(OPTIMIZER.beta1, OPTIMIZER.beta2),
+                             weight_decay=OPTIMIZER.weight_decay)
+
+
 def build_nanogpt_model(shape: Shape, checkout: str) -> torch.nn.Module:
     """nanoGPT's GPT (DIR/model.py) at the shape: GPT-2's layout, biases, exact GELU, SDPA, tied head."""
     spec = importlib.util.spec_from_file_location("nanogpt_model", Path(checkout) / "model.py")
@@ -107,12 +129,12 @@ def build_hf_model(shape: Shape) -> torch.nn.Module:
     return HFAdapter(GPT2LMHeadModel(config))
 
 
-def make_train_step(model: torch.nn.Module, shape: Shape, bf16: bool, compile_model: bool):
+def make_train_step(model: torch.nn.Module, optimizer: torch.optim.Optimizer, shape: Shape, bf16: bool,
+                    compile_model: bool):
     """A closure running one full train step (forward, backward, AdamW) on a fixed random batch."""
     torch.manual_seed(0)
     model.train()
     step_model = torch.compile(model) if compile_model else model
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, weight_decay=0.1)
     idx = torch.randint(shape.vocab_size, (shape.batch_size, shape.block_size + 1))
     x, y = idx[:, :-1].contiguous(), idx[:, 1:].contiguous()  # nanoGPT views its targets
 
@@ -213,9 +235,11 @@ def main(argv=None):
         flops_per_token = build_project_model(shape).flops_per_token(shape.block_size)
         train_steps = []
         for who, precision, compiled in variants:
-            model = {"ours": build_project_model, "transformers": build_hf_model,
-                     "nanoGPT": lambda s: build_nanogpt_model(s, args.nanogpt)}[who](shape)
-            train_steps.append(make_train_step(model, shape, precision == "bf16", compiled))
+            build, optimizer = {"ours": (build_project_model, project_optimizer),
+                                "transformers": (build_hf_model, hf_optimizer),
+                                "nanoGPT": (lambda s: build_nanogpt_model(s, args.nanogpt), nanogpt_optimizer)}[who]
+            model = build(shape)
+            train_steps.append(make_train_step(model, optimizer(model), shape, precision == "bf16", compiled))
         warmup_seconds, seconds_per_step = time_variants(train_steps, args.warmup, args.steps, args.rounds)
         rows = []
         for (who, precision, compiled), warmup_s, seconds in zip(variants, warmup_seconds, seconds_per_step):

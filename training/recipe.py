@@ -37,7 +37,7 @@ import torch
 
 from model import GPT
 from training.early_stop import planned_patience
-from training.hardware import compiles
+from training.hardware import compiles, fused_adamw
 
 # The two ends of the rule: (epochs, settings). Below the first every setting is the first's, above the
 # second the second's; in between each moves linearly in log(epochs), the learning rates geometrically.
@@ -115,7 +115,7 @@ def time_training_step(model, batch_size: int, autocast, grad_clip: float, steps
     generator, so the run's RNGs are untouched."""
     device, T = model.tok_emb.weight.device, model.config.block_size
     generator = torch.Generator().manual_seed(0)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=device.type == "cuda")
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=fused_adamw(device))
     model.train()
     step_model = torch.compile(model) if compiled else model  # as train.py compiles the model, not the step
     times = []

@@ -31,7 +31,7 @@ from training.budget import TimeBudget
 from training.checkpoints import drop_snapshots_after, recover, rng_state, set_rng_state
 from training.config import RunConfig
 from training.distributed import Distributed
-from training.hardware import check_memory, compiles, step_settings
+from training.hardware import check_memory, compiles, fused_adamw, step_settings
 from training.metrics import RunLog
 from training.recipe import resolve_auto, resolved_values
 from training.run_dir import check_run_dir, check_same_best, check_same_model, clear_run, open_run_dir, run_identity
@@ -149,7 +149,7 @@ def make_optimizer(raw: GPT, tc, device: torch.device) -> torch.optim.AdamW:
     others = [p for p in raw.parameters() if p.dim() < 2]
     return torch.optim.AdamW([{"params": matrices, "weight_decay": tc.weight_decay},
                               {"params": others, "weight_decay": 0.0}],
-                             lr=tc.lr, betas=(tc.beta1, tc.beta2), fused=device.type == "cuda")  # fmt: skip
+                             lr=tc.lr, betas=(tc.beta1, tc.beta2), fused=fused_adamw(device))  # fmt: skip
 
 
 def restore_progress(saved: dict | None, optimizer, scaler, loader: BatchLoader, ddp: Distributed) -> Progress:
