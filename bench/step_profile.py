@@ -3,10 +3,10 @@
     python bench/step_profile.py                                  # the default shape and 6 x 384, fp32 and bf16
     python bench/step_profile.py --shapes default --precisions bf16 --compile
 
-The step is train.py's: forward with the loss under autocast (bf16) or none (fp32), backward, gradient
-clipping at 1.0 and AdamW as train.py makes it (training/setup.py), on a fixed random batch. After --warmup steps, --steps steps
-run under the profiler; each CPU operator's own time (its children's excluded) goes to one of the groups
-below, printed as ms per step and share of the step, with the step's tokens/s and GFLOP/s (6N + 12·L·d·T
+The step is train.py's: forward with the loss under autocast (bf16) or none (fp32), backward, gradient clipping
+at 1.0 and AdamW as train.py makes it (training/setup.py), on a fixed random batch. After --warmup steps,
+--steps steps run under the profiler; each CPU operator's own time (its children's excluded) goes to one of the
+groups below, printed as ms per step and share of the step, with the step's tokens/s and GFLOP/s (6N + 12·L·d·T
 FLOPs a token, model.flops_per_token) against this machine's matmul peak at that precision
 (bench/train_speed.py's measure_matmul_peak).
 """
@@ -25,6 +25,7 @@ from torch.profiler import ProfilerActivity, profile
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.train_speed import measure_matmul_peak  # noqa: E402
 from model import GPT, GPTConfig  # noqa: E402
+from training.hardware import PRECISIONS  # noqa: E402
 from training.setup import make_optimizer  # noqa: E402
 
 SHAPES = {  # name: (n_layer, n_head, n_embd, block_size, batch_size, vocab_size)
@@ -67,7 +68,8 @@ def make_step(shape, precision: str, compiled: bool, dropout: float = 0.0):
                         dropout=dropout))
     raw.train()
     model = torch.compile(raw) if compiled else raw
-    optimizer = make_optimizer(raw, SimpleNamespace(lr=1e-3, weight_decay=0.1, beta1=0.9, beta2=0.99), torch.device("cpu"))
+    settings = SimpleNamespace(lr=1e-3, weight_decay=0.1, beta1=0.9, beta2=0.99)
+    optimizer = make_optimizer(raw, settings, torch.device("cpu"))
     idx = torch.randint(vocab_size, (batch_size, block_size + 1))
     x, y = idx[:, :-1], idx[:, 1:]
     autocast = torch.autocast("cpu", dtype=torch.bfloat16) if precision == "bf16" else contextlib.nullcontext()
@@ -96,8 +98,7 @@ def main(argv=None):
     if args.threads:
         torch.set_num_threads(args.threads)
     # only the precisions asked for: a CPU without native bf16 takes minutes over the bf16 peak alone
-    peaks = {precision: measure_matmul_peak(getattr(torch, {"fp32": "float32", "bf16": "bfloat16"}[precision]))
-             for precision in args.precisions.split(",")}
+    peaks = {precision: measure_matmul_peak(PRECISIONS[precision]) for precision in args.precisions.split(",")}
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads; matmul peak (2048^2): "
           + ", ".join(f"{precision} {gflops:.0f}" for precision, gflops in peaks.items()) + " GFLOP/s")
     for name in args.shapes.split(","):

@@ -1,15 +1,15 @@
 """Training throughput: tokens/s and model FLOP utilisation of one full train step.
 
-A step is forward, backward and an AdamW update on random token batches, timed after warm-up, each model
-with its own project's optimizer (ours as train.py makes it, nanoGPT's from its configure_optimizers, and
-transformers' Trainer default, torch's AdamW), for the project's GPT in fp32 and bf16 autocast, eager and `torch.compile`d, and (when
-transformers is installed) for `GPT2LMHeadModel` at the same shape, in fp32 and in bf16 autocast: each of
-our rows is compared ("vs HF") with transformers at the same precision, never across precisions. With
-`--nanogpt DIR` (a checkout of nanoGPT; nothing of it is part of this repository) its model.py's GPT runs
-the same steps, at both precisions, eager and compiled as ours, compared the same way ("vs nano"). Utilisation is
-measured against this machine's own matmul peak (a large fp32 and bf16 matmul, timed here):
-fp32 rows against the fp32 peak, bf16 rows against the bf16 one. Variants run interleaved, round by round,
-and each reports its median round, so other work on shared cores skews the comparison less.
+A step is forward, backward and an AdamW update on random token batches, timed after warm-up, each model with
+its own project's optimizer (ours as train.py makes it, nanoGPT's from its configure_optimizers, and
+transformers' Trainer default, torch's AdamW), for the project's GPT in fp32 and bf16 autocast, eager and
+`torch.compile`d, and (when transformers is installed) for `GPT2LMHeadModel` at the same shape, in fp32 and in
+bf16 autocast: each of our rows is compared ("vs HF") with transformers at the same precision, never across
+precisions. With `--nanogpt DIR` (a checkout of nanoGPT; nothing of it is part of this repository) its
+model.py's GPT runs the same steps, at both precisions, eager and compiled as ours, compared the same way ("vs
+nano"). Utilisation is measured against this machine's own matmul peak (a large fp32 and bf16 matmul, timed
+here): fp32 rows against the fp32 peak, bf16 rows against the bf16 one. Variants run interleaved, round by
+round, and each reports its median round, so other work on shared cores skews the comparison less.
 
     python bench/train_speed.py                       # tiny and small shapes, every variant
     python bench/train_speed.py --shapes small --steps 20 --no-compile

@@ -57,7 +57,7 @@ def test_compile_defaults_on_for_cuda_only():
 
 
 def test_the_runs_adamw_is_fused_on_a_cpu_and_updates_as_the_reference_does():
-    """training/setup.py's optimizer on a CPU is AdamW's fused kernel (3-4x faster than the loop there), and
+    """training/setup.py's optimizer on a CPU is AdamW's fused kernel (faster than the loop there), and
     after three steps its weights, both groups (decayed matrices, undecayed biases and gains), equal those of
     torch's one-tensor-at-a-time AdamW from the same start and gradients."""
     from types import SimpleNamespace
