@@ -6,10 +6,13 @@ construction and at every `.to()`). Every kernel returns the same numbers as the
 rounding; they differ only in speed, measured in docs/speed.md.
 """
 
+import math
 from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
+
+from model.dropout import keep_mask
 
 
 def causal_fused(q, k, v, dropout_p: float, attend: Callable) -> torch.Tensor:
@@ -29,13 +32,36 @@ def gpu_attention(q, k, v, dropout_p: float, attend: Callable) -> torch.Tensor:
     return causal_fused(q, k, v, dropout_p, attend)
 
 
+def causal_bias(Tq: int, Tk: int, dtype, device) -> torch.Tensor:
+    """(Tq, Tk): 0 where a query may attend, -inf where it may not; `causal_mask` as a term to add to the
+    scores (the same bottom-right alignment: query i sees keys 0..Tk-Tq+i)."""
+    return torch.full((Tq, Tk), float("-inf"), dtype=dtype, device=device).triu_(Tk - Tq + 1)
+
+
+def dropout_attention(q, k, v, dropout_p: float) -> torch.Tensor:
+    """The textbook steps with dropout on the weights, in fewer passes over the (Tq, Tk) scores: the scale
+    1/√d and the mask ride in one `baddbmm` (no separate division and masked_fill, nor their backward), and
+    dropout's 1/(1 - p) is applied after the product with v, to Tq x hs numbers instead of Tq x Tk. The
+    mask is model/dropout.py's, drawn for the same shape, so the numbers are the layer's own steps' up to
+    rounding. (B, nh, Tq, hs) -> (B, nh, Tq, hs)."""
+    B, nh, Tq, hs = q.shape
+    Tk = k.size(2)
+    scores = torch.baddbmm(causal_bias(Tq, Tk, q.dtype, q.device), q.reshape(B * nh, Tq, hs),
+                           k.reshape(B * nh, Tk, hs).transpose(1, 2), alpha=1 / math.sqrt(hs))  # (B*nh, Tq, Tk)
+    keep, p = keep_mask(scores.shape, dropout_p, q.device)
+    if p >= 1:  # every weight dropped
+        return q.new_zeros(B, nh, Tq, v.size(-1))
+    dropped = scores.softmax(dim=-1) * keep.to(scores.dtype)  # the weights, 0 where dropped, not yet rescaled
+    return (torch.bmm(dropped, v.reshape(B * nh, Tk, -1)) * (1 / (1 - p))).view(B, nh, Tq, -1)
+
+
 def cpu_attention(q, k, v, dropout_p: float, attend: Callable) -> torch.Tensor:
-    """A CPU: with dropout, the layer's own textbook steps (`attend`), whose dropout on the weights draws its
+    """A CPU: with dropout, the textbook steps in fewer passes (`dropout_attention`), whose dropout draws its
     mask the cheap way (the fused kernel would draw it with bernoulli_; model/dropout.py says why not). In
     bf16, the fused kernel in fp32: PyTorch's CPU kernel is up to 2.5x slower in bf16 than in fp32 at these
     shapes (forward and backward; docs/speed.md), and fp32 is the more exact."""
     if dropout_p > 0:
-        return attend(q, k, v)[0]
+        return dropout_attention(q, k, v, dropout_p)
     if q.dtype == torch.bfloat16:
         with torch.autocast("cpu", enabled=False):  # CPU autocast would cast the fp32 inputs back to bf16
             return causal_fused(q.float(), k.float(), v.float(), 0.0, attend).to(q.dtype)

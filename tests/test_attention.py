@@ -123,3 +123,54 @@ def test_under_cpu_bf16_autocast_the_fused_kernel_runs_in_fp32(monkeypatch):
     with torch.no_grad():
         exact, _ = attn(x, need_attn=True)
     torch.testing.assert_close(fast.float(), exact, atol=0.03, rtol=0.03)
+
+
+@pytest.mark.parametrize("T", [1, 7])
+def test_cpu_dropout_kernel_equals_the_textbook_steps_with_the_same_mask(T):
+    """In training on a CPU the layer runs `dropout_attention` (model/attention_kernels.py); with the random
+    generator in the same state it draws the same dropout masks as the textbook steps (`attend`), so the
+    outputs and every gradient agree up to rounding."""
+    torch.manual_seed(0)
+    attn = CausalSelfAttention(tiny_config(dropout=0.3)).train()
+    x = torch.randn(2, T, 32)
+    results = []
+    for need_attn in (False, True):
+        torch.manual_seed(1)
+        xi = x.clone().requires_grad_()
+        y, _ = attn(xi, need_attn=need_attn)
+        y.square().sum().backward()
+        results.append((y.detach(), xi.grad, attn.c_attn.weight.grad.clone()))
+        attn.zero_grad()
+    for fast, explicit in zip(*results):
+        torch.testing.assert_close(fast, explicit, atol=1e-5, rtol=1e-5)
+
+
+def test_cpu_dropout_kernel_against_the_reference_on_a_chunk_after_cached_keys():
+    """3 queries after 5 earlier keys (the bottom-right mask): softmax(q kᵀ/√d, masked), the kept weights
+    scaled by 1/(1 - p), times v; the mask drawn as model/dropout.py draws it for that shape."""
+    from model.attention_kernels import dropout_attention
+    from model.dropout import keep_mask
+
+    torch.manual_seed(0)
+    q, k, v = torch.randn(2, 3, 3, 8), torch.randn(2, 3, 8, 8), torch.randn(2, 3, 8, 4)
+    torch.manual_seed(5)
+    keep, p = keep_mask((6, 3, 8), 0.25, "cpu")
+    _, att = reference_attention(q, k, v, causal=True)
+    expected = (att * keep.view(2, 3, 3, 8) / (1 - p)) @ v
+    torch.manual_seed(5)
+    torch.testing.assert_close(dropout_attention(q, k, v, 0.25), expected, atol=1e-5, rtol=1e-5)
+    assert torch.equal(dropout_attention(q, k, v, 1.0), torch.zeros(2, 3, 3, 4))
+
+
+def test_cpu_dropout_kernel_under_bf16_autocast():
+    """Training in bf16 on a CPU: the kernel's matmuls run in bf16 and land near the fp32 numbers (same mask)."""
+    torch.manual_seed(0)
+    attn = CausalSelfAttention(tiny_config(dropout=0.2)).train()
+    x = torch.randn(2, 7, 32)
+    torch.manual_seed(1)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        low, _ = attn(x)
+    torch.manual_seed(1)
+    exact, _ = attn(x)
+    assert low.dtype == torch.bfloat16
+    torch.testing.assert_close(low.float(), exact, atol=0.05, rtol=0.05)
