@@ -17,22 +17,18 @@ import sys
 from pathlib import Path
 
 import torch
-import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import train_speed  # noqa: E402  (bench/train_speed.py: the shapes, the step and its timing)
+from model.attention_kernels import causal_fused  # noqa: E402  (train_speed put the repository on the path)
 
 
 def textbook(q, k, v, dropout_p, attend):
     return attend(q, k, v)[0]
 
 
-def fused(q, k, v, dropout_p, attend):
-    return F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, is_causal=True)
-
-
-PATHS = {"kernel": None, "textbook": textbook, "fused": fused}  # None: the layer keeps the kernel it chose
+PATHS = {"kernel": None, "textbook": textbook, "fused": causal_fused}  # None: the layer keeps the kernel it chose
 
 
 def train_step(shape, path):
