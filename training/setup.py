@@ -31,7 +31,7 @@ from training.budget import TimeBudget
 from training.checkpoints import drop_snapshots_after, recover, rng_state, set_rng_state
 from training.config import RunConfig
 from training.distributed import Distributed
-from training.hardware import check_memory, compiles, fused_adamw, step_settings
+from training.hardware import check_memory, compiles, fused_adamw, keep_freed_memory, step_settings
 from training.metrics import RunLog
 from training.recipe import resolve_auto, resolved_values
 from training.run_dir import check_run_dir, check_same_best, check_same_model, clear_run, open_run_dir, run_identity
@@ -75,6 +75,8 @@ def set_up(cfg: RunConfig, out_dir: Path, resume: bool, overwrite: bool, ddp: Di
            started: float) -> tuple[Run, Progress]:  # fmt: skip
     """The run in out_dir, from the checks of its directory to its log, and where its loop starts."""
     device = ddp.device
+    if device.type == "cpu":
+        keep_freed_memory()  # before the timed trial, so that it plans with the steps the run will take
     # the run directory (a run's or empty, checked before the lock touches it) and the data
     ddp.from_master(lambda: (check_run_dir(out_dir), lock.acquire(), recover(out_dir)))  # recover: a crashed save
     saved = open_run_dir(out_dir, resume, overwrite)  # last/'s train state when resuming
