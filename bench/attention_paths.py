@@ -4,12 +4,15 @@
   kernel    what model/attention_kernels.py picks for a CPU (the one train.py runs),
   textbook  the layer's own steps one by one (`attend`: q kᵀ / √d, masked_fill, softmax, dropout, @ v),
   fused     PyTorch's scaled_dot_product_attention, with its own dropout when there is dropout,
+  fused32   the same kernel on q, k, v cast to fp32 (what a CPU ran in bf16 without dropout before 2026-12-04),
 
-at each shape and dropout asked for, fp32. The variants run interleaved, round by round; each reports its median
-round, and "vs kernel" is the kernel's speed over the variant's (above 1: the kernel is faster).
+at each shape and dropout asked for, fp32, or in bf16 autocast with --bf16, eager or `torch.compile`d with --compile. The variants run interleaved,
+round by round; each reports its median round, and "vs kernel" is the kernel's speed over the variant's (above
+1: the kernel is faster).
 
     python bench/attention_paths.py                                  # default and small, dropout 0, 0.05, 0.2
     python bench/attention_paths.py --shapes default --dropouts 0.2 --rounds 15
+    python bench/attention_paths.py --shapes gpu --dropouts 0 --bf16 --compile --steps 1 --rounds 5
 """
 
 import argparse
@@ -28,15 +31,20 @@ def textbook(q, k, v, dropout_p, attend):
     return attend(q, k, v)[0]
 
 
-PATHS = {"kernel": None, "textbook": textbook, "fused": causal_fused}  # None: the layer keeps the kernel it chose
+def fused_in_fp32(q, k, v, dropout_p, attend):
+    with torch.autocast("cpu", enabled=False):  # autocast would cast the fp32 inputs back to bf16
+        return causal_fused(q.float(), k.float(), v.float(), dropout_p, attend).to(q.dtype)
 
 
-def train_step(shape, path):
+PATHS = {"kernel": None, "textbook": textbook, "fused": causal_fused, "fused32": fused_in_fp32}  # None: the layer keeps the kernel it chose
+
+
+def train_step(shape, path, bf16: bool, compile_model: bool):
     """One train step of our model at `shape` whose every attention layer runs `path`."""
     model = train_speed.build_project_model(shape)
     for block in model.blocks:
         block.attn.kernel = PATHS[path] or block.attn.kernel
-    return train_speed.make_train_step(model, train_speed.project_optimizer(model), shape, False, False)
+    return train_speed.make_train_step(model, train_speed.project_optimizer(model), shape, bf16, compile_model)
 
 
 def main(argv=None):
@@ -47,6 +55,8 @@ def main(argv=None):
     parser.add_argument("--steps", type=int, default=3, help="timed steps per variant and round")
     parser.add_argument("--rounds", type=int, default=7, help="interleaved rounds; each variant reports its median")
     parser.add_argument("--warmup", type=int, default=2, help="untimed steps first")
+    parser.add_argument("--bf16", action="store_true", help="bf16 autocast, as train.py on a CPU with native bf16")
+    parser.add_argument("--compile", action="store_true", help="torch.compile each variant")
     args = parser.parse_args(argv)
     names = [name.strip() for name in args.shapes.split(",")]
     if not set(names) <= set(train_speed.SHAPES):
@@ -54,13 +64,14 @@ def main(argv=None):
               file=sys.stderr)
         sys.exit(2)
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, CPU capability "
-          f"{torch.backends.cpu.get_cpu_capability()}, fp32")
+          f"{torch.backends.cpu.get_cpu_capability()}, "
+          f"{'bf16 autocast' if args.bf16 else 'fp32'}, {'compiled' if args.compile else 'eager'}")
     print(f"\n{'shape':8} {'dropout':>7} {'path':9} {'ms/step':>8} {'vs kernel':>9}")
     for name in names:
         shape = train_speed.SHAPES[name]
         for dropout in (float(p) for p in args.dropouts.split(",")):
             train_speed.DROPOUT["p"] = dropout
-            steps = [train_step(shape, path) for path in PATHS]
+            steps = [train_step(shape, path, args.bf16, args.compile) for path in PATHS]
             _, seconds = train_speed.time_variants(steps, args.warmup, args.steps, args.rounds)
             for path, s in zip(PATHS, seconds):
                 print(f"{name:8} {dropout:7.2f} {path:9} {s * 1e3:8.1f} {s / seconds[0]:8.2f}x", flush=True)

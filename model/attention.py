@@ -6,7 +6,7 @@
 one (`attend`), returns the weights, and hands every intermediate tensor to `self.probe`, a no-op module
 that forward hooks can read (inspection/trace.py does, to explain a head). Otherwise it calls
 `self.kernel`, the fastest computation of the same numbers for its device (model/attention_kernels.py:
-PyTorch's fused kernel, in fp32 for bf16 on a CPU, with dropout on a CPU the same steps in fewer passes).
+PyTorch's fused kernel; on a CPU, with dropout or in bf16 up to 512 keys, the same steps in fewer passes).
 """
 
 import math

@@ -38,16 +38,21 @@ def causal_bias(Tq: int, Tk: int, dtype, device) -> torch.Tensor:
     return torch.full((Tq, Tk), float("-inf"), dtype=dtype, device=device).triu_(Tk - Tq + 1)
 
 
-def dropout_attention(q, k, v, dropout_p: float) -> torch.Tensor:
-    """The textbook steps with dropout on the weights, in fewer passes over the (Tq, Tk) scores: the scale
-    1/√d and the mask ride in one `baddbmm` (no separate division and masked_fill, nor their backward), and
-    dropout's 1/(1 - p) is applied after the product with v, to Tq x hs numbers instead of Tq x Tk. The
+FEW_PASS_MAX_KEYS = 512  # bf16 on a CPU without dropout: the few-pass steps up to this many keys, the fused kernel beyond
+
+
+def few_pass_attention(q, k, v, dropout_p: float) -> torch.Tensor:
+    """The textbook steps, dropout on the weights included, in fewer passes over the (Tq, Tk) scores: the
+    scale 1/√d and the mask ride in one `baddbmm` (no separate division and masked_fill, nor their backward),
+    and dropout's 1/(1 - p) is applied after the product with v, to Tq x hs numbers instead of Tq x Tk. The
     mask is model/dropout.py's, drawn for the same shape, so the numbers are the layer's own steps' up to
     rounding. (B, nh, Tq, hs) -> (B, nh, Tq, hs)."""
     B, nh, Tq, hs = q.shape
     Tk = k.size(2)
     scores = torch.baddbmm(causal_bias(Tq, Tk, q.dtype, q.device), q.reshape(B * nh, Tq, hs),
                            k.reshape(B * nh, Tk, hs).transpose(1, 2), alpha=1 / math.sqrt(hs))  # (B*nh, Tq, Tk)
+    if dropout_p == 0:
+        return torch.bmm(scores.softmax(dim=-1), v.reshape(B * nh, Tk, -1)).view(B, nh, Tq, -1)
     keep, p = keep_mask(scores.shape, dropout_p, q.device)
     if p >= 1:  # every weight dropped
         return q.new_zeros(B, nh, Tq, v.size(-1))
@@ -56,15 +61,13 @@ def dropout_attention(q, k, v, dropout_p: float) -> torch.Tensor:
 
 
 def cpu_attention(q, k, v, dropout_p: float, attend: Callable) -> torch.Tensor:
-    """A CPU: with dropout, the textbook steps in fewer passes (`dropout_attention`), whose dropout draws its
-    mask the cheap way (the fused kernel would draw it with bernoulli_; model/dropout.py says why not). In
-    bf16, the fused kernel in fp32: PyTorch's CPU kernel is up to 2.5x slower in bf16 than in fp32 at these
-    shapes (forward and backward; docs/speed.md), and fp32 is the more exact."""
-    if dropout_p > 0:
-        return dropout_attention(q, k, v, dropout_p)
-    if q.dtype == torch.bfloat16:
-        with torch.autocast("cpu", enabled=False):  # CPU autocast would cast the fp32 inputs back to bf16
-            return causal_fused(q.float(), k.float(), v.float(), 0.0, attend).to(q.dtype)
+    """A CPU, each choice the faster one in whole train steps (docs/speed.md). With dropout, the few-pass
+    steps, whose dropout draws its mask the cheap way (the fused kernel would draw it with bernoulli_;
+    model/dropout.py says why not). Without, in fp32 the fused kernel; in bf16 the few-pass steps up to
+    FEW_PASS_MAX_KEYS keys (PyTorch's kernel is up to 2.5x slower in bf16 than they are at these lengths,
+    and slower in fp32 too), the fused kernel in bf16 beyond (its blocks pay off on long rows)."""
+    if dropout_p > 0 or (q.dtype == torch.bfloat16 and k.size(2) <= FEW_PASS_MAX_KEYS):
+        return few_pass_attention(q, k, v, dropout_p)
     return causal_fused(q, k, v, 0.0, attend)
 
 

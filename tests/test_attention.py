@@ -106,9 +106,14 @@ def test_training_dropout_is_random_and_eval_is_not():
     assert torch.equal(attn(x)[0], attn(x)[0])
 
 
-def test_under_cpu_bf16_autocast_the_fused_kernel_runs_in_fp32(monkeypatch):
-    """PyTorch's CPU kernel is slower in bf16 than in fp32 (docs/speed.md): the layer hands it fp32 q, k, v,
-    whose result equals the explicit path's in fp32 up to bf16 rounding of the projections around it."""
+@pytest.mark.parametrize("max_keys, expected", [(512, []), (4, [(torch.bfloat16, True)])])
+def test_under_cpu_bf16_autocast_the_attention_runs_in_bf16(monkeypatch, max_keys, expected):
+    """bf16 on a CPU without dropout (docs/speed.md): up to FEW_PASS_MAX_KEYS keys the few-pass steps, beyond
+    them PyTorch's fused kernel, both on the bf16 q, k, v; either lands on the explicit path's fp32 numbers up
+    to bf16 rounding."""
+    from model import attention_kernels
+
+    monkeypatch.setattr(attention_kernels, "FEW_PASS_MAX_KEYS", max_keys)
     torch.manual_seed(0)
     attn = CausalSelfAttention(GPTConfig(vocab_size=16, block_size=8, n_layer=1, n_head=2, n_embd=8)).eval()
     x = torch.randn(2, 8, 8)
@@ -118,16 +123,26 @@ def test_under_cpu_bf16_autocast_the_fused_kernel_runs_in_fp32(monkeypatch):
                         lambda q, k, v, **kw: seen.append((q.dtype, torch.is_autocast_enabled("cpu"))) or kernel(q, k, v, **kw))
     with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
         fast, _ = attn(x)
-    assert seen == [(torch.float32, False)]  # fp32 inputs, and autocast off, which would cast them back to bf16
+    assert seen == expected  # 8 keys: the fused kernel only past a limit of 4
     assert fast.dtype == torch.bfloat16
     with torch.no_grad():
         exact, _ = attn(x, need_attn=True)
     torch.testing.assert_close(fast.float(), exact, atol=0.03, rtol=0.03)
 
 
+def test_few_pass_steps_without_dropout_against_the_reference_on_a_chunk_after_cached_keys():
+    """3 queries after 5 earlier keys, no dropout: softmax(q kᵀ/√d with the bottom-right mask) @ v."""
+    from model.attention_kernels import few_pass_attention
+
+    torch.manual_seed(0)
+    q, k, v = torch.randn(2, 3, 3, 8), torch.randn(2, 3, 8, 8), torch.randn(2, 3, 8, 4)
+    expected, _ = reference_attention(q, k, v, causal=True)
+    torch.testing.assert_close(few_pass_attention(q, k, v, 0.0), expected, atol=1e-5, rtol=1e-5)
+
+
 @pytest.mark.parametrize("T", [1, 7])
 def test_cpu_dropout_kernel_equals_the_textbook_steps_with_the_same_mask(T):
-    """In training on a CPU the layer runs `dropout_attention` (model/attention_kernels.py); with the random
+    """In training on a CPU the layer runs `few_pass_attention` (model/attention_kernels.py); with the random
     generator in the same state it draws the same dropout masks as the textbook steps (`attend`), so the
     outputs and every gradient agree up to rounding."""
     torch.manual_seed(0)
@@ -148,7 +163,7 @@ def test_cpu_dropout_kernel_equals_the_textbook_steps_with_the_same_mask(T):
 def test_cpu_dropout_kernel_against_the_reference_on_a_chunk_after_cached_keys():
     """3 queries after 5 earlier keys (the bottom-right mask): softmax(q kᵀ/√d, masked), the kept weights
     scaled by 1/(1 - p), times v; the mask drawn as model/dropout.py draws it for that shape."""
-    from model.attention_kernels import dropout_attention
+    from model.attention_kernels import few_pass_attention
     from model.dropout import keep_mask
 
     torch.manual_seed(0)
@@ -158,8 +173,8 @@ def test_cpu_dropout_kernel_against_the_reference_on_a_chunk_after_cached_keys()
     _, att = reference_attention(q, k, v, causal=True)
     expected = (att * keep.view(2, 3, 3, 8) / (1 - p)) @ v
     torch.manual_seed(5)
-    torch.testing.assert_close(dropout_attention(q, k, v, 0.25), expected, atol=1e-5, rtol=1e-5)
-    assert torch.equal(dropout_attention(q, k, v, 1.0), torch.zeros(2, 3, 3, 4))
+    torch.testing.assert_close(few_pass_attention(q, k, v, 0.25), expected, atol=1e-5, rtol=1e-5)
+    assert torch.equal(few_pass_attention(q, k, v, 1.0), torch.zeros(2, 3, 3, 4))
 
 
 def test_cpu_dropout_kernel_under_bf16_autocast():
