@@ -117,23 +117,24 @@ x = torch.randint(0, 8192, (16, 128))
 def step():  # the logits alone are 64 MB, above any size glibc keeps by default
     model(x, x)[1].backward()
     model.zero_grad(set_to_none=True)
-for _ in range(3):
+for _ in range(10):  # the heap settles in the first few steps
     step()
 before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
-for _ in range(3):
+for _ in range(40):
     step()
-print((resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before) // 3)
+print((resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before) // 40)
 """
 
 
 @pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="glibc's malloc only")
 def test_kept_memory_spares_a_cpu_step_its_page_faults():
     """A train step with 64 MB of logits faults in every page of them afresh each step under glibc's defaults
-    (16,384 pages of 4 KiB); with keep_freed_memory the next step reuses them."""
+    (16,384 pages of 4 KiB, and more for their gradient); with keep_freed_memory the next step reuses them,
+    but for a rare step whose blocks land elsewhere in the heap (1-2% of steps here: the average allows 10 in 40)."""
     def faults(mode: str) -> int:
         done = subprocess.run([sys.executable, "-c", STEP_FAULTS, mode], capture_output=True, text=True, check=True,
                               cwd=Path(__file__).resolve().parent.parent)  # fmt: skip
         return int(done.stdout.split()[-1])
 
     assert faults("default") > 16_000
-    assert faults("keep") < 1_000
+    assert faults("keep") < 10 * 16_384 / 40
