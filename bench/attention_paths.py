@@ -6,9 +6,9 @@
   fused     PyTorch's scaled_dot_product_attention, with its own dropout when there is dropout,
   fused32   the same kernel on q, k, v cast to fp32 (what a CPU ran in bf16 without dropout before 2026-12-04),
 
-at each shape and dropout asked for, fp32, or in bf16 autocast with --bf16, eager or `torch.compile`d with --compile. The variants run interleaved,
-round by round; each reports its median round, and "vs kernel" is the kernel's speed over the variant's (above
-1: the kernel is faster).
+at each shape and dropout asked for, fp32 or (--bf16) in bf16 autocast, eager or (--compile) `torch.compile`d.
+The variants run interleaved, round by round; each reports its median round, and "vs kernel" is the kernel's
+speed over the variant's (above 1: the kernel is faster).
 
     python bench/attention_paths.py                                  # default and small, dropout 0, 0.05, 0.2
     python bench/attention_paths.py --shapes default --dropouts 0.2 --rounds 15
@@ -36,7 +36,8 @@ def fused_in_fp32(q, k, v, dropout_p, attend):
         return causal_fused(q.float(), k.float(), v.float(), dropout_p, attend).to(q.dtype)
 
 
-PATHS = {"kernel": None, "textbook": textbook, "fused": causal_fused, "fused32": fused_in_fp32}  # None: the layer keeps the kernel it chose
+# None: the layer keeps the kernel it chose
+PATHS = {"kernel": None, "textbook": textbook, "fused": causal_fused, "fused32": fused_in_fp32}
 
 
 def train_step(shape, path, bf16: bool, compile_model: bool):

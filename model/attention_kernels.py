@@ -38,7 +38,8 @@ def causal_bias(Tq: int, Tk: int, dtype, device) -> torch.Tensor:
     return torch.full((Tq, Tk), float("-inf"), dtype=dtype, device=device).triu_(Tk - Tq + 1)
 
 
-FEW_PASS_MAX_KEYS = 512  # bf16 on a CPU without dropout: the few-pass steps up to this many keys, the fused kernel beyond
+# bf16 on a CPU without dropout: the few-pass steps up to this many keys, the fused kernel beyond (docs/speed.md)
+FEW_PASS_MAX_KEYS = 512
 
 
 def few_pass_attention(q, k, v, dropout_p: float) -> torch.Tensor:
