@@ -129,7 +129,7 @@ def optimisation_step(run: Run, p: Progress, lr: float) -> None:
         x, y = run.loader.next_batch()
         with run.ddp.syncing(run.model, last_micro_step=micro == tc.grad_accum - 1):
             with run.autocast:
-                loss = run.model(x, y)[1] / tc.grad_accum
+                loss = run.model(x, y, loss_only=True)[1] / tc.grad_accum
             scaler.scale(loss).backward()
         p.loss_sum += loss.detach()
     if tc.grad_clip > 0:

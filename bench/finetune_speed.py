@@ -36,7 +36,7 @@ VARIANTS = ("ours-fp32", "hf-fp32", "ours-bf16", "hf-bf16")
 
 
 def build(who: str, shape: tuple, dropout: float) -> torch.nn.Module:
-    """The model, callable as `model(x, y) -> (logits, loss)` for both kinds."""
+    """The model, callable as `model(x, y) -> (logits, loss)` for both kinds (ours also with `loss_only`)."""
     n_layer, n_head, n_embd, vocab_size, T, _ = shape
     if who == "ours":
         from model import GPT, GPTConfig
@@ -90,11 +90,12 @@ def worker(conn, variant: str, shape: tuple, dropout: float, threads: int) -> No
     *_, vocab_size, T, B = shape
     idx = torch.randint(vocab_size, (B, T + 1))
     x, y = idx[:, :-1], idx[:, 1:]  # (B, T) each
+    options = {"loss_only": True} if who == "ours" else {}  # ours as train.py calls it: the loss alone
     autocast = torch.autocast("cpu", dtype=torch.bfloat16) if precision == "bf16" else contextlib.nullcontext()
 
     def step():
         with autocast:
-            _, loss = model(x, y)
+            _, loss = model(x, y, **options)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(params, 1.0)
         optimizer.step()

@@ -76,7 +76,7 @@ def make_step(shape, precision: str, compiled: bool, dropout: float = 0.0):
 
     def step():
         with autocast:
-            loss = model(x, y)[1]
+            loss = model(x, y, loss_only=True)[1]  # as train.py calls it
         loss.backward()
         torch.nn.utils.clip_grad_norm_(raw.parameters(), 1.0)
         optimizer.step()

@@ -131,16 +131,18 @@ def build_hf_model(shape: Shape) -> torch.nn.Module:
 
 def make_train_step(model: torch.nn.Module, optimizer: torch.optim.Optimizer, shape: Shape, bf16: bool,
                     compile_model: bool):
-    """A closure running one full train step (forward, backward, AdamW) on a fixed random batch."""
+    """A closure running one full train step (forward, backward, AdamW) on a fixed random batch; our model is
+    called as train.py calls it, for the loss alone (`loss_only`)."""
     torch.manual_seed(0)
     model.train()
     step_model = torch.compile(model) if compile_model else model
     idx = torch.randint(shape.vocab_size, (shape.batch_size, shape.block_size + 1))
     x, y = idx[:, :-1].contiguous(), idx[:, 1:].contiguous()  # nanoGPT views its targets
+    options = {"loss_only": True} if isinstance(model, GPT) else {}
 
     def train_step():
         with torch.autocast("cpu", dtype=torch.bfloat16) if bf16 else contextlib.nullcontext():
-            _, loss = step_model(x, y)
+            _, loss = step_model(x, y, **options)
         loss.backward()
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)

@@ -1,7 +1,8 @@
 """GPT: token + learned position embeddings, pre-LayerNorm blocks, final LayerNorm, tied LM head.
 
     model = GPT(GPTConfig(vocab_size=2048))
-    logits, loss = model(idx, targets)              # training: logits (B, T, V), mean cross-entropy
+    logits, loss = model(idx, targets)              # logits (B, T, V), mean cross-entropy
+    _, loss = model(idx, targets, loss_only=True)   # training: the loss alone, faster (model/head_loss.py)
     logits, _ = model(idx)                          # inference: last position only, (B, 1, V)
     logits, maps = model.forward_with_attention(idx)  # maps (B, n_layer, n_head, T, T)
     out = model.generate(idx, max_new_tokens=50, temperature=0)   # see model/sampling.py
@@ -21,6 +22,7 @@ from model import sampling
 from model.attention import CausalSelfAttention
 from model.config import ACTIVATIONS, GPTConfig, ModelInputError
 from model.dropout import Dropout
+from model.head_loss import head_loss
 from model.kv_cache import KVCache
 
 
@@ -95,10 +97,11 @@ class GPT(nn.Module):
             kv_cache.advance(T)
         return self.ln_f(x), maps
 
-    def forward(self, idx, targets=None, kv_cache=None, all_logits=False):
+    def forward(self, idx, targets=None, kv_cache=None, all_logits=False, loss_only=False):
         """idx (B, T) -> `(logits, loss)`.
 
-        With targets (B, T) (-1 = ignore): logits (B, T, V) and the mean cross-entropy. Without:
+        With targets (B, T) (-1 = ignore): logits (B, T, V) and the mean cross-entropy; with `loss_only`,
+        logits None and the same loss, computed without holding all the logits at once. Without targets:
         logits of the last position only, (B, 1, V), unless `all_logits`; loss is None.
         With a KVCache, idx continues the cached tokens: positions start at `kv_cache.pos`.
         """
@@ -106,6 +109,8 @@ class GPT(nn.Module):
         if targets is None:
             logits = self.lm_head(x if all_logits else x[:, -1:])  # (B, T or 1, V)
             return logits, None
+        if loss_only:  # what training needs: the same loss, a slice of the logits at a time (speed only)
+            return None, head_loss(x, self.lm_head.weight, targets)
         logits = self.lm_head(x)  # (B, T, V)
         loss = F.cross_entropy(logits.view(-1, logits.size(-1)), targets.reshape(-1), ignore_index=-1)
         return logits, loss

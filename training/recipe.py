@@ -123,7 +123,7 @@ def time_training_step(model, batch_size: int, autocast, grad_clip: float, steps
         idx = torch.randint(model.config.vocab_size, (batch_size, T + 1), generator=generator).to(device)
         started = time.perf_counter()
         with autocast:
-            loss = step_model(idx[:, :-1], idx[:, 1:])[1]
+            loss = step_model(idx[:, :-1], idx[:, 1:], loss_only=True)[1]
         loss.backward()
         if grad_clip > 0:
             torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)

@@ -1,0 +1,105 @@
+"""The training loss made a slice of logits at a time (model/head_loss.py) against a case worked out by hand
+and against F.cross_entropy on the whole logits: the loss and every gradient, ignored targets, bf16 autocast.
+
+python -m pytest tests/test_head_loss.py -q
+"""
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from model import GPT, GPTConfig
+from model import head_loss as head_loss_module
+from model.head_loss import ChunkedHeadLoss, head_loss
+
+
+def test_a_case_by_hand():
+    # logits [ln 3, 0]: softmax [3/4, 1/4]; target 1 -> loss -ln(1/4) = ln 4
+    x = torch.tensor([[math.log(3)]], requires_grad=True)
+    weight = torch.tensor([[1.0], [0.0]], requires_grad=True)
+    loss = ChunkedHeadLoss.apply(x, weight, torch.tensor([1]), torch.float32)
+    (2 * loss).backward()  # the gradient arriving from above is 2
+    assert loss.item() == pytest.approx(math.log(4))
+    # d loss / d logits = softmax - one-hot = [3/4, -3/4]; d/dx = that @ weight = 3/4; d/dW = its outer product with x
+    assert x.grad.item() == pytest.approx(2 * 0.75)
+    torch.testing.assert_close(weight.grad, 2 * torch.tensor([[0.75 * math.log(3)], [-0.75 * math.log(3)]]))
+
+
+def plain_and_chunked(x, weight, targets, autocast=False):
+    """Loss and gradients (x, weight) of the plain loss and of the chunked one, for the same inputs."""
+    results = []
+    for chunked in (False, True):
+        xs, w = x.clone().requires_grad_(), weight.clone().requires_grad_()
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+            if chunked:
+                loss = head_loss(xs, w, targets)
+            else:
+                loss = F.cross_entropy(F.linear(xs, w).flatten(0, 1), targets.flatten(), ignore_index=-1)
+        (loss * 0.25).backward()  # as train.py divides by grad_accum
+        results.append((loss.detach(), xs.grad, w.grad))
+    return results
+
+
+@pytest.mark.parametrize("slice_logits", [1 << 20, 40 * 50])  # one slice; slices of 50 rows, the last shorter
+def test_loss_and_gradients_equal_the_plain_loss_with_ignored_targets(monkeypatch, slice_logits):
+    monkeypatch.setattr(head_loss_module, "SLICE_LOGITS", slice_logits)
+    torch.manual_seed(0)
+    x, weight = torch.randn(3, 70, 8), torch.randn(40, 8)  # 210 rows, vocabulary 40, width 8
+    targets = torch.randint(0, 40, (3, 70))
+    targets[0, :13] = -1
+    (plain, *plain_grads), (chunked, *chunked_grads) = plain_and_chunked(x, weight, targets)
+    torch.testing.assert_close(chunked, plain)
+    for ours, reference in zip(chunked_grads, plain_grads):
+        torch.testing.assert_close(ours, reference)
+    assert chunked_grads[0][0, :13].abs().max() == 0  # an ignored target sends no gradient to its row
+
+
+def test_under_bf16_autocast_it_stays_near_the_plain_loss():
+    torch.manual_seed(0)
+    x, weight, targets = torch.randn(2, 64, 16), torch.randn(300, 16) * 0.3, torch.randint(0, 300, (2, 64))
+    (plain, *plain_grads), (chunked, *chunked_grads) = plain_and_chunked(x, weight, targets, autocast=True)
+    assert chunked.dtype == torch.float32 and chunked.item() == pytest.approx(plain.item(), rel=1e-3)
+    for ours, reference in zip(chunked_grads, plain_grads):
+        assert ours.dtype == torch.float32  # the gradients come back in the inputs' dtype
+        assert (ours - reference).abs().max() < 0.02 * reference.abs().max()  # bf16 products: ~3 digits
+
+
+def test_the_model_trained_for_the_loss_alone_gets_the_same_loss_and_gradients():
+    """`model(idx, targets, loss_only=True)`, as train.py calls it: the tied embedding's gradient, which sums the
+    head's and the lookup's, is the plain forward's."""
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(vocab_size=64, block_size=16, n_layer=2, n_head=2, n_embd=32, dropout=0.0))
+    idx, targets = torch.randint(0, 64, (4, 16)), torch.randint(0, 64, (4, 16))
+    runs = []
+    for loss_only in (False, True):
+        model.zero_grad(set_to_none=True)
+        logits, loss = model(idx, targets, loss_only=loss_only)
+        loss.backward()
+        runs.append((logits, loss, {name: p.grad.clone() for name, p in model.named_parameters()}))
+    (logits, plain, plain_grads), (none, chunked, chunked_grads) = runs
+    assert logits.shape == (4, 16, 64) and none is None
+    torch.testing.assert_close(chunked, plain)
+    for name, grad in plain_grads.items():
+        torch.testing.assert_close(chunked_grads[name], grad, msg=name)
+    with torch.no_grad():  # without autograd the plain loss runs: still the same number
+        torch.testing.assert_close(model(idx, targets, loss_only=True)[1], plain)
+
+
+def test_compiled_the_slices_are_traced_into_the_graph_with_the_same_loss_and_gradients(monkeypatch):
+    """torch.compile traces `ChunkedHeadLoss` (forward and backward through AOTAutograd: no graph break) and
+    gets the plain loss's numbers; 'aot_eager' runs that traced graph without generating code, in seconds."""
+    monkeypatch.setattr(head_loss_module, "SLICE_LOGITS", 40 * 50)  # several slices, the last one shorter
+    torch.manual_seed(0)
+    x, weight, targets = torch.randn(210, 8), torch.randn(40, 8), torch.randint(0, 40, (210,))
+    targets[:13] = -1
+    torch._dynamo.reset()
+    compiled = torch.compile(head_loss, backend="aot_eager", fullgraph=True)  # fullgraph: a break is an error
+    (plain, *plain_grads), _ = plain_and_chunked(x[None], weight, targets[None])
+    xs, w = x.clone().requires_grad_(), weight.clone().requires_grad_()
+    loss = compiled(xs, w, targets)
+    (loss * 0.25).backward()
+    torch.testing.assert_close(loss.detach(), plain)
+    torch.testing.assert_close(xs.grad, plain_grads[0][0])
+    torch.testing.assert_close(w.grad, plain_grads[1])
