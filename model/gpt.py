@@ -15,14 +15,13 @@ Attention lives in model/attention.py, the KV cache in model/kv_cache.py and dec
 import math
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from model import sampling
 from model.attention import CausalSelfAttention
 from model.config import ACTIVATIONS, GPTConfig, ModelInputError
 from model.dropout import Dropout
-from model.head_loss import head_loss
+from model.head_loss import head_loss, logits_loss
 from model.kv_cache import KVCache
 
 
@@ -112,8 +111,7 @@ class GPT(nn.Module):
         if loss_only:  # what training needs: the same loss, a slice of the logits at a time (speed only)
             return None, head_loss(x, self.lm_head.weight, targets)
         logits = self.lm_head(x)  # (B, T, V)
-        loss = F.cross_entropy(logits.view(-1, logits.size(-1)), targets.reshape(-1), ignore_index=-1)
-        return logits, loss
+        return logits, logits_loss(logits, targets)
 
     def forward_with_attention(self, idx, kv_cache=None):
         """idx (B, T) -> `(logits (B, T, V), maps (B, n_layer, n_head, T, Tk))`, eval-only inspection.

@@ -60,12 +60,16 @@ class ChunkedHeadLoss(torch.autograd.Function):
         return (grad_x * scale).to(ctx.dtypes[0]), (grad_w * scale).to(ctx.dtypes[1]), None, None
 
 
+def logits_loss(logits, targets) -> torch.Tensor:
+    """The plain loss: mean cross-entropy of logits (..., V) against targets (...), -1 ignored."""
+    return F.cross_entropy(logits.view(-1, logits.size(-1)), targets.reshape(-1), ignore_index=-1)
+
+
 def head_loss(x, weight, targets) -> torch.Tensor:
     """Mean cross-entropy of the logits x @ weight.T (x (..., C), weight (V, C)) against targets (...), -1
     ignored: `ChunkedHeadLoss` on a CPU while autograd records; the plain loss otherwise."""
     if x.device.type != "cpu" or not torch.is_grad_enabled():
-        logits = F.linear(x, weight)
-        return F.cross_entropy(logits.view(-1, logits.size(-1)), targets.reshape(-1), ignore_index=-1)
+        return logits_loss(F.linear(x, weight), targets)
     device = x.device.type
     dtype = torch.get_autocast_dtype(device) if torch.is_autocast_enabled(device) else x.dtype
     return ChunkedHeadLoss.apply(x.reshape(-1, x.size(-1)), weight, targets.reshape(-1), dtype)
