@@ -30,7 +30,7 @@ from pathlib import Path
 from cli.command import ArgumentParser, integer, run_command
 from inference.runs import check_text, load_run, warn
 from inference.scoring import read_text, score_text
-from inference.textgen import TEMPERATURE, check_batch, stream_text
+from inference.textgen import check_batch, stream_text
 from inspection.explain import explain_head, resolve_query
 from inspection.heads import format_roles_table, measure_heads, save_roles
 from inspection.heldout import held_out_ids, usable_ids
@@ -45,8 +45,8 @@ from inspection.stats import format_stats_table, format_top_attended, head_stats
 from inspection.trace import trace_ids
 from inspection.messages import LANGUAGES, locale_language, messages
 from model.ablation import ablated, check_heads
-from model.decode_weights import FORMATS
-from model.sampling import Sampling
+from model.speed.decode_weights import FORMATS
+from model.sampling import TEMPERATURE, Sampling
 from model.errors import UserError
 from storage.atomic import write_files, write_text_atomic
 from storage.checkpoint import read_config, snapshots_of_run
@@ -71,6 +71,8 @@ def parse_args(argv):
     p.add_argument("--weights", choices=FORMATS, default="fp32", help="weights of the cached decoding on a CPU: "
                    "bf16 or int8 read a half or a quarter of fp32's bytes per token (faster on a larger model; "
                    "logits near fp32's, not equal; default fp32)")
+    p.add_argument("--no-speed-up", action="store_true", help="run the textbook network alone (model/gpt.py and "
+                   "model/attention.py), without the speed layer (model/speed/): the same numbers, slower")
     p.add_argument("--score", metavar="FILE", help="score a UTF-8 text file instead of generating")
     p.add_argument("--attention", metavar="OUT_DIR", help="write attention maps of the prompt (+ generated text)")
     p.add_argument("--head", metavar="L.H", help="print the tokens each query of head H in layer L attends to")
@@ -157,6 +159,7 @@ class Request:
     ckpt: str | None = None
     runs_dir: str = "runs"
     device: str = "auto"
+    speed: bool = True  # the speed layer (model/speed/); --no-speed-up: the textbook network alone
     max_new_tokens: int = 200
     num_samples: int = 1
     sampling: Sampling = Sampling(TEMPERATURE)
@@ -178,11 +181,14 @@ def parse_request(argv) -> Request:
     args = parse_args(argv)
     lang = args.lang or locale_language()
     if args.serve:  # before any default is filled in: what --serve does not use is refused as given
-        return Request(lang, ckpt=args.ckpt, runs_dir=args.runs_dir, device=args.device, serve=serve_address(args))
+        return Request(lang, ckpt=args.ckpt, runs_dir=args.runs_dir, device=args.device, speed=not args.no_speed_up,
+                       serve=serve_address(args))
     inspecting = args.attention is not None or args.head is not None or args.explain is not None or args.heads or args.lens
     max_new_tokens = (0 if inspecting else 200) if args.max_new_tokens is None else args.max_new_tokens
     sampling = Sampling(args.temperature, args.top_k, args.top_p, args.repetition_penalty, args.seed,
                         use_cache=not args.no_cache, weights=args.weights)
+    if args.no_speed_up and args.weights != "fp32":
+        raise UserError(f"--weights {args.weights} is a speed variant of decoding; drop it or --no-speed-up")
     check_batch(max_new_tokens, args.num_samples)
     check_inspection_options(args)
     if args.score is not None and (args.prompt is not None or inspecting) and args.over_training is None:
@@ -191,7 +197,8 @@ def parse_request(argv) -> Request:
                 parse_head(args.explain, "--explain") if args.explain not in (None, "path") else args.explain,
                 args.query, args.lens, lang=lang)
     ablate = tuple(parse_heads(args.ablate)) if args.ablate is not None else ()
-    return Request(lang, args.prompt, args.ckpt, args.runs_dir, args.device, max_new_tokens=max_new_tokens,
+    return Request(lang, args.prompt, args.ckpt, args.runs_dir, args.device, not args.no_speed_up,
+                   max_new_tokens=max_new_tokens,
                    num_samples=args.num_samples, sampling=sampling, score=args.score, look=look, layers_text=args.layers,
                    heads=args.heads, heads_text=args.heads_text, ablate=ablate, ablate_text=args.ablate,
                    ablate_mode=args.ablate_mode, over_training=args.over_training)
@@ -227,7 +234,8 @@ def inspect_attention(run, ids: list[int], look: Look, sampling: Sampling, recor
     trace = maps.trace if maps.trace is not None else trace_ids(run.model, maps.ids)  # the maps' own forward, or one
     query = resolve_query(look.query, len(maps.ids)) if look.explain else None  # before any file is written
     label = labeller(run.tokenizer)
-    record = forward_path(run.model, trace, label, sampling) if look.out_dir or look.explain == "path" else None
+    decoding = replace(sampling, eos_token_id=run.eot_id)  # as stream_text decodes: the end-of-text token unpenalised
+    record = forward_path(run.model, trace, label, decoding) if look.out_dir or look.explain == "path" else None
     if look.out_dir:
         # The window may start inside a character; its leftover bytes are left out of the title.
         text = b"".join(run.token_bytes[i] for i in maps.ids).decode("utf-8", errors="ignore")
@@ -284,7 +292,7 @@ def write_over_training(r: Request) -> None:
     print(format_snapshot_table(frames, layers, r.lang))
 
 
-SERVE_USES = {"ckpt", "runs_dir", "device", "serve", "host", "port", "lang"}  # the options --serve reads
+SERVE_USES = {"ckpt", "runs_dir", "device", "no_speed_up", "serve", "host", "port", "lang"}  # the options --serve reads
 
 
 def serve_address(args) -> tuple[str, int]:
@@ -302,7 +310,7 @@ def serve_address(args) -> tuple[str, int]:
 def serve(r: Request) -> None:
     """--serve: the live inspector on --host:--port until Ctrl-C."""
     host, port = r.serve
-    server = LiveServer(load_run(r.ckpt, r.runs_dir, r.device), host, port, r.lang)
+    server = LiveServer(load_run(r.ckpt, r.runs_dir, r.device, r.speed), host, port, r.lang)
     if host not in ("127.0.0.1", "localhost", "::1"):
         warn(f"--host {host}: the live inspector answers every machine that reaches this one (open "
              f"http://<this machine's address>:{server.port}/ there); it has no password, so serve it only on a "
@@ -400,7 +408,7 @@ def generate(r: Request) -> None:
     if r.over_training is not None:
         return write_over_training(r)
     text = read_text(r.score) if r.score is not None else None
-    run = load_run(r.ckpt, r.runs_dir, r.device)
+    run = load_run(r.ckpt, r.runs_dir, r.device, r.speed)
     look = check_against_model(run.model, r)  # before generating anything
     mean = r.ablate_mode == "mean" and (r.ablate or r.heads)  # the outputs a switched-off head gives instead
     means = ablation_means(run.model, held_out_ids(run, r.heads_text, r.lang)[0]) if mean else None

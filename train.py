@@ -46,7 +46,7 @@ from training.hardware import peak_flops
 from training.lock import RunLock
 from training.metrics import Speedometer
 from training.recipe import replan
-from training.setup import Progress, Run, set_up, train_state
+from training.setup import Progress, TrainingRun, set_up, train_state
 from training.stopping import StopSignals, check_finite
 
 
@@ -88,7 +88,7 @@ def train(cfg: RunConfig, out_dir, resume: bool = False, overwrite: bool = False
         return {"step": progress.step, "exit_code": 128 + stop}
 
 
-def loop(run: Run, p: Progress, signals: StopSignals, speed: Speedometer) -> int | None:
+def loop(run: TrainingRun, p: Progress, signals: StopSignals, speed: Speedometer) -> int | None:
     """The loop: an optimisation step; a log line every log_interval; an evaluation and a save every
     eval_interval. Returns the signal that stopped it, if one did."""
     stop, replans, ddp = None, "train.max_steps" in run.cfg.auto, run.ddp
@@ -119,7 +119,7 @@ def loop(run: Run, p: Progress, signals: StopSignals, speed: Speedometer) -> int
     return stop
 
 
-def optimisation_step(run: Run, p: Progress, lr: float) -> None:
+def optimisation_step(run: TrainingRun, p: Progress, lr: float) -> None:
     """One step at learning rate `lr`: grad_accum micro-steps, clipping, the optimizer; the train loss is
     summed on the device (no host-device sync)."""
     tc, optimizer, scaler = run.cfg.train, run.optimizer, run.scaler
@@ -127,10 +127,11 @@ def optimisation_step(run: Run, p: Progress, lr: float) -> None:
         group["lr"] = lr
     for micro in range(tc.grad_accum):  # teacher forcing: y is x shifted by one token
         x, y = run.loader.next_batch()
-        with run.ddp.syncing(run.model, last_micro_step=micro == tc.grad_accum - 1):
-            with run.autocast:
-                loss = run.model(x, y, loss_only=True)[1] / tc.grad_accum
-            scaler.scale(loss).backward()
+        if run.ddp.world > 1:  # DDP averages the gradients over the ranks in the last micro-step's backward only
+            run.model.require_backward_grad_sync = micro == tc.grad_accum - 1
+        with run.autocast:
+            loss = run.model(x, y, loss_only=True)[1] / tc.grad_accum
+        scaler.scale(loss).backward()
         p.loss_sum += loss.detach()
     if tc.grad_clip > 0:
         scaler.unscale_(optimizer)
@@ -141,7 +142,7 @@ def optimisation_step(run: Run, p: Progress, lr: float) -> None:
     p.step, p.n_summed = p.step + 1, p.n_summed + 1
 
 
-def log_loss(run: Run, p: Progress, lr: float, mean_loss: float, speed: Speedometer, bar: tqdm) -> None:
+def log_loss(run: TrainingRun, p: Progress, lr: float, mean_loss: float, speed: Speedometer, bar: tqdm) -> None:
     """The log line of every log_interval: the mean train loss since the last one, checked finite."""
     check_finite("the training loss", mean_loss, p.step, run.out_dir)
     record = {"step": p.step, "loss": round(mean_loss, 6), "lr": lr, **speed.lap()}
@@ -152,7 +153,7 @@ def log_loss(run: Run, p: Progress, lr: float, mean_loss: float, speed: Speedome
     p.n_summed = 0
 
 
-def evaluate_and_save(run: Run, p: Progress, speed: Speedometer, bar: tqdm) -> bool:
+def evaluate_and_save(run: TrainingRun, p: Progress, speed: Speedometer, bar: tqdm) -> bool:
     """The evaluation of every eval_interval: the losses and the heads' roles, a snapshot when one is due,
     last/ (and best/), the log. True when train.patience ends the run here."""
     tc, ddp, raw, prepared = run.cfg.train, run.ddp, run.raw, run.prepared
@@ -187,7 +188,7 @@ def evaluate_and_save(run: Run, p: Progress, speed: Speedometer, bar: tqdm) -> b
     return stops
 
 
-def replan_steps(run: Run, step: int, bar: tqdm) -> None:
+def replan_steps(run: TrainingRun, step: int, bar: tqdm) -> None:
     """max_steps planned again at the evaluation of `step` (training/budget.py), into config.json too."""
     tc = run.cfg.train
     planned = max(step, run.ddp.from_master(lambda: run.budget.steps_that_fit(step)))
@@ -199,7 +200,7 @@ def replan_steps(run: Run, step: int, bar: tqdm) -> None:
         write_json(run.out_dir / "config.json", run.cfg.to_dict())
 
 
-def save(run: Run, p: Progress, names: list[str]) -> None:
+def save(run: TrainingRun, p: Progress, names: list[str]) -> None:
     """Save last/ (and best/) once the train loss and the weights are checked finite: every rank gives its
     RNG and loader states; rank 0 writes."""
     check_finite("the training loss", (p.loss_sum / max(1, p.n_summed)).item(), p.step, run.out_dir)
@@ -210,7 +211,7 @@ def save(run: Run, p: Progress, names: list[str]) -> None:
         save_checkpoint(run.out_dir, name, run.raw, {**run.cfg.to_dict(), "step": p.step}, run.prepared.dir, state)
 
 
-def finish(run: Run, p: Progress, speed: Speedometer, started: float) -> dict:
+def finish(run: TrainingRun, p: Progress, speed: Speedometer, started: float) -> dict:
     """The exact loss over the whole validation split for best/ and last/, logged and reported."""
     ddp = run.ddp
     ddp.barrier()  # best/ is complete on disk before any rank reads it

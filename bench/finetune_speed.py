@@ -40,9 +40,10 @@ def build(who: str, shape: tuple, dropout: float) -> torch.nn.Module:
     n_layer, n_head, n_embd, vocab_size, T, _ = shape
     if who == "ours":
         from model import GPT, GPTConfig
+        from model.speed import speed_up
 
-        return GPT(GPTConfig(vocab_size=vocab_size, block_size=T, n_layer=n_layer, n_head=n_head, n_embd=n_embd,
-                             dropout=dropout, activation="gelu_new"))  # fmt: skip
+        return speed_up(GPT(GPTConfig(vocab_size=vocab_size, block_size=T, n_layer=n_layer, n_head=n_head,
+                                      n_embd=n_embd, dropout=dropout, activation="gelu_new")))  # as train.py runs it
     from transformers import GPT2Config, GPT2LMHeadModel
 
     config = GPT2Config(vocab_size=vocab_size, n_positions=T, n_layer=n_layer, n_head=n_head, n_embd=n_embd,

@@ -14,7 +14,7 @@ table, block 128 included, so 1000 tokens slide its window). tok/s counts every 
 batch (B x new tokens / wall seconds). Each figure is the median of --repeat runs, the modes taking turns
 (the best is printed too): CPU seconds well below the wall seconds mean other processes had the cores (on
 a busy 2-core machine, --threads 1 gives steadier figures). `ours-modules` is the cached decoding without
-model/decode_step.py's module-free step: `--modes ours,ours-modules` is the benchmark that keeps that step.
+model/speed/decode_step.py's module-free step: `--modes ours,ours-modules` is the benchmark that keeps that step.
 `ours-bf16` and `ours-int8` store the cached step's weights in that format (generate.py --weights); the
 ratio that compares like with like is ours-bf16 against `hf-bf16`, transformers' model in bf16. At batch 1 a
 step reads every weight once, so each line also gives the weights' bytes read per second against the
@@ -31,6 +31,7 @@ small), without it each step recomputes the whole context (linear per token, so 
 """
 
 import argparse
+import copy
 import json
 import os
 import statistics
@@ -42,8 +43,8 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from model import GPT, GPTConfig  # noqa: E402
-from model import sampling  # noqa: E402
 from model.sampling import generate, stream  # noqa: E402
+from model.speed import speed_up  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 with open(os.path.join(ROOT, "configs", "small.toml"), "rb") as f:
@@ -55,13 +56,16 @@ SHAPES = {
     "gpt2": {"n_layer": 12, "n_head": 12, "n_embd": 768},  # GPT-2 small: 124M parameters at --vocab 50257
 }
 BLOCK, PROMPT = 1024, 16
-MODES = ("ours", "ours-nocache", "ours-modules", "ours-bf16", "ours-int8", "hf", "hf-nocache", "hf-bf16")
-# ours-modules: cached, without the DecodeStep; ours-bf16/-int8: the cached step's weights in that format
-# (generate.py --weights); hf-bf16: a bf16 copy of transformers' model (weights and compute).
+MODES = ("ours", "ours-nocache", "ours-modules", "ours-textbook", "ours-bf16", "ours-int8", "hf", "hf-nocache",
+         "hf-bf16")
+# ours: with the speed layer, as generate.py decodes; ours-modules: cached, the speed layer's modules without its
+# DecodeStep; ours-textbook: cached, without the speed layer (generate.py --no-speed-up); ours-bf16/-int8: the
+# cached step's weights in that format (generate.py --weights); hf-bf16: a bf16 copy of transformers' model.
 FORMAT = {"ours-bf16": "bf16", "ours-int8": "int8", "hf-bf16": "bf16"}  # the modes whose weights are not --dtype
 ITEMSIZE = {"fp32": 4, "bf16": 2, "int8": 1}
 PAIRS = (  # (ours, theirs, what the pair compares) for the ratios
     ("ours", "ours-nocache", "fp32, cache vs none"), ("ours", "ours-modules", "fp32, step vs modules"),
+    ("ours", "ours-textbook", "fp32, speed layer on vs off"),
     ("ours", "hf", "fp32 weights both"), ("ours", "hf-nocache", "fp32, theirs uncached"),
     ("ours-bf16", "hf-bf16", "bf16 weights both"), ("ours-bf16", "ours", "bf16 vs fp32 weights, ours"),
     ("ours-int8", "ours-bf16", "int8 vs bf16 weights, ours"),
@@ -100,11 +104,11 @@ def decode(mode, model, idx, new):
     sync(idx.device)
     start, cpu_start = time.perf_counter(), time.process_time()
     if mode == "ours-modules":
-        fast_step, sampling.fast_step = sampling.fast_step, lambda model, batch_size: None
+        model.decode_step = lambda weights="fp32": None  # this instance decodes with its modules
         try:
             out = generate(model, idx, new, temperature=0)
         finally:
-            sampling.fast_step = fast_step
+            del model.decode_step
     elif mode in ("ours-bf16", "ours-int8"):
         out = generate(model, idx, new, temperature=0, weights=FORMAT[mode])
     elif mode.startswith("ours"):
@@ -122,7 +126,7 @@ def decode(mode, model, idx, new):
 
 def model_of(mode) -> str:
     """The key in `models` of the model a mode runs."""
-    return mode if mode == "hf-bf16" else mode.split("-")[0]
+    return mode if mode in ("hf-bf16", "ours-textbook") else mode.split("-")[0]
 
 
 def weight_bytes(model, weights: str) -> int:
@@ -182,7 +186,7 @@ def plot_step_times(path, shape, new, repeat, vocab):
 
     torch.manual_seed(0)
     block, others = sizes(shape)
-    model = GPT(GPTConfig(vocab_size=vocab, block_size=block, **others)).eval()
+    model = speed_up(GPT(GPTConfig(vocab_size=vocab, block_size=block, **others)).eval())
     idx = torch.randint(0, vocab, (1, PROMPT))
     runs = {True: [], False: []}
     for _ in range(repeat):
@@ -241,7 +245,8 @@ def main(argv=None):
     for shape in args.shapes.split(","):
         torch.manual_seed(0)
         block, others = sizes(shape)
-        models = {"ours": GPT(GPTConfig(vocab_size=args.vocab, block_size=block, **others)).eval()}
+        textbook = GPT(GPTConfig(vocab_size=args.vocab, block_size=block, **others)).eval().to(device, dtype)
+        models = {"ours": speed_up(copy.deepcopy(textbook)), "ours-textbook": textbook}  # the same weights
         models["hf"] = make_hf(shape, args.vocab)
         models = {name: m if m is None else m.to(device, dtype) for name, m in models.items()}
         if models["hf"] is not None and "hf-bf16" in args.modes.split(","):

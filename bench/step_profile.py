@@ -25,6 +25,7 @@ from torch.profiler import ProfilerActivity, profile
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.train_speed import measure_matmul_peak  # noqa: E402
 from model import GPT, GPTConfig  # noqa: E402
+from model.speed import speed_up  # noqa: E402
 from training.hardware import PRECISIONS  # noqa: E402
 from training.setup import make_optimizer  # noqa: E402
 
@@ -64,8 +65,8 @@ def group_of(name: str) -> str:
 def make_step(shape, precision: str, compiled: bool, dropout: float = 0.0):
     n_layer, n_head, n_embd, block_size, batch_size, vocab_size = shape
     torch.manual_seed(0)
-    raw = GPT(GPTConfig(vocab_size=vocab_size, block_size=block_size, n_layer=n_layer, n_head=n_head, n_embd=n_embd,
-                        dropout=dropout))
+    raw = speed_up(GPT(GPTConfig(vocab_size=vocab_size, block_size=block_size, n_layer=n_layer, n_head=n_head,
+                                 n_embd=n_embd, dropout=dropout)))  # as train.py runs it
     raw.train()
     model = torch.compile(raw) if compiled else raw
     settings = SimpleNamespace(lr=1e-3, weight_decay=0.1, beta1=0.9, beta2=0.99)

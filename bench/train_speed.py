@@ -33,6 +33,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from model import GPT, GPTConfig  # noqa: E402
+from model.speed import speed_up  # noqa: E402
 from training.setup import make_optimizer  # noqa: E402
 
 
@@ -74,7 +75,7 @@ def measure_matmul_peak(dtype: torch.dtype, n: int = 2048, repeats: int = 10) ->
 def build_project_model(shape: Shape) -> torch.nn.Module:
     config = GPTConfig(vocab_size=shape.vocab_size, block_size=shape.block_size, n_layer=shape.n_layer,
                        n_head=shape.n_head, n_embd=shape.n_embd, dropout=DROPOUT["p"])
-    return GPT(config)
+    return speed_up(GPT(config))  # as train.py runs it (train.speed_up = true)
 
 
 OPTIMIZER = SimpleNamespace(lr=1e-4, weight_decay=0.1, beta1=0.9, beta2=0.95)  # the same numbers for every model

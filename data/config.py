@@ -15,9 +15,8 @@ class DataError(UserError):
     """A corpus, tokenizer or data setting the user has to fix; the message says what to do."""
 
 
-# data.vocab_size = "auto": the vocabulary grows with the training text, (characters below, size). 2048 was
-# best at 57,000 characters, 4096 beat 2048 at 393,000 (docs/recipe.md); more
-# than 4096 was not measured, so the rule stops there.
+# data.vocab_size = "auto": the vocabulary grows with the training text, (characters below, size), as measured
+# in docs/recipe.md; the rule stops at the largest size measured.
 VOCAB_STEPS = ((300_000, 2048),)
 LARGEST_AUTO_VOCAB = 4096
 # The BPE trainer allocates tables in proportion to the size asked for (57 bytes a token: 10**10 would be 570 GB);

@@ -2,6 +2,7 @@
 
     run = load_run()                      # the most recent run under runs/
     run = load_run("runs/small")          # a run dir (best/, else last/) or a checkpoint dir
+    run = load_run(speed=False)           # the textbook network alone, without the speed layer (model/speed/)
     ids = run.encode_prompt("대한민국은")   # [end of text, ...], cropped to block_size
     ids = run.encode_document(text)       # [end of text, ...], whole
 
@@ -20,6 +21,7 @@ from data.token_bytes import token_bytes
 from model import GPT
 from model.device import resolve_device
 from model.errors import UserError, check_utf8
+from model.speed import speed_up
 from storage.checkpoint import checkpoint_tokenizer, find_checkpoint, load_model
 
 TRAIN_HINT = "train one first: python train.py (or python train.py --config configs/tiny.toml, seconds on a CPU)"
@@ -99,9 +101,13 @@ def crop(ids: list[int], block_size: int, what: str) -> list[int]:
     return ids
 
 
-def load_run(path: str | Path | None = None, runs_dir: str | Path = "runs", device: str = "auto") -> Run:
-    """Load a run dir or checkpoint dir (default: the most recent run under `runs_dir`)."""
+def load_run(path: str | Path | None = None, runs_dir: str | Path = "runs", device: str = "auto",
+             speed: bool = True) -> Run:
+    """Load a run dir or checkpoint dir (default: the most recent run under `runs_dir`); `speed`: with the speed
+    layer (model/speed/), else the textbook network alone."""
     ckpt = find_checkpoint(find_latest_run(runs_dir) if path is None else path)
     model = load_model(ckpt, device=resolve_device(device, option="--device"))
+    if speed:
+        speed_up(model)
     tokenizer, eot_id = checkpoint_tokenizer(ckpt, model.config.vocab_size)
     return Run(model, tokenizer, ckpt, eot_id)

@@ -18,8 +18,6 @@ import torch
 from inference.runs import Run
 from model import ModelInputError
 from model.sampling import Sampling, stream
-
-TEMPERATURE = 0.8  # the default of generate.py and of these functions
 MAX_SAMPLES = 4096  # rows decoded together; more is no batch anyone reads, and a list per sample is built first
 
 
@@ -56,13 +54,13 @@ def stream_text(run: Run, prompt: str | list[int], max_new_tokens: int = 200, nu
 
     Yields `(ids, pieces)` per step: the new token id and the completed text of each sample; after
     the last step once more `([], pieces)` with what the decoders still held. `sampling`, or its fields as
-    keywords (model.sampling.Sampling; temperature TEMPERATURE unless given, 0 = greedy): the same seed gives
+    keywords (model.sampling.Sampling; temperature model.sampling.TEMPERATURE unless given, 0 = greedy): the same seed gives
     the same text. Bytes that never form a character (a model can sample a lone byte token) print as U+FFFD.
     `attention`: a list that receives the attention maps of every forward of the decoding
     (`model.sampling.stream_with_logits`). Everything is checked now, before the first token is decoded.
     """
     check_batch(max_new_tokens, num_samples)
-    sampling = Sampling(**{"temperature": TEMPERATURE, **options}) if sampling is None else sampling
+    sampling = Sampling(**options) if sampling is None else sampling
     sampling = replace(sampling, eos_token_id=run.eot_id if stop_at_eot else None)
     ids = run.encode_prompt(prompt) if isinstance(prompt, str) else prompt
     idx = torch.tensor([ids], dtype=torch.long, device=run.device).expand(num_samples, -1)  # (B, T), one row stored

@@ -23,6 +23,7 @@ from model.errors import UserError
 
 DIMS = 4  # values shown of each vector
 ALL_KEYS = 24  # up to this many visible keys every one is listed; beyond, a selection
+FUTURE = 3  # masked keys listed after the query, to show the mask at work
 TOP = 3  # contributions to y listed
 
 
@@ -34,24 +35,26 @@ def resolve_query(query: int, T: int) -> int:
     return query % T
 
 
-def vector(a: np.ndarray, n: int = DIMS) -> str:
-    """`[ 0.1234, -0.5678, …]`: the first n values, "…" if there are more."""
+def vector(a: np.ndarray, n: int = DIMS, total: int | None = None) -> str:
+    """`[ 0.1234, -0.5678, …]`: the first n values, "…" if there are more (`total`: the whole vector's length,
+    when `a` holds only its first values)."""
     shown = ", ".join(f"{x: .4f}" for x in a[:n])
-    return f"[{shown}{', …' if len(a) > n else ''}]"
+    return f"[{shown}{', …' if (total or len(a)) > n else ''}]"
 
 
-def shown_keys(att_row: np.ndarray, query: int) -> list[int]:
-    """The keys 0..query listed: all of them when few, else the first, the strongest and the last few."""
-    if query + 1 <= ALL_KEYS:
-        return list(range(query + 1))
-    strongest = np.argsort(-att_row[: query + 1], kind="stable")[:8]
-    return sorted({0, *strongest.tolist(), *range(query - 3, query + 1)})
-
-
-def top_contributions(att_row: np.ndarray, v: np.ndarray, k: int = TOP) -> list[int]:
-    """The keys j whose terms w_j v_j of y are largest (by norm, w_j |v_j|), strongest first."""
-    size = att_row * np.linalg.norm(v, axis=-1)
-    return np.argsort(-size, kind="stable")[:k].tolist()
+def listed_keys(att: np.ndarray) -> np.ndarray:
+    """The keys the walkthrough lists for every query of every head, att (H, T, T) -> (H, T, K), ascending, -1
+    padding: every key the query sees when there are at most ALL_KEYS of them, else the first, the 8 strongest and
+    the last 4; then up to FUTURE masked ones after the query."""
+    T = att.shape[-1]
+    i, j = np.arange(T)[:, None], np.arange(T)[None, :]  # query, key
+    strongest = np.zeros(att.shape, dtype=bool)
+    np.put_along_axis(strongest, np.argsort(-att, axis=-1, kind="stable")[..., :8], True, axis=-1)  # masked: 0, last
+    seen = (j <= i) & ((i < ALL_KEYS) | (j == 0) | (j >= i - 3) | strongest)
+    listed = seen | ((j > i) & (j <= i + FUTURE))  # (H, T, T)
+    count = listed.sum(-1)
+    keys = np.argsort(~listed, axis=-1, kind="stable")[..., : count.max()]  # the listed keys first, in order
+    return np.where(np.arange(keys.shape[-1]) < count[..., None], keys, -1)
 
 
 WHY = ("before", "after", "largest", "undivided", "mix")  # the numbers the why-texts quote, per query
@@ -80,6 +83,35 @@ def why_numbers(trace, layer: int) -> np.ndarray:
                      terms.max(-1) / terms.sum(-1)])
 
 
+def walkthrough_numbers(trace, layer: int) -> dict:
+    """Every number the walkthrough shows beyond the recorded tensors, for every head of `layer` and every query,
+    computed once here for the terminal (`explain_head`) and the page alike (H: heads, T: queries, K: keys listed):
+    "keys" (H, T, K) the keys listed (`listed_keys`; -1 pads), "dot" (H, T, K) their
+    q·k_j, "scaled" (H, T, K) the model's own q·k_j/√d_k (its recorded scores), "sum" (H, T) Σ_j w_j, "q_norm",
+    "y_norm" (H, T) |q| and |y| of each query, "v_norm" (H, T) |v_j| of each key, "x_norm", "out_norm" (T,) |x_j|
+    and |out_i| (the layer's input and output, all heads'), "top" (H, T, TOP) the keys j of
+    y's largest terms w_j v_j by norm, w_j |v_j|, strongest first (keys after the query, of size 0, come last: a
+    reader keeps j <= query), "top_size" (H, T, TOP) their w_j |v_j|, "top_terms" (H, T, TOP, DIMS) the first
+    values of w_j v_j."""
+    att, q, k, v = trace.att[layer], trace.q[layer], trace.k[layer], trace.v[layer]  # (H, T, T), 3 x (H, T, d)
+    H, T, _ = att.shape
+    keys = listed_keys(att)  # (H, T, K)
+    at = np.maximum(keys, 0)  # a padding key reads key 0; its values are never shown
+    heads = np.arange(H)[:, None, None]
+    dot = np.einsum("htd,htkd->htk", q.astype(np.float64), k[heads, at].astype(np.float64))
+    v_norm = np.linalg.norm(v.astype(np.float64), axis=-1)  # (H, T)
+    size = att * v_norm[:, None, :]  # (H, T, T): w_j |v_j|, 0 where masked
+    top = np.argsort(-size, axis=-1, kind="stable")[..., :TOP]  # (H, T, TOP)
+    w_top = np.take_along_axis(att, top, -1)  # (H, T, TOP)
+    return {"keys": keys, "dot": dot, "scaled": trace.scores[layer][heads, np.arange(T)[None, :, None], at],
+            "sum": att.sum(-1, dtype=np.float64), "q_norm": np.linalg.norm(q.astype(np.float64), axis=-1),
+            "x_norm": np.linalg.norm(trace.x[layer].astype(np.float64), axis=-1),  # (T,)
+            "out_norm": np.linalg.norm(trace.out[layer].astype(np.float64), axis=-1),  # (T,)
+            "y_norm": np.linalg.norm(trace.y[layer].astype(np.float64), axis=-1), "v_norm": v_norm, "top": top,
+            "top_size": np.take_along_axis(size, top, -1),
+            "top_terms": w_top[..., None] * v[heads, top][..., :DIMS]}
+
+
 def table(rows: list[list[str]]) -> list[str]:
     """Rows of cells in columns as wide as their widest cell (Hangul takes two terminal columns); the
     token column (the second) is aligned left, the numbers right."""
@@ -106,7 +138,7 @@ def with_gaps(keys: list[int], cells) -> list[list[str]]:
 def explain_head(trace, labels: list[str], layer: int, head: int, query: int, w_o=None, lang: str = "en",
                  mlp: bool = True) -> str:
     """The walkthrough of head `layer`.`head` at token `query` (see the module docstring), in `lang` ("en" or
-    "ko", inspection/messages.py: the same numbers in both).
+    "ko", inspection/messages.py: the same numbers in both), from `walkthrough_numbers` as the page shows it.
 
     w_o (n_embd, n_embd) is W_O as in out = concat(y) W_O + b_O (that is c_proj.weight.T); with it the
     walkthrough also shows this head's own share of the sublayer's output. `mlp`: the block has an MLP after
@@ -117,8 +149,14 @@ def explain_head(trace, labels: list[str], layer: int, head: int, query: int, w_
     C = trace.x.shape[-1]
     i = resolve_query(query, T)
     x, q, k, v = trace.x[layer], trace.q[layer, head, i], trace.k[layer, head], trace.v[layer, head]
-    scores, w, y = trace.scores[layer, head, i], trace.att[layer, head, i], trace.y[layer, head, i]
-    keys = shown_keys(w, i)
+    w, y = trace.att[layer, head, i], trace.y[layer, head, i]
+    numbers = walkthrough_numbers(trace, layer)
+    n = {name: numbers[name][head, i] for name in ("keys", "dot", "scaled", "sum", "q_norm", "y_norm", "top",
+                                                    "top_size", "top_terms")}  # this head and query's
+    v_norm, x_norm, out_norm = numbers["v_norm"][head], numbers["x_norm"], numbers["out_norm"]  # (T,) each
+    listed = n["keys"][n["keys"] >= 0].tolist()
+    keys, future = [j for j in listed if j <= i], [j for j in listed if j > i]
+    column = {j: c for c, j in enumerate(listed)}  # where key j's q·k_j sits in the record
     names = labels
     token = say("explain.token")
     lines = [say("explain.title", layer=layer, head=head, i=i, token=repr(labels[i]), T=T, C=C, H=H, d=d), ""]
@@ -128,45 +166,42 @@ def explain_head(trace, labels: list[str], layer: int, head: int, query: int, w_
         lines.append(say("explain.some_keys", shown=len(keys), n=i + 1))
     lines.append(say("explain.x", dims=DIMS, C=C))
     rows = [["j", token, "x_j", "|x_j|"]] + with_gaps(keys, lambda j: [
-        str(j), names[j], vector(x[j]), f"{np.linalg.norm(x[j]):.4f}"])
+        str(j), names[j], vector(x[j]), f"{x_norm[j]:.4f}"])
     lines += table(rows) + [""]
 
     lines.append(say("explain.step2", head=head, i=i, C=C, d=d))
-    lines.append(f"   q = {vector(q)}   |q| = {np.linalg.norm(q):.4f}")
+    lines.append(f"   q = {vector(q)}   |q| = {n['q_norm']:.4f}")
     rows = [["j", token, "k_j", "v_j"]] + with_gaps(keys, lambda j: [str(j), names[j], vector(k[j]), vector(v[j])])
     lines += table(rows) + [say("explain.why_qkv", i=i), ""]
 
     root = math.sqrt(d)
     lines.append(say("explain.step34", d=d, C=C, H=H, root=f"{root:.4f}"))
     lines.append(say("explain.step56"))
-    raw = k.astype(np.float64) @ q  # (T,) step 3 itself; the next column is the model's own q·kᵀ/√d_k
 
     def score_cells(j):
-        future = j > i
-        return [str(j), names[j], f"{raw[j]: .4f}", f"{scores[j]: .4f}", " -∞" if future else f"{scores[j]: .4f}",
-                f"{w[j]:.4f}"]
+        dot, scaled = n["dot"][column[j]], n["scaled"][column[j]]  # step 3, and the model's own q·kᵀ/√d_k
+        return [str(j), names[j], f"{dot: .4f}", f"{scaled: .4f}", " -∞" if j > i else f"{scaled: .4f}", f"{w[j]:.4f}"]
 
-    future = list(range(i + 1, T))
-    rows = [["j", token, "q·k_j", "÷√d_k", say("explain.masked"), "w_j"]] + with_gaps(keys + future[:3], score_cells)
+    rows = [["j", token, "q·k_j", "÷√d_k", say("explain.masked"), "w_j"]] + with_gaps(keys + future, score_cells)
     lines += table(rows)
-    if len(future) > 3:
-        lines.append(say("explain.more_masked", n=len(future) - 3))
+    if T - 1 - i > FUTURE:
+        lines.append(say("explain.more_masked", n=T - 1 - i - FUTURE))
     why = dict(zip(WHY, why_numbers(trace, layer)[:, head, i]))
-    lines += [f"   Σ w_j = {w[: i + 1].sum(dtype=np.float64):.6f}", say("explain.why_mask"),
+    lines += [f"   Σ w_j = {n['sum']:.6f}", say("explain.why_mask"),
               say("explain.why_scale", d=d, **{k: f"{why[k]:.4f}" for k in WHY[:4]}), ""]
 
-    lines.append(f"7. y = Σ_j w_j v_j = {vector(y)}   |y| = {np.linalg.norm(y):.4f}")
+    lines.append(f"7. y = Σ_j w_j v_j = {vector(y)}   |y| = {n['y_norm']:.4f}")
     lines.append(say("explain.largest"))
     rows = [["j", token, "w_j", "|v_j|", "w_j |v_j|", "w_j v_j"]]
-    for j in top_contributions(w[: i + 1], v[: i + 1]):
-        nv = np.linalg.norm(v[j])
-        rows.append([str(j), names[j], f"{w[j]:.4f}", f"{nv:.4f}", f"{w[j] * nv:.4f}", vector(w[j] * v[j])])
+    for j, size, term in zip(n["top"], n["top_size"], n["top_terms"]):
+        if j <= i:  # a key after the query adds nothing
+            rows.append([str(j), names[j], f"{w[j]:.4f}", f"{v_norm[j]:.4f}", f"{size:.4f}", vector(term, total=d)])
     lines += table(rows) + [say("explain.why_mix", share=f"{100 * why['mix']:.1f}"), ""]
 
     lo, hi = head * d, (head + 1) * d
     out = trace.out[layer, i]
     lines.append(say("explain.step8", d=d, lo=lo, last=hi - 1, C=C, H=H, i=i))
-    lines.append(f"   out_{i} = {vector(out)}   |out| = {np.linalg.norm(out):.4f}")
+    lines.append(f"   out_{i} = {vector(out)}   |out| = {out_norm[i]:.4f}")
     if w_o is not None:
         share = y @ np.asarray(w_o)[lo:hi]
         lines.append(say("explain.share", lo=lo, end=hi, share=vector(share), norm=f"{np.linalg.norm(share):.4f}"))

@@ -269,7 +269,8 @@ def roles_record(roles: HeadRoles) -> dict:
              } if imp else {}  # fmt: skip
     return {"scores": {r: [[number(x) for x in row] for row in roles.scores[r]] for r in ROLES},
             "chance": {r: number(c) for r, c in roles.chance.items()}, "repeat": roles.repeat,
-            "loss_first_copy": number(roles.loss_first), "loss_second_copy": number(roles.loss_second), **extra}
+            "loss_first_copy": number(roles.loss_first), "loss_second_copy": number(roles.loss_second),
+            "loss_drop": number(roles.loss_drop), **extra}
 
 
 def roles_from_record(record: dict, text: str = "") -> HeadRoles:

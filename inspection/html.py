@@ -3,8 +3,8 @@
 The page (template: page/page.html beside this file, its script page/*.js) lets a reader choose a layer and a head or all heads,
 and hover or click a token to see where it attends and what attends to it, with the attention each gets. Given a
 `Trace` (inspection/trace.py), a click on a query token of a head opens the walkthrough of that head
-at that token, with the model's q, k, v and y (scores q·k_j are summed on the page from those q and
-k). Given the `prefill` of maps from decoding, a slider steps through the generated tokens one cached
+at that token, with the model's q, k, v and y and every number of `inspection.explain.walkthrough_numbers`,
+the terminal's own (the page computes none of them). Given the `prefill` of maps from decoding, a slider steps through the generated tokens one cached
 row at a time. Given head roles (inspection/heads.py), each head's caption names its strongest role, and
 the role table shows what switching each head off costs, when measured (inspection/importance.py). Given
 a logit lens (inspection/lens.py), the focused token shows its next-token guess after every block.
@@ -26,12 +26,13 @@ from pathlib import Path
 
 import numpy as np
 
-from inspection.explain import why_numbers
+from inspection.explain import DIMS, FUTURE, TOP, walkthrough_numbers, why_numbers
 from inspection.glossary import GLOSSARY
 from inspection.heads import HeadRoles, roles_record
 from inspection.messages import page_messages
 from inspection.plot import korean_font_path
 from inspection.stats import head_stats
+from model.sampling import TEMPERATURE
 from storage.atomic import write_text_atomic
 
 PAGE = Path(__file__).with_name("page")
@@ -53,15 +54,28 @@ def pack_floats(a: np.ndarray) -> str:
     return base64.b64encode(np.ascontiguousarray(a, dtype="<f4").tobytes()).decode("ascii")
 
 
-def explain_data(trace, layers: list[int], dims: int = 4) -> dict:
-    """What the page's walkthrough shows, for `layers`: x and out as their first `dims` values and norm,
-    q, k, v and y whole, and the numbers its why-texts quote (inspection.explain.why_numbers)."""
-    def head_and_norm(a):  # (L, T, C) -> (L, T, dims + 1)
-        return np.concatenate([a[..., :dims], np.linalg.norm(a, axis=-1, keepdims=True)], axis=-1)
+def explain_data(trace, layers: list[int], dims: int = DIMS) -> dict:
+    """What the page's walkthrough shows, for `layers`: x and out as their first `dims` values and norm, q, k, v
+    and y whole, every other number of `inspection.explain.walkthrough_numbers` (each (L', H, T, ...): the keys
+    listed, -1 padding them to K a row, q·k_j, ÷√d_k, Σ w_j, the norms, y's largest terms) and those the why-texts
+    quote (`why_numbers`): the page looks them up and computes none of them."""
+    numbers = [walkthrough_numbers(trace, layer) for layer in layers]
+    K = max(n["keys"].shape[-1] for n in numbers)
 
-    return {"d_head": trace.d_head, "n_embd": trace.x.shape[-1], "dims": dims,
-            "x": pack_floats(head_and_norm(trace.x[layers])), "out": pack_floats(head_and_norm(trace.out[layers])),
+    def stacked(name, fill=0.0):  # (L', ...) with the key axis padded to K
+        return np.stack([np.pad(n[name], [(0, 0)] * 2 + [(0, K - n[name].shape[-1])], constant_values=fill)
+                         if name in ("keys", "dot", "scaled") else n[name] for n in numbers])
+
+    def head_and_norm(a, norm):  # (L', T, C) -> (L', T, dims + 1)
+        return np.concatenate([a[..., :dims], stacked(norm)[..., None]], axis=-1)
+
+    return {"d_head": trace.d_head, "n_embd": trace.x.shape[-1], "dims": dims, "K": K, "top_n": TOP,
+            "future": FUTURE, "x": pack_floats(head_and_norm(trace.x[layers], "x_norm")),
+            "out": pack_floats(head_and_norm(trace.out[layers], "out_norm")),
             **{name: pack_floats(getattr(trace, name)[layers]) for name in ("q", "k", "v", "y")},
+            "keys": pack_floats(stacked("keys", -1)),
+            **{name: pack_floats(stacked(name)) for name in ("dot", "scaled", "sum", "q_norm", "y_norm", "v_norm",
+                                                             "top", "top_size", "top_terms")},
             "why": pack_floats(np.stack([why_numbers(trace, layer) for layer in layers], axis=1))}  # (5, L', H, T)
 
 
@@ -165,7 +179,7 @@ def frames_page(frames: list[dict], labels: list[str], title: str, layers: list[
     data = {"n_layer": len(layers), "layers": layers, "n_head": n_head, "T": T, "tokens": list(labels),
             "prefill": T if prefill is None else int(prefill), "frames": frames, "lang": lang,
             "messages": page_messages(), "live": views.live, "lens": lens, "path": paths,
-            "glossary": [list(entry) for entry in GLOSSARY]}
+            "glossary": [list(entry) for entry in GLOSSARY], "temperature": TEMPERATURE}
     # "<" escaped so that no token (say "</script>") can end the script element early.
     payload = json.dumps(data, ensure_ascii=False).replace("<", "\\u003c")
     page = TEMPLATE.read_text(encoding="utf-8")

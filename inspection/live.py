@@ -31,7 +31,7 @@ from dataclasses import replace
 import torch
 
 from inference.runs import Run
-from inference.textgen import TEMPERATURE, stream_text
+from inference.textgen import stream_text
 from inspection.heads import measure_heads
 from inspection.heldout import held_out_ids, usable_ids
 from inspection.importance import ablation_means, held_out_windows
@@ -43,7 +43,7 @@ from inspection.path import forward_path
 from inspection.trace import trace_ids
 from model.ablation import ablated, check_heads
 from model.errors import UserError
-from model.sampling import Sampling, sampling_probs
+from model.sampling import TEMPERATURE, Sampling, sampling_probs
 
 FIRST_TEXT = "대한민국 국회는 법률을 제정한다. 대한민국 국회는"  # what the page opens on
 TOP = 10  # next-token candidates shown
@@ -156,7 +156,8 @@ class LiveInspector:
         if lens:  # every token's logit lens and path: left out of a generation's lines but its last
             view["lens"] = lens_table(run.model, trace, self.label)
             first = 0 if explain else len(maps.ids) - 1  # every token's with the walkthrough's, else the last's
-            view["path"] = path_data(forward_path(run.model, trace, self.label, sampling, first), trace)
+            decoding = replace(sampling, eos_token_id=run.eot_id)  # as stream_text decodes
+            view["path"] = path_data(forward_path(run.model, trace, self.label, decoding, first), trace)
         if full is not None:
             for c in candidates:
                 c["p_full"] = round(float(full[c["id"]]), 6)

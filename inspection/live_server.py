@@ -37,7 +37,7 @@ from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Route
 
 from inference.runs import Run
-from inference.textgen import TEMPERATURE
+from model.sampling import TEMPERATURE
 from inspection.html import Views, finite, frames_page
 from inspection.labels import token_labels
 from inspection.live import DEBOUNCE_MS, FIRST_TEXT, MAX_NEW, BadRequest, LiveInspector

@@ -171,6 +171,12 @@ MESSAGES: dict[str, tuple[str, str]] = {
                      "larger by 1 makes a token e ≈ 2.718 times as likely. The 10 most likely:",
                      "4. softmax가 logit {V}개를 확률로 바꿉니다, p_j = exp(logit_j) / Σ exp(logit). logit이 1 크면 그 "
                      "토큰의 확률은 e ≈ 2.718배가 됩니다. 가장 가능성이 높은 10개:"),
+    "path.repetition_penalty": ("   repetition penalty {value}: each token already in the text (the end-of-text token "
+                                "aside) has its logit divided by {value} where positive, multiplied where negative, so "
+                                "a repeat becomes less likely. {kept} tokens keep a probability above 0:",
+                                "   repetition penalty {value}: 텍스트에 이미 나온 토큰(end-of-text 토큰은 빼고)의 "
+                                "logit을 양수면 {value}로 나누고 음수면 곱해서, 같은 토큰이 다시 나올 가능성을 "
+                                "낮춥니다. 확률이 0보다 큰 토큰: {kept}개"),
     "path.temperature": ("   temperature {value}: the logits are divided by it before softmax; below 1 sharpens the "
                          "distribution, above 1 flattens it, 0 always takes the most likely token. {kept} tokens keep "
                          "a probability above 0:",
@@ -186,8 +192,10 @@ MESSAGES: dict[str, tuple[str, str]] = {
                    "   top-p {value}: 확률이 높은 토큰부터 더해 합이 {value} 이상이 되는 가장 작은 집합만 남기고"
                    "(nucleus sampling) 다시 나눕니다. 남은 토큰: {kept}개"),
     "path.rank": ("rank", "순위"),
-    "path.chosen": ("The next token, drawn from the last distribution (seed {seed}): {token} (id {id}, p {p})",
-                    "마지막 분포에서 뽑은 다음 토큰 (seed {seed}): {token} (id {id}, p {p})"),
+    "path.chosen": ("The next token, drawn from the last distribution (seed {seed}): {token} (id {id}, p {p}), the "
+                    "token generate.py --seed {seed} --max-new-tokens 1 writes after this one",
+                    "마지막 분포에서 뽑은 다음 토큰 (seed {seed}): {token} (id {id}, p {p}). generate.py --seed {seed} "
+                    "--max-new-tokens 1이 이 토큰 뒤에 쓰는 토큰입니다"),
     "path.hint": ("A map shows where a head looked, not why the output changed: heads have no fixed meaning, and "
                   "attention is a hint, not a causal explanation. To test what a head does, switch it off "
                   "(--ablate L.H) and compare.",

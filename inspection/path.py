@@ -21,7 +21,7 @@ import torch
 
 from inspection.explain import resolve_query, table
 from inspection.messages import messages
-from model.sampling import Sampling, sampling_probs
+from model.sampling import Sampling, choose_next, penalize_repetition, sampling_probs, seen_tokens
 
 DIMS = 4  # values shown of each vector
 TOP = 10  # candidates shown at each sampling stage
@@ -44,18 +44,36 @@ def norms(a: np.ndarray) -> list:
 def top_of(probs: torch.Tensor) -> tuple[list, list]:
     """Each row's TOP most likely ids and their probabilities."""
     p, ids = probs.topk(min(TOP, probs.size(-1)), dim=-1)
-    return ids.tolist(), plain(p)
+    return ids.tolist(), plain(p.cpu())
 
 
-def sampling_stages(logits: torch.Tensor, sampling: Sampling, first: int = 0) -> dict:
-    """softmax, then each setting in the order model.sampling applies them, each stage the distribution of
-    `sampling_probs` under the settings up to it: its top ids ("top"), their probabilities ("p") and how many
-    tokens keep a probability above 0 ("kept"), per token. The last stage is what the next token is drawn from,
-    by the seed's uniform number of each position (`first`: the position of row 0), whichever rows are asked."""
+def seen_before(ids: torch.Tensor, vocab_size: int, eos_token_id) -> torch.Tensor:
+    """(T, V) bool: row i marks the tokens of ids[0..i], as `model.sampling.seen_tokens` marks a prompt that ends at
+    token i (every later position of row i repeats ids[0], a token of that prefix already)."""
+    T = ids.numel()
+    prefixes = torch.where(torch.ones(T, T, dtype=torch.bool).tril(), ids, ids[0])  # (T, T): row i is ids[:i+1]
+    return seen_tokens(prefixes, vocab_size, eos_token_id)
+
+
+def sampling_stages(logits: torch.Tensor, sampling: Sampling, ids: torch.Tensor, first: int = 0) -> dict:
+    """softmax, then each setting in the order model.sampling applies them (the repetition penalty, temperature,
+    top-k, top-p), each stage the distribution under the settings up to it: its top ids ("top"), their
+    probabilities ("p") and how many tokens keep a probability above 0 ("kept"), per token. The last stage is
+    what the next token is drawn from, and "chosen" is the token that `generate.py --seed S --max-new-tokens 1`
+    writes after a prompt that ends at each token: model.sampling's own draw, from a generator seeded as a
+    decoding seeds it, on the logits' device. `ids`: the whole text's tokens; the logits (T', V) predict the
+    tokens after ids[first:]."""
     probs = logits.softmax(-1)
     top, p = top_of(probs)
-    stages = [{"name": "softmax", "top": top, "p": p, "logit": plain(logits.gather(-1, torch.tensor(top))),
+    stages = [{"name": "softmax", "top": top, "p": p, "logit": plain(logits.cpu().gather(-1, torch.tensor(top))),
                "kept": (probs > 0).sum(-1).tolist()}]
+    if sampling.repetition_penalty != 1:  # the scores the decoding's choice starts from
+        seen = seen_before(ids.to(logits.device), logits.size(-1), sampling.eos_token_id)[first:]  # (T', V)
+        logits = penalize_repetition(logits, seen, sampling.repetition_penalty)
+        probs = logits.softmax(-1)
+        top, p = top_of(probs)
+        stages.append({"name": "repetition_penalty", "value": sampling.repetition_penalty, "top": top, "p": p,
+                       "kept": (probs > 0).sum(-1).tolist()})
     settings = {}
     for name in ("temperature", "top_k", "top_p"):
         value = getattr(sampling, name)
@@ -66,15 +84,10 @@ def sampling_stages(logits: torch.Tensor, sampling: Sampling, first: int = 0) ->
         top, p = top_of(probs)
         stages.append({"name": name, "value": value, "top": top, "p": p, "kept": (probs > 0).sum(-1).tolist()})
     seed = sampling.seed or 0  # a draw is shown even when no seed was asked for
-    final = probs  # (T, V): the last stage's, every setting applied (a temperature is always given)
-    if sampling.temperature == 0:
-        chosen = final.argmax(-1)
-    else:  # inverse CDF, one uniform number per token (torch.multinomial is 10x slower over T rows)
-        cdf = final.cumsum(-1)
-        u = torch.rand(first + len(final), 1, generator=torch.Generator().manual_seed(seed), dtype=cdf.dtype)
-        u = u[first:]
-        chosen = torch.searchsorted(cdf, u * cdf[:, -1:]).clamp(max=final.size(-1) - 1)[:, 0]
-    return {"stages": stages, "chosen": chosen.tolist(), "chosen_p": plain(final.gather(-1, chosen[:, None])[:, 0]),
+    # every position's draw is the first of a decoding seeded alike: one generator, one race for all rows
+    generator = torch.Generator(device=logits.device).manual_seed(seed)
+    chosen = choose_next(logits, sampling.temperature, sampling.top_k, sampling.top_p, generator, same_race=True)
+    return {"stages": stages, "chosen": chosen.tolist(), "chosen_p": plain(probs.gather(-1, chosen[:, None])[:, 0].cpu()),
             "seed": seed}
 
 
@@ -93,8 +106,9 @@ def forward_path(model, trace, label, sampling: Sampling = Sampling(), first: in
                                          for name in ("resid", "out", "mid", "block")},
               "mlp_norm": norms(trace.mlp[:, first:]) if has_mlp else None,
               "active": plain((trace.hidden[:, first:] > 0).mean(-1)) if has_mlp else None}
-    logits = torch.from_numpy(trace.logits[first:])  # (T', V)
-    sampled = sampling_stages(logits, sampling, first)
+    device = model.tok_emb.weight.device  # where a decoding would draw
+    logits = torch.from_numpy(trace.logits[first:]).to(device)  # (T', V)
+    sampled = sampling_stages(logits, sampling, torch.from_numpy(trace.ids), first)
     shown = {i for stage in sampled["stages"] for row in stage["top"] for i in row} | set(sampled["chosen"])
     return {"T": T, "first": first, "C": C, "V": trace.logits.shape[-1], "L": L, "H": H, "d": d,
             "ids": trace.ids.tolist(), **vectors("tok", trace.tok[first:]), **vectors("pos", trace.pos[first:]),

@@ -12,9 +12,9 @@ the residual stream off the range the later layers were trained on; the mean kee
 adds and removes only what depends on the text, so the change measures what the head does with the text.
 
 A forward pre-hook on `c_proj` does it, and only inside the `with` block: the training step, and every
-forward outside the block, run no extra code. The one-token decoding step without module calls
-(model/decode_step.py) cannot see a hook, so sampling runs the modules while any hook is on
-(`model.sampling.fast_step`): cached and uncached decoding switch off the same heads.
+forward outside the block, run no extra code. The speed layer's one-token decoding step without module calls
+(model/speed/decode_step.py) cannot see a hook, so it leaves the step to the modules while any hook is on
+(`fast_decode_step`): cached and uncached decoding switch off the same heads.
 """
 
 import contextlib

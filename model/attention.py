@@ -1,21 +1,18 @@
 """Attention: a short reference to read and check by hand, and the causal self-attention layer.
 
-`reference_attention(q, k, v)` is the textbook formula, returning the weights too; it is built from
+`reference_attention(q, k, v)` is the textbook formula, returning the attention too; it is built from
 `attention_scores` (q kᵀ / √d) and `masked_softmax` (masked keys -inf, then softmax).
-`CausalSelfAttention` is the layer inside each block. With `need_attn=True` it takes those steps one by
-one (`attend`), returns the weights, and hands every intermediate tensor to `self.probe`, a no-op module
-that forward hooks can read (inspection/trace.py does, to explain a head). Otherwise it calls
-`self.kernel`, the fastest computation of the same numbers for its device (model/attention_kernels.py:
-PyTorch's fused kernel; on a CPU, with dropout or in bf16 up to 512 keys, the same steps in fewer passes).
+`CausalSelfAttention` is the layer inside each block, and it takes those steps one by one (`attend`), in
+training, in decoding and in inspection alike. With `need_attn=True` it also returns the attention and
+hands every intermediate tensor to `self.probe`, a no-op module that forward hooks can read
+(inspection/trace.py does, to explain a head). The speed layer (model/speed/) can put a faster computation
+of the same numbers in its place, for the whole model at once; it leaves `need_attn=True` to these steps.
 """
 
 import math
 
 import torch
 from torch import nn
-
-from model.attention_kernels import kernel_for
-from model.dropout import Dropout
 
 
 def causal_mask(Tq: int, Tk: int, device=None) -> torch.Tensor:
@@ -42,8 +39,8 @@ def reference_attention(q, k, v, causal=False, mask=None):
 
     q: (..., Tq, d), k: (..., Tk, d), v: (..., Tk, dv); any leading batch/head axes.
     `mask` is a bool "may attend" tensor broadcasting to (..., Tq, Tk); `causal=True` adds
-    `causal_mask(Tq, Tk)`. Masked scores become -inf BEFORE the softmax, so the allowed weights of
-    each row sum to 1 (a row with nothing allowed would be NaN).
+    `causal_mask(Tq, Tk)`. Masked scores become -inf BEFORE the softmax, so each row's attention
+    over its allowed keys sums to 1 (a row with nothing allowed would be NaN).
     """
     scores = attention_scores(q, k)  # (..., Tq, Tk)
     allowed = torch.ones((), dtype=torch.bool, device=q.device)
@@ -75,23 +72,30 @@ class CausalSelfAttention(nn.Module):
         self.dropout = config.dropout
         self.c_attn = nn.Linear(config.n_embd, 3 * config.n_embd, bias=config.bias)  # W_Q, W_K, W_V
         self.c_proj = nn.Linear(config.n_embd, config.n_embd, bias=config.bias)  # W_O
-        self.attn_dropout = Dropout(config.dropout)
-        self.resid_dropout = Dropout(config.dropout)
+        self.attn_dropout = nn.Dropout(config.dropout)
+        self.resid_dropout = nn.Dropout(config.dropout)
         self.probe = Probe()  # no parameters: checkpoints are unchanged
-        self.kernel = kernel_for(self.c_attn.weight.device)  # and again whenever the layer moves
 
-    def _apply(self, fn, recurse=True):
-        """`.to()`, `.cuda()`, `.cpu()`: where the device becomes known, so the kernel is chosen here."""
-        super()._apply(fn, recurse)
-        self.kernel = kernel_for(self.c_attn.weight.device)
-        return self
+    def split_heads(self, x, kv_cache=None):
+        """x (B, T, C) -> q, k, v: q (B, nh, T, hs); k, v (B, nh, Tk, hs), every key so far with a cache."""
+        B, T, C = x.shape
+        qkv = self.c_attn(x).view(B, T, 3, self.n_head, C // self.n_head)  # (B, T, 3, nh, hs)
+        q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)  # 3 x (B, nh, T, hs), views: no copy
+        if kv_cache is not None:
+            k, v = kv_cache.update(self.layer, k, v)  # (B, nh, Tk, hs), Tk = pos + T
+        return q, k, v
 
     def attend(self, q, k, v):
         """The textbook steps, one by one: (B, nh, Tq, hs) -> `(y, scores, att)`, y (B, nh, Tq, hs)."""
         scores = attention_scores(q, k)  # (B, nh, Tq, Tk), before the mask
         att = masked_softmax(scores, causal_mask(q.size(2), k.size(2), q.device))  # (B, nh, Tq, Tk)
-        y = self.attn_dropout(att) @ v  # (B, nh, Tq, hs); dropout acts on the weights
+        y = self.attn_dropout(att) @ v  # (B, nh, Tq, hs); in training dropout zeroes some of the attention
         return y, scores, att
+
+    def merge_heads(self, y):
+        """y (B, nh, T, hs) -> out (B, T, C): the heads side by side, then W_O."""
+        B, nh, T, hs = y.shape
+        return self.resid_dropout(self.c_proj(y.transpose(1, 2).reshape(B, T, nh * hs)))  # (B, T, C)
 
     def forward(self, x, kv_cache=None, need_attn: bool = False):
         """x: (B, T, C) -> `(out, att)`; att (B, nh, Tq, Tk) when `need_attn`, else None.
@@ -99,16 +103,10 @@ class CausalSelfAttention(nn.Module):
         With a KVCache, k and v are written at `kv_cache.pos` and the queries attend over the whole
         cached prefix, so Tk = pos + T (the model advances the cache after its last layer).
         """
-        B, T, C = x.shape
-        qkv = self.c_attn(x).view(B, T, 3, self.n_head, C // self.n_head)  # (B, T, 3, nh, hs)
-        q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)  # 3 x (B, nh, T, hs), views: no copy
-        if kv_cache is not None:
-            k, v = kv_cache.update(self.layer, k, v)  # (B, nh, Tk, hs)
-        if need_attn:  # inspection: the steps one by one, each tensor handed to the probe
-            y, scores, att = self.attend(q, k, v)
-        else:
-            y, att = self.kernel(q, k, v, self.dropout if self.training else 0.0, self.attend), None
-        out = self.resid_dropout(self.c_proj(y.transpose(1, 2).reshape(B, T, C)))  # (B, T, C), heads side by side
-        if need_attn:
-            self.probe(x=x, q=q, k=k, v=v, scores=scores, att=att, y=y, out=out)
+        q, k, v = self.split_heads(x, kv_cache)
+        y, scores, att = self.attend(q, k, v)
+        out = self.merge_heads(y)
+        if not need_attn:
+            return out, None
+        self.probe(x=x, q=q, k=k, v=v, scores=scores, att=att, y=y, out=out)  # inspection: hooks read these
         return out, att

@@ -2,27 +2,32 @@
 
     model = GPT(GPTConfig(vocab_size=2048))
     logits, loss = model(idx, targets)              # logits (B, T, V), mean cross-entropy
-    _, loss = model(idx, targets, loss_only=True)   # training: the loss alone, faster (model/head_loss.py)
+    _, loss = model(idx, targets, loss_only=True)   # training: the loss alone (the logits are not kept)
     logits, _ = model(idx)                          # inference: last position only, (B, 1, V)
     logits, maps = model.forward_with_attention(idx)  # maps (B, n_layer, n_head, T, T)
     out = model.generate(idx, max_new_tokens=50, temperature=0)   # see model/sampling.py
 
-Attention lives in model/attention.py, the KV cache in model/kv_cache.py and decoding in model/sampling.py
-(its single-token steps in model/decode_step.py). Checkpoint files are storage/checkpoint.py's
-(`save_model`, `load_model`): the network knows nothing of files.
+Attention lives in model/attention.py, the KV cache in model/kv_cache.py and decoding in model/sampling.py.
+This file and attention.py are the whole network: `model.speed.speed_up(model)` may put faster variants of
+some of its parts in place afterwards (model/speed/), each computing the same numbers. Checkpoint files are
+storage/checkpoint.py's (`save_model`, `load_model`): the network knows nothing of files.
 """
 
 import math
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from model import sampling
 from model.attention import CausalSelfAttention
 from model.config import ACTIVATIONS, GPTConfig, ModelInputError
-from model.dropout import Dropout
-from model.head_loss import head_loss, logits_loss
 from model.kv_cache import KVCache
+
+
+def logits_loss(logits, targets) -> torch.Tensor:
+    """The mean cross-entropy of logits (..., V) against targets (...), where a target of -1 is ignored."""
+    return F.cross_entropy(logits.view(-1, logits.size(-1)), targets.reshape(-1), ignore_index=-1)
 
 
 class MLP(nn.Module):
@@ -31,7 +36,7 @@ class MLP(nn.Module):
         self.c_fc = nn.Linear(config.n_embd, 4 * config.n_embd, bias=config.bias)
         self.gelu = nn.GELU(approximate=ACTIVATIONS[config.activation])  # exact erf form, or GPT-2's tanh
         self.c_proj = nn.Linear(4 * config.n_embd, config.n_embd, bias=config.bias)
-        self.dropout = Dropout(config.dropout)
+        self.dropout = nn.Dropout(config.dropout)
 
     def forward(self, x):
         h = self.gelu(self.c_fc(x))  # (B, T, 4C)
@@ -62,7 +67,7 @@ class GPT(nn.Module):
         self.config = config
         self.tok_emb = nn.Embedding(config.vocab_size, config.n_embd)
         self.pos_emb = nn.Embedding(config.block_size, config.n_embd)
-        self.drop = Dropout(config.dropout)
+        self.drop = nn.Dropout(config.dropout)
         self.blocks = nn.ModuleList(Block(config, layer) for layer in range(config.n_layer))
         self.ln_f = nn.LayerNorm(config.n_embd, eps=config.layer_norm_eps, bias=config.bias)
         self.lm_head = nn.Linear(config.n_embd, config.vocab_size, bias=False)
@@ -100,31 +105,35 @@ class GPT(nn.Module):
         """idx (B, T) -> `(logits, loss)`.
 
         With targets (B, T) (-1 = ignore): logits (B, T, V) and the mean cross-entropy; with `loss_only`,
-        logits None and the same loss, computed without holding all the logits at once. Without targets:
-        logits of the last position only, (B, 1, V), unless `all_logits`; loss is None.
+        logits None and the same loss (`self.loss`: returned alone, the logits need not be kept). Without
+        targets: logits of the last position only, (B, 1, V), unless `all_logits`; loss is None.
         With a KVCache, idx continues the cached tokens: positions start at `kv_cache.pos`.
         """
         x, _ = self._trunk(idx, kv_cache, need_attn=False)
         if targets is None:
             logits = self.lm_head(x if all_logits else x[:, -1:])  # (B, T or 1, V)
             return logits, None
-        if loss_only:  # what training needs: the same loss, a slice of the logits at a time (speed only)
-            return None, head_loss(x, self.lm_head.weight, targets)
+        if loss_only:  # what training needs
+            return None, self.loss(x, targets)
         logits = self.lm_head(x)  # (B, T, V)
         return logits, logits_loss(logits, targets)
+
+    def loss(self, x, targets) -> torch.Tensor:
+        """Final hidden states x (B, T, C) -> the mean cross-entropy of their logits against targets (B, T)."""
+        return logits_loss(self.lm_head(x), targets)
 
     def forward_with_attention(self, idx, kv_cache=None):
         """idx (B, T) -> `(logits (B, T, V), maps (B, n_layer, n_head, T, Tk))`, eval-only inspection.
 
-        The same blocks as `forward`, each taking its explicit attention path, so the maps are the
-        very weights that produced the logits. With a KVCache, idx continues the cached tokens and
+        The same blocks as `forward`, each returning its attention, so the maps are the very attention
+        that produced the logits. With a KVCache, idx continues the cached tokens and
         Tk = kv_cache.pos + T: a decoding step gives one row per layer and head.
         """
         x, maps = self._trunk(idx, kv_cache, need_attn=True)
         return self.lm_head(x), torch.stack(maps, dim=1)  # maps: (B, L, nh, T, Tk)
 
     def attention_maps(self, idx):
-        """idx (B, T) -> attention weights (B, n_layer, n_head, T, T); every row sums to 1."""
+        """idx (B, T) -> attention (B, n_layer, n_head, T, T); every row sums to 1."""
         return self.forward_with_attention(idx)[1]
 
     def new_kv_cache(self, batch_size: int, max_len=None, dtype=None, device=None) -> KVCache:
@@ -151,6 +160,15 @@ class GPT(nn.Module):
         c = self.config
         n = self.num_params(non_embedding=True) + self.tok_emb.weight.numel()
         return 6 * n + 12 * c.n_layer * c.n_embd * seq_len
+
+    def decode_step(self, weights: str = "fp32"):
+        """What a cached decoding calls for each single new token instead of `forward`: None here, so every
+        token goes through `forward` with the cache. (The speed layer returns a faster step, and only it
+        can decode with bf16 or int8 copies of the weights.)"""
+        if weights != "fp32":
+            raise ModelInputError(f"weights {weights} is a speed variant, and this model runs without the speed "
+                                  "layer (model/speed/); leave weights at fp32, or turn the speed layer on")
+        return None
 
     def generate(self, idx, max_new_tokens, **options):
         """See `model.sampling.generate`."""

@@ -20,10 +20,9 @@ import torch.nn.functional as F
 
 from model.config import ModelInputError
 
-# Logits (W x T x V numbers) per forward pass. On a CPU a batch whose logits stay in cache is the fastest:
-# 2**22 (8 windows of 128 at a vocabulary of 4096) scored 20-35% faster than 2**26 on 1 and 2 cores, and
+# Logits (W x T x V numbers) per forward pass. On a CPU a batch whose logits stay in cache is the fastest, and
 # about as fast as a training evaluation's batches, so the reserve a time budget keeps for the final scoring
-# (timed on those) holds. An accelerator wants large batches; 2**26 fp32 logits are 256 MiB.
+# (timed on those) holds (docs/speed.md). An accelerator wants large batches; 2**26 fp32 logits are 256 MiB.
 CPU_LOGITS_PER_BATCH, ACCELERATOR_LOGITS_PER_BATCH = 2**22, 2**26
 
 

@@ -33,11 +33,9 @@ import torch
 import torch.nn.functional as F
 
 from model.config import ModelInputError
-from model.ablation import has_hooks
-from model.decode_step import DecodeStep
-from model.decode_weights import check_format
 from model.memory import check_fits, decoding_bytes
 
+TEMPERATURE = 0.8  # the one default temperature: Sampling's, generate.py's, the page's
 MAX_SEED = 2**64 - 1  # the largest seed torch's generators take: generate.py's --seed and train.seed alike
 
 
@@ -49,7 +47,7 @@ def keep_top_k(logits, k: int):
 
 def keep_top_p(logits, p: float):
     """Nucleus: keep the smallest set of most likely tokens whose probability sums to >= p (at least one)."""
-    sorted_logits, order = torch.sort(logits, dim=-1, descending=True)  # (B, V)
+    sorted_logits, order = torch.sort(logits, dim=-1, descending=True, stable=True)  # (B, V); ties: lower id first
     probs = sorted_logits.softmax(dim=-1)
     before = probs.cumsum(dim=-1) - probs  # probability of the tokens ranked above each one
     drop_sorted = before >= p  # the set already reached p without this token
@@ -96,8 +94,9 @@ class Sampling:
     the prompt's device, unless one is given); a row that emits `eos_token_id` keeps emitting it, and the
     decoding stops once every row has; `use_cache=False` recomputes the window every step (the reference);
     `weights` "bf16" or "int8": the cached one-token steps multiply by smaller copies of the weights
-    (model/decode_weights.py; a CPU, the cache, no recorded attention), the prefills keep the model's own."""
-    temperature: float = 1.0
+    (the speed layer's, model/speed/decode_weights.py; a CPU, the cache, no recorded attention), the prefills
+    keep the model's own."""
+    temperature: float = TEMPERATURE
     top_k: int | None = None
     top_p: float | None = None
     repetition_penalty: float = 1.0
@@ -112,10 +111,10 @@ class Sampling:
             raise ModelInputError(f"seed {self.seed} must be between 0 and {MAX_SEED}")
 
 
-def choose_next(logits, temperature=1.0, top_k=None, top_p=None, generator=None):
-    """(B, V) logits -> (B,) token ids: argmax if temperature is 0, else a filtered sample. A NaN or +inf
-    logit (weights that overflow in their dtype) raises ModelInputError, not a sample of NaNs; -inf is a
-    token filtered out."""
+def choose_next(logits, temperature=1.0, top_k=None, top_p=None, generator=None, same_race: bool = False):
+    """(B, V) logits -> (B,) token ids: argmax if temperature is 0, else a filtered sample (`draw`, with its
+    `same_race`). A NaN or +inf logit (weights that overflow in their dtype) raises ModelInputError, not a sample
+    of NaNs; -inf is a token filtered out."""
     top = logits.max(dim=-1, keepdim=True)  # one pass for the checks, greedy decoding and the shift below
     if not bool(top.values.isfinite().all()):  # a NaN anywhere in a row is its max, and so is +inf
         raise ModelInputError("the model's logits hold NaN or inf at this step (its weights overflow in "
@@ -123,7 +122,16 @@ def choose_next(logits, temperature=1.0, top_k=None, top_p=None, generator=None)
     if temperature == 0:  # max's kernel is ~2x argmax's on CPU; both return the first maximum's index
         return top.indices.squeeze(1)
     probs = sampling_probs(logits, temperature, top_k, top_p, top.values)  # (B, V)
-    return torch.multinomial(probs, 1, generator=generator).squeeze(1)  # (B,)
+    return draw(probs, generator, same_race)  # (B,)
+
+
+def draw(probs, generator=None, same_race: bool = False):
+    """(B, V) probabilities -> (B,) token ids, one drawn from each row: the token whose p / E is largest, with
+    E ~ Exp(1) drawn for every token (an exponential race, the Gumbel-max trick: token i wins with probability
+    p_i; `torch.multinomial` draws a single sample the same way, so the two agree draw for draw). `same_race`:
+    one row of E for all rows, which is what B decodings seeded alike draw for their first tokens."""
+    race = torch.empty_like(probs[:1] if same_race else probs).exponential_(generator=generator)  # (B or 1, V)
+    return (probs / race).argmax(dim=-1)
 
 
 def sampling_probs(logits, temperature=1.0, top_k=None, top_p=None, top=None):
@@ -143,22 +151,6 @@ def sampling_probs(logits, temperature=1.0, top_k=None, top_p=None, top=None):
     return logits.softmax(dim=-1)
 
 
-def fast_step(model, batch_size: int, weights: str = "fp32") -> DecodeStep | None:
-    """The module-free single-token step where bench/generate_speed.py measures it faster than the modules
-    (fp32 weights on a CPU, eval mode); None elsewhere, and the modules do the step. `weights` other than
-    fp32 (model/decode_weights.py) exist only in this step, so there it is always made. A step that calls no
-    module would skip a hook (an ablation, model/ablation.py): then the modules do the step."""
-    w = model.tok_emb.weight
-    if has_hooks(model):
-        if weights != "fp32":
-            raise ModelInputError(f"weights {weights} decode without the model's modules, so they cannot switch "
-                                  "heads off; drop one of the two")
-        return None
-    if weights == "fp32" and (model.training or w.device.type != "cpu" or w.dtype != torch.float32):
-        return None
-    return DecodeStep(model, weights)
-
-
 def window_start(start: int, n: int, block_size: int) -> int:
     """Start of the context window once the sequence has n tokens (the module docstring's rule)."""
     return start if n - start <= block_size else n - max(1, block_size // 2)
@@ -172,14 +164,15 @@ def stream_with_logits(model, idx, max_new_tokens, sampling: Sampling | None = N
     the first step: the decoding itself runs as the result is iterated."""
     sampling = Sampling(**options) if sampling is None else sampling
     check_decoding(model, idx, max_new_tokens, sampling, attention)
+    # what each single new token goes through: None is `model(token, kv_cache=cache)` (gpt.py's forward)
+    step = model.decode_step(sampling.weights) if sampling.use_cache and attention is None else None
     if generator is None and sampling.seed is not None:
         generator = torch.Generator(device=idx.device).manual_seed(sampling.seed)
-    return decode(model, idx, max_new_tokens, sampling, generator, attention)
+    return decode(model, idx, max_new_tokens, sampling, generator, attention, step)
 
 
 def check_decoding(model, idx, max_new_tokens, sampling: Sampling, attention) -> None:
     """ModelInputError for a decoding this model cannot run: before any step, and before a word is printed."""
-    check_format(sampling.weights, model)
     if sampling.weights != "fp32" and (not sampling.use_cache or attention is not None):
         raise ModelInputError(f"weights {sampling.weights} is for the cached decoding alone; "
                               "drop it for the uncached reference or the recorded attention")
@@ -197,8 +190,8 @@ def check_decoding(model, idx, max_new_tokens, sampling: Sampling, attention) ->
 
 
 @torch.inference_mode()
-def decode(model, idx, max_new_tokens, sampling: Sampling, generator, attention):
-    """The loop of `stream_with_logits`, its inputs checked."""
+def decode(model, idx, max_new_tokens, sampling: Sampling, generator, attention, step=None):
+    """The loop of `stream_with_logits`, its inputs checked; `step`: the model's `decode_step`."""
     B, T = idx.shape
     temperature, top_k, top_p, repetition_penalty = (sampling.temperature, sampling.top_k, sampling.top_p,
                                                      sampling.repetition_penalty)
@@ -210,7 +203,6 @@ def decode(model, idx, max_new_tokens, sampling: Sampling, generator, attention)
     seen = seen_tokens(idx, model.config.vocab_size, eos_token_id) if repetition_penalty != 1 else None
     done = torch.zeros(B, dtype=torch.bool, device=idx.device) if eos_token_id is not None else None
     recording = attention is not None  # recording needs the explicit path of the model's own blocks
-    step = fast_step(model, B, sampling.weights) if use_cache and not recording else None
     n = T
     start = window_start(0, n, block_size)
     fresh = out[:, start:n]  # the tokens the cache has not seen yet (the prompt, at first)

@@ -1,5 +1,5 @@
-"""The reference attention (model/attention.py) against numbers worked out by hand, and the layer's fast
-(model/attention_kernels.py) vs explicit paths.
+"""The reference attention (model/attention.py) against numbers worked out by hand, and the layer with the
+speed layer's kernels (model/speed/attention_kernels.py) against its textbook steps.
 
 python -m pytest tests/test_attention.py -q
 """
@@ -11,6 +11,7 @@ import torch
 
 from model import GPTConfig
 from model.attention import CausalSelfAttention, causal_mask, reference_attention
+from model.speed import speed_up
 
 # Worked on paper, d = 4 so sqrt(d) = 2:
 #   q = [[1, 1,    0, 0],      k = [[2, 0, 0, 0],      v = [[1, 0],
@@ -70,7 +71,7 @@ def test_masked_weights_are_exactly_zero_and_rows_sum_to_one():
 @pytest.mark.parametrize("T", [1, 7])
 def test_fast_and_explicit_paths_agree(T):
     torch.manual_seed(0)
-    attn = CausalSelfAttention(tiny_config(dropout=0.1)).eval()  # eval: dropout off on both paths
+    attn = speed_up(CausalSelfAttention(tiny_config(dropout=0.1))).eval()  # eval: dropout off on both paths
     x = torch.randn(2, T, 32)
     y_fast, none = attn(x)
     y_explicit, att = attn(x, need_attn=True)
@@ -82,7 +83,7 @@ def test_fast_and_explicit_paths_agree_on_a_chunk_after_cached_keys():
     from model.kv_cache import KVCache
 
     torch.manual_seed(0)
-    attn = CausalSelfAttention(tiny_config()).eval()
+    attn = speed_up(CausalSelfAttention(tiny_config())).eval()
     x = torch.randn(2, 8, 32)
     full, _ = attn(x)
     outputs = {}
@@ -98,7 +99,7 @@ def test_fast_and_explicit_paths_agree_on_a_chunk_after_cached_keys():
 
 def test_training_dropout_is_random_and_eval_is_not():
     torch.manual_seed(0)
-    attn = CausalSelfAttention(tiny_config(dropout=0.5))
+    attn = speed_up(CausalSelfAttention(tiny_config(dropout=0.5)))
     x = torch.randn(1, 6, 32)
     assert not torch.equal(attn(x)[0], attn(x)[0])
     assert not torch.equal(attn(x, need_attn=True)[0], attn(x, need_attn=True)[0])
@@ -111,11 +112,11 @@ def test_under_cpu_bf16_autocast_the_attention_runs_in_bf16(monkeypatch, max_key
     """bf16 on a CPU without dropout (docs/speed.md): up to FEW_PASS_MAX_KEYS keys the few-pass steps, beyond
     them PyTorch's fused kernel, both on the bf16 q, k, v; either lands on the explicit path's fp32 numbers up
     to bf16 rounding."""
-    from model import attention_kernels
+    from model.speed import attention_kernels
 
     monkeypatch.setattr(attention_kernels, "FEW_PASS_MAX_KEYS", max_keys)
     torch.manual_seed(0)
-    attn = CausalSelfAttention(GPTConfig(vocab_size=16, block_size=8, n_layer=1, n_head=2, n_embd=8)).eval()
+    attn = speed_up(CausalSelfAttention(GPTConfig(vocab_size=16, block_size=8, n_layer=1, n_head=2, n_embd=8))).eval()
     x = torch.randn(2, 8, 8)
     seen = []
     kernel = torch.nn.functional.scaled_dot_product_attention
@@ -132,7 +133,7 @@ def test_under_cpu_bf16_autocast_the_attention_runs_in_bf16(monkeypatch, max_key
 
 def test_few_pass_steps_without_dropout_against_the_reference_on_a_chunk_after_cached_keys():
     """3 queries after 5 earlier keys, no dropout: softmax(q kᵀ/√d with the bottom-right mask) @ v."""
-    from model.attention_kernels import few_pass_attention
+    from model.speed.attention_kernels import few_pass_attention
 
     torch.manual_seed(0)
     q, k, v = torch.randn(2, 3, 3, 8), torch.randn(2, 3, 8, 8), torch.randn(2, 3, 8, 4)
@@ -142,11 +143,11 @@ def test_few_pass_steps_without_dropout_against_the_reference_on_a_chunk_after_c
 
 @pytest.mark.parametrize("T", [1, 7])
 def test_cpu_dropout_kernel_equals_the_textbook_steps_with_the_same_mask(T):
-    """In training on a CPU the layer runs `few_pass_attention` (model/attention_kernels.py); with the random
+    """In training on a CPU the layer runs `few_pass_attention` (model/speed/attention_kernels.py); with the random
     generator in the same state it draws the same dropout masks as the textbook steps (`attend`), so the
     outputs and every gradient agree up to rounding."""
     torch.manual_seed(0)
-    attn = CausalSelfAttention(tiny_config(dropout=0.3)).train()
+    attn = speed_up(CausalSelfAttention(tiny_config(dropout=0.3))).train()
     x = torch.randn(2, T, 32)
     results = []
     for need_attn in (False, True):
@@ -162,9 +163,9 @@ def test_cpu_dropout_kernel_equals_the_textbook_steps_with_the_same_mask(T):
 
 def test_cpu_dropout_kernel_against_the_reference_on_a_chunk_after_cached_keys():
     """3 queries after 5 earlier keys (the bottom-right mask): softmax(q kᵀ/√d, masked), the kept weights
-    scaled by 1/(1 - p), times v; the mask drawn as model/dropout.py draws it for that shape."""
-    from model.attention_kernels import few_pass_attention
-    from model.dropout import keep_mask
+    scaled by 1/(1 - p), times v; the mask drawn as model/speed/dropout.py draws it for that shape."""
+    from model.speed.attention_kernels import few_pass_attention
+    from model.speed.dropout import keep_mask
 
     torch.manual_seed(0)
     q, k, v = torch.randn(2, 3, 3, 8), torch.randn(2, 3, 8, 8), torch.randn(2, 3, 8, 4)
@@ -180,7 +181,7 @@ def test_cpu_dropout_kernel_against_the_reference_on_a_chunk_after_cached_keys()
 def test_cpu_dropout_kernel_under_bf16_autocast():
     """Training in bf16 on a CPU: the kernel's matmuls run in bf16 and land near the fp32 numbers (same mask)."""
     torch.manual_seed(0)
-    attn = CausalSelfAttention(tiny_config(dropout=0.2)).train()
+    attn = speed_up(CausalSelfAttention(tiny_config(dropout=0.2))).train()
     x = torch.randn(2, 7, 32)
     torch.manual_seed(1)
     with torch.autocast("cpu", dtype=torch.bfloat16):

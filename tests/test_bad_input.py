@@ -350,7 +350,7 @@ def test_the_config_sweep_covers_every_key_three_ways():
     assert {key for key, _, _ in CONFIG_CASES} == keys
     for key in keys:
         kinds = {kind for k, kind, _ in CONFIG_CASES if k == key}
-        bools = key in ("model.bias", "model.mlp", "log.wandb")  # two values: nothing is out of range or absurd
+        bools = key in ("model.bias", "model.mlp", "train.speed_up", "log.wandb")  # two values: nothing is out of range or absurd
         assert kinds == ({"wrong type"} if bools else {"wrong type", "out of range", "absurd size"}), key
 
 

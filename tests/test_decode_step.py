@@ -1,4 +1,4 @@
-"""DecodeStep (model/decode_step.py), the module-free single-token step, against the model's own cached forward.
+"""DecodeStep (model/speed/decode_step.py), the module-free single-token step, against the model's own cached forward.
 
 python -m pytest tests/test_decode_step.py -q
 """
@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from model import GPT, GPTConfig
-from model.decode_step import DecodeStep
+from model.speed.decode_step import DecodeStep
 from tests.conftest import TINY_MODEL as TINY
 
 
@@ -72,7 +72,7 @@ def test_overlapping_blocks_in_two_threads_restore_the_setting():
     """Thread A enters, B enters, A leaves, B leaves: a plain save/restore would leave oneDNN off."""
     import threading
 
-    from model.decode_step import native_cpu_kernels
+    from model.speed.decode_step import native_cpu_kernels
 
     a_inside, b_inside, a_left = threading.Event(), threading.Event(), threading.Event()
     seen = {}
@@ -100,9 +100,11 @@ def test_overlapping_blocks_in_two_threads_restore_the_setting():
 
 
 def test_only_fp32_cpu_models_in_eval_mode_take_the_step():
-    from model.sampling import fast_step
+    from model.speed import speed_up
 
     model = GPT(GPTConfig(vocab_size=64, block_size=16, n_layer=1, n_head=2, n_embd=16)).eval()
-    assert fast_step(model, 1) is not None and fast_step(model, 3) is not None
-    assert fast_step(model.train(), 1) is None  # dropout: the modules
-    assert fast_step(model.eval().to(torch.bfloat16), 1) is None  # measured no faster in bf16
+    assert model.decode_step() is None  # the textbook network: every token through forward
+    speed_up(model)
+    assert isinstance(model.decode_step(), DecodeStep)
+    assert model.train().decode_step() is None  # dropout: the modules
+    assert model.eval().to(torch.bfloat16).decode_step() is None  # measured no faster in bf16

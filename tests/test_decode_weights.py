@@ -1,4 +1,4 @@
-"""The decoding step with bf16 or int8 weights (model/decode_weights.py): the rounding, the kernels, the step.
+"""The decoding step with bf16 or int8 weights (model/speed/decode_weights.py): the rounding, the kernels, the step.
 
 python -m pytest tests/test_decode_weights.py -q
 """
@@ -9,10 +9,11 @@ import pytest
 import torch
 
 from model import GPT, GPTConfig, ModelInputError
-from model.decode_step import DecodeStep
-from model import decode_weights
-from model.decode_weights import apply, check_format, pack, quantize_rows
-from model.sampling import generate
+from model.speed import speed_up
+from model.speed.decode_step import DecodeStep
+from model.speed import decode_weights
+from model.speed.decode_weights import apply, check_format, pack, quantize_rows
+from model.sampling import generate, stream_with_logits
 from tests.conftest import TINY_MODEL as TINY
 
 BF16_STEP = 2.0**-8  # the relative spacing of bf16 numbers: what one rounding of a value can change
@@ -112,9 +113,9 @@ def test_the_step_computes_the_model_with_its_stored_weights(weights, batch, mlp
 
 def test_greedy_text_of_a_trained_model_keeps_its_tokens_in_bf16_and_stays_close_in_int8():
     """A model trained to repeat its context (a copy task) gives clear winners: bf16 and int8 decode the
-    same greedy tokens as fp32 (the test of the claim the README makes for trained models)."""
+    same greedy tokens as fp32 until two tokens are nearly tied (the claim the README makes for trained models)."""
     torch.manual_seed(0)
-    model = GPT(GPTConfig(vocab_size=64, block_size=32, n_layer=2, n_head=2, n_embd=32, dropout=0.0))
+    model = speed_up(GPT(GPTConfig(vocab_size=64, block_size=32, n_layer=2, n_head=2, n_embd=32, dropout=0.0)))
     opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
     for _ in range(150):  # sequences made of a random 8-token pattern repeated: the next token is predictable
         pattern = torch.randint(0, 64, (16, 8))
@@ -126,13 +127,19 @@ def test_greedy_text_of_a_trained_model_keeps_its_tokens_in_bf16_and_stays_close
     assert loss.item() < 2.0  # it learned to copy (a random guess is ln 64 = 4.16)
     model.eval()
     prompt = torch.randint(0, 64, (2, 8)).repeat(1, 2)  # (2, 16): two repeats of a new pattern
-    want = generate(model, prompt, 24, temperature=0)
+    columns, logits = zip(*stream_with_logits(model, prompt, 24, temperature=0))
+    want, logits = torch.stack(columns, 1), torch.stack(logits, 1)  # (2, 24), (2, 24, V)
+    top2 = logits.topk(2, dim=-1).values
+    near_tie = (top2[..., 0] - top2[..., 1] < 0.1).any(0)  # (24,): a step where some row's two best are near
+    until = int(near_tie.float().argmax()) if near_tie.any() else 24  # the text is the same up to such a step
+    assert until >= 12  # and most of it is clear
     for weights in ("bf16", "int8"):
-        assert torch.equal(generate(model, prompt, 24, temperature=0, weights=weights), want), weights
+        got = generate(model, prompt, 24, temperature=0, weights=weights)[:, 16:]
+        assert torch.equal(got[:, :until], want[:, :until]), weights
 
 
 def test_formats_a_model_cannot_use_are_refused():
-    model = GPT(GPTConfig(vocab_size=64, block_size=16, n_layer=1, n_head=2, n_embd=24)).eval()
+    model = speed_up(GPT(GPTConfig(vocab_size=64, block_size=16, n_layer=1, n_head=2, n_embd=24))).eval()
     check_format("bf16", model)  # any width
     with pytest.raises(ModelInputError, match="n_embd to be a multiple of 16 .this model's is 24.; use bf16"):
         check_format("int8", model)
@@ -144,6 +151,9 @@ def test_formats_a_model_cannot_use_are_refused():
     model.to(torch.bfloat16)  # already smaller: its LayerNorms would meet fp32 activations in the step
     with pytest.raises(ModelInputError, match="model is held in bfloat16; leave weights at fp32"):
         generate(model, idx, 2, temperature=0, weights="bf16")
+    textbook = GPT(GPTConfig(vocab_size=64, block_size=16, n_layer=1, n_head=2, n_embd=32)).eval()
+    with pytest.raises(ModelInputError, match="without the speed layer"):  # smaller weights are the speed layer's
+        generate(textbook, idx, 2, temperature=0, weights="int8")
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")

@@ -1,4 +1,4 @@
-"""The training loss made a slice of logits at a time (model/head_loss.py) against a case worked out by hand
+"""The training loss made a slice of logits at a time (model/speed/head_loss.py) against a case worked out by hand
 and against F.cross_entropy on the whole logits: the loss and every gradient, ignored targets, bf16 autocast.
 
 python -m pytest tests/test_head_loss.py -q
@@ -11,8 +11,9 @@ import torch
 import torch.nn.functional as F
 
 from model import GPT, GPTConfig
-from model import head_loss as head_loss_module
-from model.head_loss import ChunkedHeadLoss, head_loss
+from model.speed import head_loss as head_loss_module
+from model.speed.head_loss import ChunkedHeadLoss, sliced_loss
+from model.speed import speed_up
 
 
 def test_a_case_by_hand():
@@ -34,7 +35,7 @@ def plain_and_chunked(x, weight, targets, autocast=False):
         xs, w = x.clone().requires_grad_(), weight.clone().requires_grad_()
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
             if chunked:
-                loss = head_loss(xs, w, targets)
+                loss = sliced_loss(xs, w, targets)
             else:
                 loss = F.cross_entropy(F.linear(xs, w).flatten(0, 1), targets.flatten(), ignore_index=-1)
         (loss * 0.25).backward()  # as train.py divides by grad_accum
@@ -67,10 +68,10 @@ def test_under_bf16_autocast_it_stays_near_the_plain_loss():
 
 
 def test_the_model_trained_for_the_loss_alone_gets_the_same_loss_and_gradients():
-    """`model(idx, targets, loss_only=True)`, as train.py calls it: the tied embedding's gradient, which sums the
-    head's and the lookup's, is the plain forward's."""
+    """`model(idx, targets, loss_only=True)` with the speed layer on, as train.py calls it: the tied embedding's
+    gradient, which sums the head's and the lookup's, is the plain forward's."""
     torch.manual_seed(0)
-    model = GPT(GPTConfig(vocab_size=64, block_size=16, n_layer=2, n_head=2, n_embd=32, dropout=0.0))
+    model = speed_up(GPT(GPTConfig(vocab_size=64, block_size=16, n_layer=2, n_head=2, n_embd=32, dropout=0.0)))
     idx, targets = torch.randint(0, 64, (4, 16)), torch.randint(0, 64, (4, 16))
     runs = []
     for loss_only in (False, True):
@@ -95,7 +96,7 @@ def test_compiled_the_slices_are_traced_into_the_graph_with_the_same_loss_and_gr
     x, weight, targets = torch.randn(210, 8), torch.randn(40, 8), torch.randint(0, 40, (210,))
     targets[:13] = -1
     torch._dynamo.reset()
-    compiled = torch.compile(head_loss, backend="aot_eager", fullgraph=True)  # fullgraph: a break is an error
+    compiled = torch.compile(sliced_loss, backend="aot_eager", fullgraph=True)  # fullgraph: a break is an error
     (plain, *plain_grads), _ = plain_and_chunked(x[None], weight, targets[None])
     xs, w = x.clone().requires_grad_(), weight.clone().requires_grad_()
     loss = compiled(xs, w, targets)

@@ -180,6 +180,37 @@ def test_a_link_opens_a_walkthrough(tmp_path, browser):
 
 @pytest.mark.slow
 @needs_chromium
+def test_a_long_text_s_walkthrough_lists_the_keys_the_terminal_lists_with_numpy_s_numbers(tmp_path, browser):
+    """40 tokens: past inspection.explain.ALL_KEYS the walkthrough lists the first key, the 8 strongest and the last
+    4 (with "…" where it skips), on the page as in the terminal; q·k_j is NumPy's product of the recorded q and k."""
+    from inspection.explain import explain_head
+    from inspection.trace import load_trace, save_trace, trace_ids
+
+    ids = [(7 * i + 3) % 64 for i in range(40)]
+    labels = [f"t{i}" for i in ids]
+    trace = trace_ids(biased_model(block_size=48), ids)
+    t = load_trace(save_trace(trace, tmp_path / "explain.npz"))
+    page = browser(save_html(trace.att, labels, tmp_path / "attention.html", trace=trace),
+                   "#layer=1&head=1&focus=33&explain=1")
+    shown = page.texts("#ex-keys td.j")
+    terminal = explain_head(t, labels, 1, 1, 33)
+    lines = terminal.splitlines()
+    header = next(n for n, line in enumerate(lines) if line.split()[:1] == ["j"] and "q·k_j" in line)
+    listed = [row.split()[0] for row in lines[header + 1 : header + 1 + len(shown)]]
+    assert shown == listed and "…" in shown  # the same keys, and the same gaps
+    keys = [int(j) for j in shown if j != "…"]
+    att_row = t.att[1, 1, 33, :34]
+    assert keys == sorted({0, *np.argsort(-att_row, kind="stable")[:8].tolist(), 30, 31, 32, 33, 34, 35, 36})
+    dots = [float(x) for x in page.texts("#ex-keys td.s") if x.strip()]
+    np.testing.assert_allclose(dots, t.k[1, 1, keys].astype(np.float64) @ t.q[1, 1, 33], atol=1e-4)
+    assert page.texts("#explain .ex-some") == [f"   {len(keys) - 3} of the 34 keys are listed: the first, the most "
+                                               "attended, the last few."]  # as the terminal says it
+    assert page.texts("#explain .ex-some")[0] in terminal
+    assert page.problems() == ([], "")
+
+
+@pytest.mark.slow
+@needs_chromium
 def test_page_steps_through_the_decoding_one_cached_row_at_a_time(tmp_path, browser):
     T, prefill = len(LABELS), 8
     weights = random_maps(1, 2, T, seed=3)

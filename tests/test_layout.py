@@ -23,7 +23,7 @@ from model.config import GPTConfig
 from tests.conftest import ROOT, TINY
 from training.config import LogConfig, TrainConfig
 
-PACKAGES = ("cli", "data", "hf", "inference", "inspection", "model", "storage", "training")
+PACKAGES = ("cli", "data", "hf", "inference", "inspection", "model", "model/speed", "storage", "training")
 SCRIPTS = ("train", "generate")
 README = (ROOT / "README.md").read_text(encoding="utf-8")
 
@@ -32,8 +32,9 @@ def project_modules(root=ROOT) -> dict[str, "os.PathLike"]:
     """Dotted name -> file of every module of the project (a package is its __init__.py)."""
     modules = {name: root / f"{name}.py" for name in SCRIPTS}
     for package in PACKAGES:
+        dotted = package.replace("/", ".")
         for file in sorted((root / package).glob("*.py")):
-            modules[package if file.stem == "__init__" else f"{package}.{file.stem}"] = file
+            modules[dotted if file.stem == "__init__" else f"{dotted}.{file.stem}"] = file
     return modules
 
 
@@ -210,12 +211,18 @@ def named_paths(text: str, paths) -> set[str]:
     return {p for p in paths if re.search(rf"(?<![\w/.]){re.escape(p)}(?!\w)", text)}
 
 
+def subject_of(path: str) -> str:
+    """What a test file for this path is named after: model/kv_cache.py -> kv_cache, model/speed/__init__.py -> speed."""
+    head, name = os.path.split(path)
+    return os.path.basename(head) if name == "__init__.py" else os.path.splitext(name)[0]
+
+
 def misplaced_tests(docstrings: dict[str, str], paths) -> list[str]:
     """The test files named neither for a behaviour nor for a module (or script) that their docstring names."""
     misplaced = []
     for name, doc in docstrings.items():
         subject = name.removeprefix("test_").removesuffix(".py")  # test_kv_cache.py -> kv_cache
-        named = {os.path.splitext(os.path.basename(p))[0] for p in named_paths(doc, paths)}
+        named = {subject_of(p) for p in named_paths(doc, paths)}
         if subject not in BEHAVIOURS and subject not in named:
             misplaced.append(name)
     return sorted(misplaced)
@@ -230,8 +237,9 @@ def test_every_test_file_is_named_for_its_module_or_a_behaviour_and_every_module
     docstrings = {f.name: ast.get_docstring(ast.parse(f.read_text(encoding="utf-8"))) or ""
                   for f in sorted((ROOT / "tests").glob("test_*.py"))}  # fmt: skip
     modules = [str(f.relative_to(ROOT)) for f in project_modules().values() if f.name != "__init__.py"]
+    packages = [str(f.relative_to(ROOT)) for f in project_modules().values() if f.name == "__init__.py"]
     scripts = [str(f.relative_to(ROOT)) for f in sorted((ROOT / "bench").glob("*")) if f.suffix in (".py", ".sh")]
-    assert misplaced_tests(docstrings, modules + scripts) == []
+    assert misplaced_tests(docstrings, modules + packages + scripts) == []
     assert unnamed_modules(docstrings, modules) == []
     rule = next(line for line in README[README.index("## Layout"):].splitlines() if line.startswith("tests/"))
     assert [b for b in BEHAVIOURS if b not in rule] == []  # the README's line names every behaviour file

@@ -386,6 +386,40 @@ def test_typing_clicking_and_generating_in_chromium(server, run_dir, tmp_path, b
     assert page.problems() == ([], "")
 
 
+def explain_path_top(run_dir, capsys, *options) -> list[float]:
+    """The probabilities of the last sampling stage's top 10 that `generate.py --explain path` prints for PROMPT."""
+    assert generate.main(["--ckpt", str(run_dir), "--prompt", PROMPT, "--explain", "path", *options]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    chosen = next(n for n, line in enumerate(lines) if line.startswith("The next token"))
+    header = max(n for n, line in enumerate(lines[:chosen]) if line.split()[:1] == ["rank"])
+    return [float(line.split()[-1]) for line in lines[header + 1 : chosen] if line.strip()]
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install chromium)")
+def test_the_live_page_shows_one_next_token_list_and_it_is_explain_path_s(server, run_dir, tmp_path, browser, capsys):
+    """With the temperature box empty (the one default, model.sampling.TEMPERATURE) and then with top-k 5: one
+    list on the page, Python's, the probabilities `--explain path` prints for the same text and settings."""
+    page = browser(tmp_path / "unused.html")
+    page.evaluate(f"location.href = 'http://127.0.0.1:{server.port}/'")
+    page.wait_for("document.getElementById('live-text') && !document.getElementById('live').hidden")
+    assert page.evaluate("document.getElementById('temperature').value") == "0.8"
+    for options, box in (([], ("temperature", "")), (["--top-k", "5"], ("top-k", "5"))):
+        page.evaluate(f"document.getElementById('{box[0]}').value = '{box[1]}'")
+        page.evaluate("{ const b = document.getElementById('live-text'); b.value = ''; b.focus() }")
+        page.type(PROMPT + ".")
+        page.wait_for("document.body.dataset.shownText && document.body.dataset.shownText.endsWith('.')")
+        page.evaluate("{ const b = document.getElementById('live-text'); b.focus() }")
+        page.backspace()  # the text is PROMPT again, answered anew with the settings now in the boxes
+        page.wait_for("document.body.dataset.shownText && !document.body.dataset.shownText.endsWith('.')")
+        assert page.texts("#bars td.barcell") == []  # no second list beside the server's
+        shown = [float(line.split()[0]) for line in page.evaluate("document.getElementById('next').textContent")
+                 .splitlines()[1:]]
+        expected = explain_path_top(run_dir, capsys, *options)
+        assert shown[: len(expected)] == pytest.approx(expected, abs=1e-4) and len(expected) >= 5
+    assert page.problems() == ([], "")
+
+
 def test_the_page_opens_for_a_tokenizer_with_an_unused_id(run_dir):
     """An id the tokenizer does not spell (a merge dropped, a model padded past its vocabulary) is left out of
     the page's font instead of failing every GET /."""

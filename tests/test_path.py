@@ -3,7 +3,10 @@
     python -m pytest tests/test_path.py -q
 """
 
+import copy
+import json
 import re
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -12,7 +15,8 @@ import torch
 from inspection.html import path_data as path_for_page, save_html
 from inspection.path import Sampling, forward_path, format_path
 from inspection.trace import trace_ids
-from model.sampling import sampling_probs
+from model.sampling import generate, sampling_probs
+from model.speed import speed_up
 from tests.conftest import CHROMIUM, biased_model
 
 IDS = [0, 5, 17, 3, 42, 17, 9, 63, 1]
@@ -89,10 +93,43 @@ def test_every_sampling_stage_is_model_sampling_s_distribution(model, sampling):
         assert max(stages[-1]["kept"]) <= sampling.top_k
 
 
-def test_greedy_chooses_the_top_logit_and_the_seed_repeats_a_draw(model):
+def test_greedy_chooses_the_top_logit(model):
     greedy = path_of(model, Sampling(0.0))
     assert greedy["sampling"]["chosen"] == [row[0] for row in greedy["sampling"]["stages"][0]["top"]]
-    assert path_of(model, Sampling(1.0, seed=5))["sampling"]["chosen"] == path_of(model, Sampling(1.0, seed=5))["sampling"]["chosen"]
+
+
+SETTINGS = {"greedy": Sampling(0.0), "temperature": Sampling(1.3), "top-k": Sampling(0.9, top_k=5),
+            "top-p": Sampling(1.0, top_p=0.6), "repetition penalty": Sampling(0.8, repetition_penalty=3.0)}
+
+
+@pytest.mark.parametrize("speed", [False, True])
+@pytest.mark.parametrize("name", SETTINGS)
+def test_the_path_draws_the_token_a_decoding_writes(model, name, speed):
+    """20 seeds, each setting: the path's token at the last position is the first token model.sampling.generate
+    writes after the text (and, for 5 seeds, at every position, after the text up to there), with the textbook
+    network and with the speed layer (whose cached decoding computes the logits another way)."""
+    model = speed_up(copy.deepcopy(model)) if speed else model
+    ids, draws = torch.tensor([IDS]), set()
+    for seed in range(20):
+        sampling = replace(SETTINGS[name], seed=seed, eos_token_id=0)  # 0: the end of text, never penalised
+        chosen = path_of(model, sampling)["sampling"]["chosen"]
+        for i in range(len(IDS)) if seed < 5 else [len(IDS) - 1]:
+            assert chosen[i] == generate(model, ids[:, : i + 1], 1, sampling)[0, -1].item(), (seed, i)
+        draws.add(chosen[-1])
+    assert len(draws) == 1 if name == "greedy" else len(draws) > 3  # the seeds do draw different tokens
+
+
+def test_the_repetition_penalty_is_a_stage_on_the_tokens_seen_so_far(model):
+    """Its stage holds softmax of the penalised logits: at token i, the tokens of IDS[:i+1] but the end of text."""
+    path = path_of(model, Sampling(1.0, repetition_penalty=2.0, eos_token_id=0))
+    stage = path["sampling"]["stages"][1]
+    assert stage["name"] == "repetition_penalty" and stage["value"] == 2.0
+    with torch.no_grad():
+        logits = model(torch.tensor([IDS]), all_logits=True)[0][0].double()  # (T, V)
+    for i in (0, 4, 8):
+        seen = set(IDS[: i + 1]) - {0}
+        by_hand = torch.tensor([(x / 2 if x > 0 else x * 2) if j in seen else x for j, x in enumerate(logits[i].tolist())])
+        np.testing.assert_allclose(stage["p"][i], by_hand.softmax(-1)[stage["top"][i]].numpy(), atol=1e-6)
 
 
 def test_the_text_says_each_step_in_both_languages_with_the_same_numbers(model):
@@ -159,6 +196,31 @@ def test_the_page_draws_the_path_a_head_s_lines_and_bars_that_follow_the_setting
     expected = sampling_probs(logits[-1:], 0.5, None, 0.6)[0]  # top-p 0.6 is still set from the last round
     np.testing.assert_allclose([floats(c)[0] for c in page.texts("#bars td.barcell")],
                                expected.sort(descending=True).values[: int((expected > 0).sum())].numpy()[:10], atol=1e-4)
+    assert page.problems() == ([], "")
+
+
+@pytest.mark.slow
+@needs_chromium
+def test_the_page_s_one_sampling_rule_is_python_s_on_random_logits_with_ties(model, tmp_path, browser):
+    """The offline page's bars run path.js's samplingProbs, the page's one copy of model/sampling.py's rule: on 400
+    random rows (logits in steps of 0.5, so many tie; top-k and top-p cut through the ties) it keeps the same tokens
+    with the same probabilities as sampling_probs (float64: the page computes in doubles from float32 logits)."""
+    trace = trace_ids(model, IDS)
+    page = browser(save_html(trace.att, [f"t{i}" for i in IDS], tmp_path / "attention.html", trace=trace))
+    rng = np.random.default_rng(0)
+    cases = []
+    for _ in range(400):
+        V = int(rng.integers(2, 40))
+        logits = (rng.integers(-8, 9, V) * 0.5).tolist()  # float32 exactly
+        temperature = float(rng.choice([0.0, 0.3, 0.8, 1.0, 2.5]))
+        top_k = None if rng.random() < 0.3 else int(rng.integers(1, V + 3))
+        top_p = None if rng.random() < 0.3 else float(rng.choice([0.05, 0.25, 0.5, 0.75, 0.9, 1.0]))
+        cases.append([logits, temperature, top_k, top_p])
+    shown = page.evaluate(f"{json.dumps(cases)}.map(([l, t, k, p]) => Array.from(samplingProbs(Float32Array.from(l), t, k, p)))")
+    for (logits, temperature, top_k, top_p), got in zip(cases, shown):
+        want = sampling_probs(torch.tensor([logits], dtype=torch.float64), temperature, top_k, top_p)[0].numpy()
+        assert ((np.asarray(got) > 0) == (want > 0)).all(), (logits, temperature, top_k, top_p)
+        np.testing.assert_allclose(got, want, rtol=0, atol=1e-12)
     assert page.problems() == ([], "")
 
 

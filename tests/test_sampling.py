@@ -10,7 +10,8 @@ import pytest
 import torch
 
 from model import GPT, GPTConfig, ModelInputError
-from model.decode_step import DecodeStep
+from model.speed import speed_up
+from model.speed.decode_step import DecodeStep
 from model.sampling import (
     choose_next,
     generate,
@@ -27,9 +28,11 @@ from tests.conftest import TINY_MODEL as TINY
 INF = float("-inf")
 
 
-def tiny_model():
+def tiny_model(speed: bool = False):
+    """The tiny textbook network, or (`speed`) with the speed layer on: its own decoding step on a CPU."""
     torch.manual_seed(0)
-    return GPT(GPTConfig(**TINY)).eval()
+    model = GPT(GPTConfig(**TINY)).eval()
+    return speed_up(model) if speed else model
 
 
 def run(model, idx, steps, **options):
@@ -38,9 +41,10 @@ def run(model, idx, steps, **options):
     return torch.stack(columns, 1), torch.stack(logits, 1)
 
 
+@pytest.mark.parametrize("speed", [False, True])
 @pytest.mark.parametrize("prompt_len", [5, 20])  # 20 > block_size: the prompt starts the window slid
-def test_greedy_cached_and_uncached_agree_far_past_block_size(prompt_len):
-    model = tiny_model()
+def test_greedy_cached_and_uncached_agree_far_past_block_size(prompt_len, speed):
+    model = tiny_model(speed)
     idx = torch.randint(0, 64, (2, prompt_len), generator=torch.Generator().manual_seed(1))
     cached, cached_logits = run(model, idx, 40, temperature=0)
     plain, plain_logits = run(model, idx, 40, temperature=0, use_cache=False)
@@ -49,8 +53,9 @@ def test_greedy_cached_and_uncached_agree_far_past_block_size(prompt_len):
     assert torch.equal(generate(model, idx, 40, temperature=0), torch.cat([idx, cached], 1))
 
 
-def test_the_cache_is_fed_one_token_per_step_except_when_the_window_restarts(monkeypatch):
-    model = tiny_model()
+@pytest.mark.parametrize("speed", [False, True])
+def test_the_cache_is_fed_one_token_per_step_except_when_the_window_restarts(monkeypatch, speed):
+    model = tiny_model(speed)
     fed = []  # tokens given to each forward: model calls (prefills) and DecodeStep calls (single steps)
     hook = model.register_forward_pre_hook(lambda m, args, kwargs: fed.append(args[0].size(1)), with_kwargs=True)
     step_call = DecodeStep.__call__

@@ -9,7 +9,6 @@ import re
 
 import numpy as np
 import pytest
-import torch
 
 from inspection.stats import STAT_NAMES, format_stats_table, format_top_attended, head_stats
 from tests.conftest import random_maps
@@ -42,14 +41,16 @@ def test_head_stats_of_pure_patterns():
     assert stats["entropy"][0].tolist() == [0, 0, 0]
 
 
-def test_the_statistics_and_the_roles_measure_previous_first_and_self_alike():
-    from inspection.heads import text_role_sums
-
+def test_prev_first_and_self_are_means_over_the_queries_from_2_on_counted_by_loops():
+    """The role scores' definition (inspection/heads.py) worked out query by query, independently of its code."""
     att = random_maps(2, 3, 7, seed=4)
     stats = head_stats(att)
-    total, count = text_role_sums(torch.from_numpy(att)[None], torch.arange(7)[None])["previous-token"]
-    np.testing.assert_allclose(stats["prev"], total.numpy() / count, atol=1e-12)
-    np.testing.assert_allclose(stats["first"], att[..., 2:, 0].mean(-1), atol=1e-12)  # queries 2..6
+    for layer in range(2):
+        for head in range(3):
+            a = att[layer, head]
+            for name, key in (("prev", lambda q: q - 1), ("first", lambda q: 0), ("self", lambda q: q)):
+                by_hand = sum(float(a[q, key(q)]) for q in range(2, 7)) / 5
+                assert stats[name][layer, head] == pytest.approx(by_hand, abs=1e-12), name
     assert np.isnan(head_stats(att[..., :2, :2])["prev"]).all()  # two tokens: no query past the first two
 
 

@@ -72,6 +72,7 @@ class TrainConfig:
     snapshots: int = 0  # evenly spaced copies of the weights in RUN/snapshots/, to inspect the model over training
     copy_lessons: float = 0.0  # share of training windows with a repeated run of random tokens (data/lessons.py)
     best_by: str = "val_loss"  # what best/ keeps (BEST_BY): the lowest validation loss, or the lesson's copy_loss
+    speed_up: bool = True  # the speed layer (model/speed/); false: model/gpt.py and attention.py alone, slower
 
     def __post_init__(self):
         for name in ("max_steps", "batch_size", "grad_accum", "eval_interval", "eval_iters", "log_interval"):

@@ -9,7 +9,6 @@ this module only starts and ends the process group and passes rank 0's decisions
 so no rank waits forever for one that failed. With one process every method is a plain call.
 """
 
-import contextlib
 import os
 
 import torch
@@ -71,10 +70,6 @@ class Distributed:
         if self.world == 1:
             return model
         return DDP(model, device_ids=[self.device.index] if self.device.type == "cuda" else None)
-
-    def syncing(self, model: torch.nn.Module, last_micro_step: bool):
-        """The context of a micro-step's backward: DDP averages the gradients in the last one's only."""
-        return contextlib.nullcontext() if self.world == 1 or last_micro_step else model.no_sync()
 
     def mean_and_stop(self, value: torch.Tensor, signum: int | None) -> tuple[float, int | None]:
         """The mean of `value` over the ranks, and the signal any rank caught: they stop at the same step.

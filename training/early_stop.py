@@ -8,29 +8,23 @@
 A number set by hand is used as it is (0: never). `patience = "auto"` (configs/small.toml) follows the plan of
 a time budget: the run stops once best/ is PATIENCE_SHARE of the planned steps behind, and never before the
 warm-up and a first stretch of decay (EARLIEST_SHARE of the plan). A time budget that outlasts what the corpus
-can teach then ends when the model stops improving: on the built-in corpus the ten-minute plan found its best
-step at 550-650 of about 2,900 and spent the rest getting worse (docs/benchmarks.md), while a large corpus,
-whose validation loss keeps falling, runs its whole budget. A fixed max_steps is never cut by "auto".
+can teach then ends when the model stops improving, while a corpus whose validation loss keeps falling runs its
+whole budget. A fixed max_steps is never cut by "auto".
 
 "auto" also stops sooner when the model is plainly learning its training text by heart: two evaluations
 without a better best/, the second higher than the first and OVERFIT_RISE above best/'s, with the training loss
 OVERFIT_GAP below the validation loss. A curve that may still fall gets the tenth; one that climbs while the
-model memorizes does not fall again (on the built-in corpus best/ comes at step 450-650 with the training loss
-35-45% below, and this ends the run up to three evaluations before the tenth would).
+model memorizes is taken not to fall again. The runs these thresholds come from: docs/benchmarks.md.
 """
 
 import math
 
-# "auto" waits this share of the planned steps past the best evaluation. Not less: a twentieth (2 evaluations on
-# a 2-core CPU) cut the built-in corpus's run by 100 steps, but a run on 3.9 million characters, whose loss fell
-# to its last step, had two evaluations in a row without a better best/ at a third of its plan (docs/benchmarks.md)
+# "auto" waits this share of the planned steps past the best evaluation: a loss that still falls can pause for
+# two evaluations in a row (docs/benchmarks.md)
 PATIENCE_SHARE = 0.1
 EARLIEST_SHARE = 0.2  # and never stops in the first share of the plan (nor in the first two warm-ups)
-# Memorizing, by three measures at once (docs/benchmarks.md: the recorded default runs, the built-in corpus at
-# seeds 1-8 and 1337). One evaluation up is not enough: seed 7 rose 0.53% and 0.47% over best/ at steps 400 and
-# 500, then found a better one at 450 and 600. Nor two above best/: its 500 and 550 were, but 550 fell back. No
-# curve climbed twice past best/ and then found a better one; on 3.9 million characters, whose bumps rose up to
-# 0.36%, the two losses stay within 5% of each other
+# Memorizing, by three measures at once: one evaluation up is not enough, nor two above best/ (a curve can rise
+# and then find a better best/), but a second rise together with a training loss far below (docs/benchmarks.md)
 OVERFIT_RISE = 0.002
 OVERFIT_GAP = 0.2
 

@@ -35,6 +35,7 @@ from inspection.importance import ablation_means, head_importance
 from inspection.heads import DROP_FORMED, FORMED, Circuit, copying_circuit, measure_heads, roles_from_record, roles_record
 from model.errors import UserError
 from model.sampling import generate
+from model.speed import is_sped_up, speed_up
 from storage.checkpoint import checkpoint_step, load_model
 
 EVAL_SEED = 1234  # fixed: every evaluation sees the same batches, so evaluations compare like with like
@@ -116,6 +117,8 @@ def final_scores(model, data_dir: Path, meta: dict, tokenizer, run_dir: Path, st
     if best_step is None:  # no best/ to score: last/ is the best there is
         best_dir, best_step = run_dir / "last", step
     best = model if best_step == step else load_model(best_dir, model.tok_emb.weight.device)  # same step, same weights
+    if is_sped_up(model) and not is_sped_up(best):  # scored by the code the run trained with
+        speed_up(best)
     best_nll = nll if best is model else stream_nll(best, val_tokens, rank=rank, world=world)[0]
     final = {"kind": "final", "step": step, "val_loss": nll / count, "val_bpc": bits_per_char(nll, chars),
              "best_step": best_step, "best_val_loss": best_nll / count, "best_val_bpc": bits_per_char(best_nll, chars),

@@ -36,6 +36,7 @@ from dataclasses import asdict, replace
 import torch
 
 from model import GPT
+from model.speed import speed_up
 from training.early_stop import planned_patience
 from training.hardware import compiles, fused_adamw
 
@@ -45,12 +46,11 @@ FEW_EPOCHS = (16.0, {"lr": 1e-3, "dropout": 0.0, "weight_decay": 0.3})
 MANY_EPOCHS = (64.0, {"lr": 3e-4, "dropout": 0.2, "weight_decay": 0.5})
 # The batch size's own ends, (epochs, batch), geometric in between: at a few passes more, smaller steps learn
 # more from the same tokens (a budget buys the same tokens at either batch); from about 10 passes the
-# smaller batch starts to overfit first. The midpoint, sqrt(8 x 14) = 10.6 passes, is where 8 and 16 tied (docs/recipe.md).
+# smaller batch starts to overfit first (docs/recipe.md).
 FEW_EPOCHS_BATCH, MANY_EPOCHS_BATCH = (8.0, 8), (14.0, 16)
 MIN_LR_RATIO = 0.1  # the cosine floor, as a share of the peak learning rate
-# On 2 CPU cores compiling the default shape took 35-38 s on a new machine (2-5 s from the cache), and its
-# steps were 1.15x faster without dropout, no faster with the default run's 0.2 (docs/speed.md): a trial
-# that loses costs its compilation, so it is run only where that is a small share of the budget
+# A compilation takes tens of seconds on a new machine and may not pay (docs/speed.md): a trial that loses
+# costs its compilation, so it is run only where that is a small share of the budget
 COMPILE_TRIAL_FROM = 1200.0  # seconds of time budget
 COMPILE_GAIN = 1.05  # compile when the steps that fit grow by at least this factor (the timings' noise)
 AUTO = {"train": ("max_steps", "batch_size", "lr", "min_lr", "weight_decay", "patience"),  # which keys take "auto"
@@ -247,6 +247,8 @@ def resolve_auto(cfg, meta: dict, saved: dict | None, device, autocast, ddp):
 
     def timing(dropout: float, compiled: bool = False) -> tuple[float, float]:  # a throwaway model, so the
         model = GPT(replace(cfg.model, dropout=dropout)).to(device)           # run's weights and RNGs are untouched
+        if cfg.train.speed_up:  # the code the run will step
+            speed_up(model)
         return time_training_step(model, cfg.train.batch_size, autocast, cfg.train.grad_clip, compiled=compiled)
 
     def compiled_trial(dropout: float) -> tuple[float, float] | None:

@@ -6,7 +6,7 @@
 
 set_up checks the run directory and the data, makes the config once (vocab size, "auto" settings, run_id),
 builds the model and its optimizer, and puts the loop where it starts: step 0, or exactly where last/ left
-off. It writes nothing into the run directory until all of that has passed. `Run` is what it built,
+off. It writes nothing into the run directory until all of that has passed. `TrainingRun` is what it built,
 `Progress` where the loop is; train.py's loop changes only those two.
 """
 
@@ -25,6 +25,7 @@ from data.tokenizer import load_tokenizer, ordinary_ids
 from hf.pretrained import open_pretrained
 from model import GPT
 from model.nll import windows_read
+from model.speed import speed_up
 from storage.atomic import write_json
 from storage.checkpoint import load_weights
 from training.budget import TimeBudget
@@ -38,7 +39,7 @@ from training.run_dir import check_run_dir, check_same_best, check_same_model, c
 
 
 @dataclass
-class Run:
+class TrainingRun:
     """What the loop works on. `cfg` is complete; it changes only when a time budget plans max_steps again."""
 
     cfg: RunConfig
@@ -72,7 +73,7 @@ class Progress:
 
 
 def set_up(cfg: RunConfig, out_dir: Path, resume: bool, overwrite: bool, ddp: Distributed, lock,
-           started: float) -> tuple[Run, Progress]:  # fmt: skip
+           started: float) -> tuple[TrainingRun, Progress]:  # fmt: skip
     """The run in out_dir, from the checks of its directory to its log, and where its loop starts."""
     device = ddp.device
     if device.type == "cpu":
@@ -90,6 +91,8 @@ def set_up(cfg: RunConfig, out_dir: Path, resume: bool, overwrite: bool, ddp: Di
     # the model and the optimizer
     raw = initial_model(cfg, ddp.rank, saved, start, out_dir, prepared.meta)
     raw.to(device)
+    if tc.speed_up:
+        speed_up(raw)  # faster variants of some parts, the same numbers (model/speed/)
     optimizer = make_optimizer(raw, tc, device)
     model = ddp.wrap(torch.compile(raw) if use_compile else raw)  # what the step calls; raw is saved
     scaler = torch.amp.GradScaler(device.type, enabled=precision == "fp16")
@@ -108,8 +111,8 @@ def set_up(cfg: RunConfig, out_dir: Path, resume: bool, overwrite: bool, ddp: Di
                    f"compile {'on' if use_compile else 'off'}, {ddp.world} process(es), {tokens_per_step} tokens/step"
                    + (f"; resuming at step {progress.step}" if saved else ""))  # fmt: skip
         log = open_log(cfg, out_dir, overwrite, progress.step if saved else None, summary)
-    run = Run(cfg, out_dir, ddp, raw, model, optimizer, scaler, loader, prepared, tokenizer, autocast, budget, log,
-              tokens_per_step)  # fmt: skip
+    run = TrainingRun(cfg, out_dir, ddp, raw, model, optimizer, scaler, loader, prepared, tokenizer, autocast, budget,
+                      log, tokens_per_step)  # fmt: skip
     return run, progress
 
 
@@ -172,7 +175,7 @@ def restore_progress(saved: dict | None, optimizer, scaler, loader: BatchLoader,
     return progress
 
 
-def train_state(run: Run, progress: Progress) -> dict:
+def train_state(run: TrainingRun, progress: Progress) -> dict:
     """What last/ and best/ keep to resume exactly: `progress`, the optimizer and scaler, every rank's RNG
     and loader states (a gather: every rank calls it), the "auto" values and the time budget spent."""
     p, tc = progress, run.cfg.train

@@ -66,18 +66,25 @@ function att(li, head, q, k) {
   return ATT[(li * H + head) * TRI + q * (q + 1) / 2 + k] / 65535;
 }
 
-// The walkthrough's tensors (float32): x and out as (L, T, dims + 1) = first dims and the norm; q, k, v, y (L, H, T, d).
+// The walkthrough's numbers (float32), Python's (inspection/html.py explain_data): x and out as (L, T, dims + 1) =
+// first dims and the norm; q, k, v, y (L, H, T, d); per head and query the K keys listed (-1: none), their q·k_j and
+// ÷√d_k, Σ w_j, |q|, |y|, |v_j|, and y's largest terms (top_n of them).
 function explainOf(e) {
   if (!e) return null;
-  const t = { d: e.d_head, C: e.n_embd, dims: e.dims };
-  for (const name of ["x", "out", "q", "k", "v", "y", "why"]) t[name] = new Float32Array(bytesOf(e[name]));
+  const t = { d: e.d_head, C: e.n_embd, dims: e.dims, K: e.K, topN: e.top_n, future: e.future };
+  for (const name of ["x", "out", "q", "k", "v", "y", "why", "keys", "dot", "scaled", "sum", "q_norm", "y_norm",
+                      "v_norm", "top", "top_size", "top_terms"]) t[name] = new Float32Array(bytesOf(e[name]));
   return t;
 }
 
-function headVector(name, li, h, t) {  // q, k, v or y of one token in one head: a Float32Array view of d values
-  const d = EX.d, start = ((li * H + h) * T + t) * d;
-  return EX[name].subarray(start, start + d);
+function headRow(name, li, h, t, n) {  // n numbers of one head and token: a Float32Array view
+  const start = ((li * H + h) * T + t) * n;
+  return EX[name].subarray(start, start + n);
 }
+
+function headNumber(name, li, h, t) { return headRow(name, li, h, t, 1)[0]; }  // one number per head and token
+
+function headVector(name, li, h, t) { return headRow(name, li, h, t, EX.d); }  // q, k, v or y: d values
 
 function shortVector(name, li, t) {  // x or out of one token: [first dims..., norm]
   const n = EX.dims + 1, start = (li * T + t) * n;

@@ -54,7 +54,7 @@ function loadView(view) {  // a new text (or the decoding so far): its tokens, f
 function settings() {
   const value = (id) => document.getElementById(id).value;
   const opt = (id, parse) => (value(id) === "" ? null : parse(value(id)));
-  return { text: value("live-text"), temperature: opt("temperature", Number) ?? 0, top_k: opt("top-k", Number),
+  return { text: value("live-text"), temperature: opt("temperature", Number) ?? DATA.temperature, top_k: opt("top-k", Number),
            top_p: opt("top-p", Number), explain: false, ablate: offList().map((k) => k.split(".").map(Number)) };
 }
 

@@ -120,7 +120,7 @@ function renderRoles() {
   for (const h of shownHeads()) lines.push(String(h).padStart(6) + ROLE_KEYS.map((k) => num(r.scores[k][state.li][h])).join("") +
     (imp ? signed(imp.loss[state.li][h]) + signed(imp.drop[state.li][h]) : ""));
   lines.push(padTo(t("page.chance"), 6) + ROLE_KEYS.map((k) => num(r.chance[k])).join(""));
-  lines.push(t("page.drop", { drop: num(r.loss_first_copy - r.loss_second_copy).trim(),
+  lines.push(t("page.drop", { drop: num(r.loss_drop).trim(),
     first: num(r.loss_first_copy).trim(), second: num(r.loss_second_copy).trim() }));
   if (imp) lines.push(t("roles.off", { mode: t("ablate." + imp.mode), loss: imp.full_loss.toFixed(3), drop: imp.full_drop.toFixed(3) }));
   box.textContent = lines.join("\n");

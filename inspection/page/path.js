@@ -1,7 +1,8 @@
 // ---- the path of the focused token through the whole forward pass (inspection/path.py) ----------------
 // Every number of the path comes from the page's data, the record of the model's own forward pass; nothing
-// of it is computed here. The next-token bars below apply model/sampling.py's rule to the last token's logits,
-// so that they move with the settings (tests compare them with sampling_probs).
+// of it is computed here. The one rule computed here: the offline page's next-token bars apply model/sampling.py's
+// sampling_probs to the last token's logits, so that they move with the settings without a server (docs/page.md:
+// tests hold it equal to Python's on many random logits, ties included). A live page shows Python's list instead.
 
 function setPath(path) {
   PATH = path || null;
@@ -162,23 +163,26 @@ function softmax(values) {
   return e.map((x) => x / sum);
 }
 
-function showSettings() {  // the inputs start at the settings the path was drawn with
+function showSettings() {  // the inputs start at the settings the path was drawn with, else at the defaults
+  document.getElementById("temperature").value = String(DATA.temperature);  // model/sampling.py's TEMPERATURE
   if (!PATH) return;
-  for (const stage of PATH.sampling.stages)
-    if (stage.value !== undefined) document.getElementById(stage.name.replace("_", "-")).value = String(stage.value);
+  for (const stage of PATH.sampling.stages) {
+    const input = document.getElementById(stage.name.replace("_", "-"));  // the page has no box for some settings
+    if (input && stage.value !== undefined) input.value = String(stage.value);
+  }
 }
 
 function samplingSettings() {  // the settings typed on the page (empty: not used)
   const value = (id) => document.getElementById(id).value;
   const opt = (id) => (value(id) === "" ? null : Number(value(id)));
-  return { temperature: opt("temperature") ?? 1, top_k: opt("top-k"), top_p: opt("top-p") };
+  return { temperature: opt("temperature") ?? DATA.temperature, top_k: opt("top-k"), top_p: opt("top-p") };
 }
 
 function renderBars() {
   const panel = document.getElementById("bars");
   panel.replaceChildren();
   document.getElementById("sampling").hidden = !NEXT_LOGITS && !LIVE;  // a live page sends the settings
-  if (!NEXT_LOGITS) return;
+  if (!NEXT_LOGITS || LIVE) return;  // a live page shows the server's one list (live.js showNext), Python's
   const s = samplingSettings();
   if (!(s.temperature >= 0) || (s.top_k !== null && !(s.top_k >= 1)) || (s.top_p !== null && !(s.top_p > 0 && s.top_p <= 1))) {
     panel.appendChild(el("p", "bad", t("page.bad_settings")));

@@ -7,10 +7,6 @@ function vec(a, n, total) {  // the first n values, then "…" when the vector h
   return "[" + shown + ((total || a.length) > n ? ", …" : "") + "]";
 }
 
-function norm(a) { let s = 0; for (const x of a) s += x * x; return Math.sqrt(s); }
-
-function dot(a, b) { let s = 0; for (let i = 0; i < a.length; i++) s += a[i] * b[i]; return s; }
-
 function para(parent, cls, text) { const p = el("p", cls, text); parent.appendChild(p); return p; }
 
 function tableOf(parent, header, rows, rowClass) {
@@ -39,30 +35,36 @@ function renderExplain() {
   para(panel, "", t("explain.x", { dims: dims, C: EX.C }));
   const q = headVector("q", li, h, i);
   para(panel, "", t("explain.step2", { head: h, i: i, C: EX.C, d: d }));
-  para(panel, "vec ex-q", "q = " + vec(q, dims) + "   |q| = " + norm(q).toFixed(4));
+  para(panel, "vec ex-q", "q = " + vec(q, dims) + "   |q| = " + headNumber("q_norm", li, h, i).toFixed(4));
   para(panel, "", t("explain.step34", { d: d, C: EX.C, H: H, root: root.toFixed(4) }));
   para(panel, "", t("explain.step56"));
-  const keys = [];
-  for (let j = 0; j <= Math.min(T - 1, i + 3); j++) keys.push(j);
-  const rowClass = (r) => (keys[r] === i ? "query" : keys[r] > i ? "masked" : "");
+  // the keys Python lists (inspection.explain.listed_keys), with the column of each in the record
+  const listed = Array.from(headRow("keys", li, h, i, EX.K)).map((j, c) => [j, c]).filter(([j]) => j >= 0);
+  const seen = listed.filter(([j]) => j <= i).length;
+  if (seen < i + 1) para(panel, "ex-some", t("explain.some_keys", { shown: seen, n: i + 1 }));
+  const gap = (cells) => cells.map(([cls]) => [cls, cls === "j" ? "…" : ""]);
+  const rowsOf = (cells) => {  // one row per key, and a "…" row wherever keys are skipped, as the terminal does
+    const rows = [], keys = [];
+    listed.forEach(([j, c], r) => {
+      if (r > 0 && j > listed[r - 1][0] + 1) { rows.push(gap(cells(j, c))); keys.push(-1); }
+      rows.push(cells(j, c)); keys.push(j);
+    });
+    return [rows, (r) => (keys[r] === i ? "query" : keys[r] > i ? "masked" : keys[r] < 0 ? "gap" : "")];
+  };
   const tables = el("div", "tables");
-  const vectors = keys.map((j) => {
+  const [vectors, vectorClass] = rowsOf((j) => {
     const x = shortVector("x", li, j), k = headVector("k", li, h, j), v = headVector("v", li, h, j);
     return [["j", String(j)], ["tokname", TOKENS[j]], ["x", vec(x, dims, EX.C)], ["xn", x[dims].toFixed(4)],
             ["k", vec(k, dims)], ["v", vec(v, dims)]];
   });
-  tableOf(tables, ["j", t("explain.token"), "1. x_j", "|x_j|", "2. k_j", "v_j"], vectors, rowClass).id = "ex-vectors";
-  const scores = keys.map((j) => {
-    const s = dot(q, headVector("k", li, h, j));
-    return [["j", String(j)], ["tokname", TOKENS[j]], ["s", fmt(s)], ["ss", fmt(s / root)],
-            ["m", j > i ? "−∞" : fmt(s / root)], ["w", att(li, h, i, j).toFixed(4)]];
-  });
-  tableOf(tables, ["j", t("explain.token"), "3. q·k_j", "4. ÷√d_k", "5. " + t("explain.masked"), "6. w_j"], scores, rowClass).id = "ex-keys";
+  tableOf(tables, ["j", t("explain.token"), "1. x_j", "|x_j|", "2. k_j", "v_j"], vectors, vectorClass).id = "ex-vectors";
+  const dots = headRow("dot", li, h, i, EX.K), scaled = headRow("scaled", li, h, i, EX.K);
+  const [scores, scoreClass] = rowsOf((j, c) => [["j", String(j)], ["tokname", TOKENS[j]], ["s", fmt(dots[c])],
+    ["ss", fmt(scaled[c])], ["m", j > i ? "−∞" : fmt(scaled[c])], ["w", att(li, h, i, j).toFixed(4)]]);
+  tableOf(tables, ["j", t("explain.token"), "3. q·k_j", "4. ÷√d_k", "5. " + t("explain.masked"), "6. w_j"], scores, scoreClass).id = "ex-keys";
   panel.appendChild(tables);
-  if (T - 1 > i + 3) para(panel, "ex-more", t("explain.more_masked", { n: T - 1 - i - 3 }));
-  let sum = 0;
-  for (let j = 0; j <= i; j++) sum += att(li, h, i, j);
-  para(panel, "vec ex-sum", "Σ w_j = " + sum.toFixed(4));
+  if (T - 1 - i > EX.future) para(panel, "ex-more", t("explain.more_masked", { n: T - 1 - i - EX.future }));
+  para(panel, "vec ex-sum", "Σ w_j = " + headNumber("sum", li, h, i).toFixed(4));
   // why, in this head's numbers (inspection.explain.why_numbers: Python's, not recomputed here)
   const why = (k) => EX.why[((k * L + li) * H + h) * T + i];
   para(panel, "why ex-why-qkv", t("explain.why_qkv", { i: i }));
@@ -70,15 +72,16 @@ function renderExplain() {
   para(panel, "why ex-why-scale", t("explain.why_scale", { d: d, before: why(0).toFixed(4), after: why(1).toFixed(4),
     largest: why(2).toFixed(4), undivided: why(3).toFixed(4) }));
   const y = headVector("y", li, h, i);
-  para(panel, "vec ex-y", "7. y = Σ_j w_j v_j = " + vec(y, dims) + "   |y| = " + norm(y).toFixed(4));
+  para(panel, "vec ex-y", "7. y = Σ_j w_j v_j = " + vec(y, dims) + "   |y| = " + headNumber("y_norm", li, h, i).toFixed(4));
   para(panel, "", t("explain.largest"));
-  const size = [];
-  for (let j = 0; j <= i; j++) size.push([att(li, h, i, j) * norm(headVector("v", li, h, j)), j]);
-  size.sort((a, b) => b[0] - a[0] || a[1] - b[1]);
-  const top = size.slice(0, 3).map(([s, j]) => {
-    const w = att(li, h, i, j), v = headVector("v", li, h, j);
-    return [["j", String(j)], ["tokname", TOKENS[j]], ["w", w.toFixed(4)], ["vn", norm(v).toFixed(4)],
-            ["c", s.toFixed(4)], ["wv", vec(v.map((x) => w * x), dims)]];
+  const topKeys = headRow("top", li, h, i, EX.topN), sizes = headRow("top_size", li, h, i, EX.topN);
+  const terms = headRow("top_terms", li, h, i, EX.topN * dims);
+  const top = [];
+  topKeys.forEach((j, r) => {
+    if (j > i) return;  // a key after the query adds nothing
+    top.push([["j", String(j)], ["tokname", TOKENS[j]], ["w", att(li, h, i, j).toFixed(4)],
+              ["vn", headNumber("v_norm", li, h, j).toFixed(4)], ["c", sizes[r].toFixed(4)],
+              ["wv", vec(terms.subarray(r * dims, (r + 1) * dims), dims, d)]]);
   });
   tableOf(panel, ["j", t("explain.token"), "w_j", "|v_j|", "w_j |v_j|", "w_j v_j"], top).id = "ex-top";
   para(panel, "why ex-why-mix", t("explain.why_mix", { share: (100 * why(4)).toFixed(1) }));

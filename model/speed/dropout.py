@@ -1,11 +1,12 @@
-"""Dropout as nn.Dropout computes it, with a mask that is cheaper to draw on a CPU.
+"""Dropout as nn.Dropout computes it, with a mask that is cheaper to draw on a CPU: the speed layer's.
 
-On a CPU, torch draws nn.Dropout's mask with `bernoulli_`, one call of its random generator per element:
-at the default model's shape, with dropout 0.2, that was 36% of a training step (docs/speed.md). Here the
+On a CPU, torch draws nn.Dropout's mask with `bernoulli_`, one call of its random generator per element, a
+large share of a training step with dropout (docs/speed.md). Here the
 mask comes from 64-bit random words, four 15-bit draws to a word, an element kept when its draw is at
 least p x 32768: the same Bernoulli keep mask, p rounded to 1/32768, at about a quarter of the cost.
 Kept values are scaled by 1 / (1 - p) with p as rounded, so the expectation stays exact. Elsewhere (a
-GPU, whose random generator is fast), in eval mode and at p = 0 it is nn.Dropout itself.
+GPU, whose random generator is fast, the speed layer leaves nn.Dropout in place); in eval mode and at
+p = 0 it is nn.Dropout itself.
 """
 
 import torch
@@ -23,9 +24,9 @@ def keep_mask(shape, p: float, device) -> tuple[torch.Tensor, float]:
     return (draws >= cut).view(shape), cut / LEVELS
 
 
-class Dropout(nn.Dropout):
+class CheapDropout(nn.Dropout):
     def forward(self, x):
-        if not self.training or self.p == 0 or x.device.type != "cpu":
+        if not self.training or self.p == 0:
             return super().forward(x)
         keep, p = keep_mask(x.shape, self.p, x.device)
         return x * (keep.to(x.dtype) / (1 - p)) if p < 1 else x * 0

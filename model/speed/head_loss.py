@@ -1,6 +1,6 @@
 """The training loss of the LM head, computed without ever holding the whole (N, V) logits: a speed choice.
 
-    loss = head_loss(x, weight, targets)   # == F.cross_entropy(x @ weight.T, targets, ignore_index=-1)
+    loss = sliced_loss(x, weight, targets)   # == F.cross_entropy(x @ weight.T, targets, ignore_index=-1)
 
 The plain loss writes N x V logits (at 6 x 384, vocabulary 8,192, a batch of 2,048 tokens: 16.8 million numbers,
 67 MB in fp32), then log-softmax writes a second copy, and backward a third and fourth: passes over main memory
@@ -17,6 +17,8 @@ the slices are traced like any code, and measured faster there too (docs/speed.m
 
 import torch
 import torch.nn.functional as F
+
+from model.gpt import logits_loss
 
 SLICE_LOGITS = 1 << 20  # logits a slice aims at (4 MB in fp32), but never fewer rows than the width C: each
 # slice adds a whole (V, C) product to the weight's gradient, which must stay small next to its (rows, V) logits
@@ -60,12 +62,7 @@ class ChunkedHeadLoss(torch.autograd.Function):
         return (grad_x * scale).to(ctx.dtypes[0]), (grad_w * scale).to(ctx.dtypes[1]), None, None
 
 
-def logits_loss(logits, targets) -> torch.Tensor:
-    """The plain loss: mean cross-entropy of logits (..., V) against targets (...), -1 ignored."""
-    return F.cross_entropy(logits.view(-1, logits.size(-1)), targets.reshape(-1), ignore_index=-1)
-
-
-def head_loss(x, weight, targets) -> torch.Tensor:
+def sliced_loss(x, weight, targets) -> torch.Tensor:
     """Mean cross-entropy of the logits x @ weight.T (x (..., C), weight (V, C)) against targets (...), -1
     ignored: `ChunkedHeadLoss` on a CPU while autograd records; the plain loss otherwise."""
     if x.device.type != "cpu" or not torch.is_grad_enabled():

@@ -4,22 +4,19 @@
     logits = step(column, cache)          # column (B, 1) -> logits (B, V); writes position cache.pos
 
 A step pushes one token per row through every layer: a handful of matrix-vector products, so at batch 1
-on a CPU the Python and dispatch cost of ~20 module calls per layer rivals the arithmetic (a tiny
-model spent most of its step there). This runs the operations of `Block.forward` with a KV cache (the
-same LayerNorm, linear maps, attention and GELU, in the same order and precision) on tensors
-bound once, with fewer, cheaper calls:
+on a CPU the Python and dispatch cost of ~20 module calls per layer rivals the arithmetic. This runs the
+operations of `Block.forward` with a KV cache (the same LayerNorm, linear maps, attention and GELU, in the
+same order and precision) on tensors bound once, with fewer, cheaper calls:
 - at batch 1 the activations are vectors and every linear map is one `addmv` on the (out, in) weight
-  (MKL's matrix-vector kernel streams the weights 4-10% faster than a one-row `addmm`); larger batches
-  use `addmm` on the transposed weight view;
+  (MKL's matrix-vector kernel streams the weights faster than a one-row `addmm`); larger batches use
+  `addmm` on the transposed weight view;
 - GELU is called directly (in the layer's own form), inside `native_cpu_kernels()` for the whole step:
-  PyTorch hands float32 CPU GELU to oneDNN, whose fixed cost per call (~10-30 µs) is several times the
-  work on a vector of 4·n_embd values; its own native kernel takes ~1.5 µs there and is as exact.
-`model(column, kv_cache=cache)` stays the readable reference: tests check that both give the same
-logits. Sampling (`model.sampling.fast_step`) uses this step only where `bench/generate_speed.py --modes
-ours,ours-modules` measures it faster: fp32 weights on a CPU in eval mode (1.1-2.0x at batch 1 and 8,
-one thread; at configs/small.toml's shape 1.6-1.7x at batch 1, bench/results/decode_step.jsonl). A model
-held in bf16, on a GPU or with dropout runs the modules every step. `DecodeStep(model, "bf16" or "int8")`
-multiplies by smaller copies of the fp32 model's matrices instead (model/decode_weights.py).
+  PyTorch hands float32 CPU GELU to oneDNN, whose fixed cost per call is several times the work on a
+  vector of 4·n_embd values; its own native kernel is as exact.
+`model(column, kv_cache=cache)` stays the readable reference: tests check that both give the same logits.
+The speed layer uses this step where it was measured faster than the modules (`fast_decode_step`; the
+figures are in docs/speed.md): fp32 weights on a CPU in eval mode. `DecodeStep(model, "bf16" or "int8")`
+multiplies by smaller copies of the fp32 model's matrices instead (model/speed/decode_weights.py).
 
 `native_cpu_kernels()` turns oneDNN off for a block. The switch (`torch.backends.mkldnn.enabled`) is
 process-wide, so the blocks of all threads share one count: the first to enter turns oneDNN off, the last
@@ -32,7 +29,9 @@ import threading
 import torch
 import torch.nn.functional as F
 
-from model import decode_weights
+from model.ablation import has_hooks
+from model.config import ModelInputError
+from model.speed import decode_weights
 
 _lock = threading.Lock()
 _inside = 0  # blocks currently open, in any thread
@@ -41,7 +40,7 @@ _saved = True  # the setting to restore when the last one closes
 
 class native_cpu_kernels:  # lower case: it reads like a function, `with native_cpu_kernels():`
     """A plain class rather than @contextlib.contextmanager: it runs once per decoded token, and the
-    generator-based form cost the tiny model's step ~1.5% in A/B runs."""
+    generator-based form is measurably slower there."""
 
     def __enter__(self):
         global _inside, _saved
@@ -61,7 +60,7 @@ class native_cpu_kernels:  # lower case: it reads like a function, `with native_
 
 def linear_args(layer, weights: str = "fp32") -> tuple:
     """(bias, weight (out, in)) of a linear layer, the weight in the stored form of `weights`
-    (model/decode_weights.py); a layer without bias gets zeros (adding 0.0 changes no value), so every
+    (model/speed/decode_weights.py); a layer without bias gets zeros (adding 0.0 changes no value), so every
     map is one fused multiply-add call."""
     w = layer.weight
     bias = w.new_zeros(w.size(0)) if layer.bias is None else layer.bias
@@ -81,7 +80,7 @@ def linear_rows(x, bias, weight):
 class DecodeStep:
     def __init__(self, model, weights: str = "fp32"):
         """weights: "fp32" binds the model's own tensors; "bf16" or "int8" makes smaller copies of the
-        matrices (model/decode_weights.py), once per generate call."""
+        matrices (model/speed/decode_weights.py), once per generate call."""
         c = model.config
         self.n_head, self.head_dim, self.eps = c.n_head, c.head_dim, c.layer_norm_eps
         self.shape = (c.n_embd,)  # normalized_shape of every LayerNorm
@@ -121,3 +120,21 @@ class DecodeStep:
             return decode_weights.apply(x, *self.lm_head).view(B, -1)  # (B, V)
         w = self.lm_head[1]
         return torch.mv(w, x).unsqueeze(0) if one_row else torch.mm(x, w.t())  # (B, V)
+
+
+def fast_decode_step(model, weights: str = "fp32") -> DecodeStep | None:
+    """The module-free step where it was measured faster than the modules (fp32 weights on a CPU, eval
+    mode); None elsewhere, and the modules do the step. `weights` other than fp32 exist only in this step, so
+    there it is always made. A step that calls no module would skip a hook (an ablation, model/ablation.py):
+    then the modules do the step."""
+    decode_weights.check_format(weights, model)
+    w = model.tok_emb.weight
+    if has_hooks(model):
+        if weights != "fp32":
+            raise ModelInputError(f"weights {weights} decode without the model's modules, so they cannot switch "
+                                  "heads off; drop one of the two")
+        return None
+    if weights == "fp32" and (model.training or w.device.type != "cpu" or w.dtype != torch.float32):
+        return None
+    with torch.no_grad():  # int8/bf16 copies and zero biases: made once, never part of a graph
+        return DecodeStep(model, weights)

@@ -5,8 +5,8 @@
     y = apply(x, bias, stored)                   # x (in,) or (B, in) fp32 -> (out,) or (B, out) fp32
 
 At batch 1 on a CPU a decoded token reads every weight once and does two FLOPs per weight read, so the
-step waits on memory, not arithmetic: at 6 x 384 (14M parameters, 55 MB in fp32) the matrix-vector
-products were 80% of it. Half the bytes (bf16) or a quarter (int8) is the lever, as in gpt-fast:
+step waits on memory, not arithmetic: the matrix-vector products are most of it (docs/speed.md). Half
+the bytes (bf16) or a quarter (int8) is the lever, as in gpt-fast:
 - **bf16**: the weight rounded to bf16; oneDNN multiplies bf16 inputs with fp32 sums.
 - **int8**: weight-only quantization, symmetric, one fp32 scale per output row: w ≈ q · scale with q in
   [-127, 127], scale = max |w| of the row / 127. `torch._weight_int8pack_mm` (the CPU kernel gpt-fast and

@@ -1,9 +1,10 @@
-"""Which attention computation runs outside inspection: the speed choices, made once per device.
+"""The attention layer with a faster computation of the same numbers, chosen once for the model's device.
 
-`CausalSelfAttention` (model/attention.py) reads as the formula; when nobody asks for the weights it
-hands q, k, v to `self.kernel`, which `kernel_for` picks when the layer's device becomes known (at
-construction and at every `.to()`). Every kernel returns the same numbers as the textbook steps, up to
-rounding; they differ only in speed, measured in docs/speed.md.
+`FastCausalSelfAttention` is model/attention.py's layer, its parameters and steps unchanged, except that
+when nobody asks for the attention it hands q, k, v to `self.kernel` instead of taking the textbook steps
+one by one; `kernel_for` picks the kernel when the speed layer is put on (model/speed/__init__.py). Every
+kernel returns the same numbers as the textbook steps, up to rounding; they differ only in speed
+(docs/speed.md). With `need_attn=True` the layer takes the textbook steps, so inspection sees them.
 """
 
 import math
@@ -12,7 +13,8 @@ from collections.abc import Callable
 import torch
 import torch.nn.functional as F
 
-from model.dropout import keep_mask
+from model.attention import CausalSelfAttention
+from model.speed.dropout import keep_mask
 
 
 def causal_fused(q, k, v, dropout_p: float, attend: Callable) -> torch.Tensor:
@@ -46,7 +48,7 @@ def few_pass_attention(q, k, v, dropout_p: float) -> torch.Tensor:
     """The textbook steps, dropout on the weights included, in fewer passes over the (Tq, Tk) scores: the
     scale 1/√d and the mask ride in one `baddbmm` (no separate division and masked_fill, nor their backward),
     and dropout's 1/(1 - p) is applied after the product with v, to Tq x hs numbers instead of Tq x Tk. The
-    mask is model/dropout.py's, drawn for the same shape, so the numbers are the layer's own steps' up to
+    mask is model/speed/dropout.py's, drawn for the same shape, so the numbers are the layer's own steps' up to
     rounding. (B, nh, Tq, hs) -> (B, nh, Tq, hs)."""
     B, nh, Tq, hs = q.shape
     Tk = k.size(2)
@@ -64,9 +66,9 @@ def few_pass_attention(q, k, v, dropout_p: float) -> torch.Tensor:
 def cpu_attention(q, k, v, dropout_p: float, attend: Callable) -> torch.Tensor:
     """A CPU, each choice the faster one in whole train steps (docs/speed.md). With dropout, the few-pass
     steps, whose dropout draws its mask the cheap way (the fused kernel would draw it with bernoulli_;
-    model/dropout.py says why not). Without, in fp32 the fused kernel; in bf16 the few-pass steps up to
-    FEW_PASS_MAX_KEYS keys (PyTorch's kernel is up to 2.5x slower in bf16 than they are at these lengths,
-    and slower in fp32 too), the fused kernel in bf16 beyond (its blocks pay off on long rows)."""
+    model/speed/dropout.py says why not). Without, in fp32 the fused kernel; in bf16 the few-pass steps up to
+    FEW_PASS_MAX_KEYS keys (PyTorch's kernel is slower in bf16 than they are at these lengths), the fused
+    kernel in bf16 beyond (its blocks pay off on long rows)."""
     if dropout_p > 0 or (q.dtype == torch.bfloat16 and k.size(2) <= FEW_PASS_MAX_KEYS):
         return few_pass_attention(q, k, v, dropout_p)
     return causal_fused(q, k, v, 0.0, attend)
@@ -75,3 +77,16 @@ def cpu_attention(q, k, v, dropout_p: float, attend: Callable) -> torch.Tensor:
 def kernel_for(device: torch.device) -> Callable:
     """The attention computation for a layer whose weights live on `device`."""
     return cpu_attention if device.type == "cpu" else gpu_attention
+
+
+class FastCausalSelfAttention(CausalSelfAttention):
+    """model/attention.py's layer with `self.kernel` (set by the speed layer) in place of the textbook steps."""
+
+    kernel: Callable = staticmethod(cpu_attention)
+
+    def forward(self, x, kv_cache=None, need_attn: bool = False):
+        if need_attn:  # inspection: the textbook steps, each tensor handed to the probe
+            return super().forward(x, kv_cache, need_attn)
+        q, k, v = self.split_heads(x, kv_cache)
+        y = self.kernel(q, k, v, self.dropout if self.training else 0.0, self.attend)  # (B, nh, T, hs)
+        return self.merge_heads(y), None
