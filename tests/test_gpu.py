@@ -19,6 +19,7 @@ import train
 from model import GPT, GPTConfig
 from model.attention import CausalSelfAttention
 from model.sampling import stream_with_logits
+from model.speed import speed_up
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")]
 
@@ -81,7 +82,7 @@ def bf16_run(tmp_path_factory, data_cache):
 
 def test_a_bf16_training_step_lowers_the_loss():
     torch.manual_seed(0)
-    model = GPT(GPTConfig(**SMALL, dropout=0.1)).cuda().train()
+    model = speed_up(GPT(GPTConfig(**SMALL, dropout=0.1)).cuda()).train()  # as train.py runs it
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2, fused=True)
     x, y = torch.randint(0, 256, (2, 4, 16), device="cuda")
     losses = []
@@ -128,7 +129,7 @@ def test_flash_attention_matches_the_explicit_path_in_bf16(exact_fp32, causal_le
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
     torch.manual_seed(0)
-    layer = CausalSelfAttention(GPTConfig(**SMALL)).cuda().eval()  # nn.Linear's own init: peaked attention
+    layer = speed_up(CausalSelfAttention(GPTConfig(**SMALL)).cuda()).eval()  # nn.Linear's init: peaked attention
     x = (2 * torch.randn(4, causal_len, 32, device="cuda")).requires_grad_()
     grad_y = torch.randn(4, causal_len, 32, device="cuda")
 
@@ -153,7 +154,7 @@ def test_the_model_trains_through_the_flash_kernel_with_dropout():
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
     torch.manual_seed(0)
-    model = GPT(GPTConfig(**SMALL, dropout=0.1)).cuda().train()
+    model = speed_up(GPT(GPTConfig(**SMALL, dropout=0.1)).cuda()).train()  # the speed layer: SDPA on a GPU
     x, y = torch.randint(0, 256, (2, 4, 16), device="cuda")
     with torch.autocast("cuda", dtype=torch.bfloat16), sdpa_kernel(SDPBackend.FLASH_ATTENTION):
         loss = model(x, y)[1]
@@ -171,7 +172,7 @@ def test_the_model_trains_through_the_flash_kernel_with_dropout():
 @pytest.mark.parametrize("batch", [1, 3])
 def test_cached_greedy_decoding_equals_uncached_past_block_size(exact_fp32, batch):
     torch.manual_seed(0)
-    model = GPT(GPTConfig(**SMALL)).cuda().eval()
+    model = speed_up(GPT(GPTConfig(**SMALL)).cuda()).eval()  # as generate.py runs it
     idx = torch.randint(0, 256, (batch, 5), device="cuda")
     cached_tokens, cached_logits = zip(*stream_with_logits(model, idx, 40, temperature=0))
     plain_tokens, plain_logits = zip(*stream_with_logits(model, idx, 40, temperature=0, use_cache=False))
