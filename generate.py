@@ -43,7 +43,7 @@ from inspection.over_training import format_snapshot_table, snapshot_frames
 from inspection.path import format_path, forward_path
 from inspection.stats import format_stats_table, format_top_attended, head_stats
 from inspection.trace import trace_ids
-from inspection.messages import LANGUAGES, locale_language, messages
+from cli.messages import LANGUAGES, locale_language, messages
 from model.ablation import ablated, check_heads
 from model.speed.decode_weights import FORMATS
 from model.sampling import TEMPERATURE, Sampling
@@ -221,7 +221,7 @@ def print_generation(run, prompt: str, max_new_tokens: int, num_samples: int, sa
     if n == 1:
         print()
     for k, text in enumerate(texts if n > 1 else []):
-        print(f"--- sample {k + 1} of {n} ---\n{prompt}{text}")
+        print(messages(run.lang)("sample.head", k=k + 1, n=n) + f"\n{prompt}{text}")
     # The first sample's tokens up to its end-of-text (other rows may have run on).
     return ids + (new[: new.index(run.eot_id) + 1] if run.eot_id in new else new)
 
@@ -243,8 +243,9 @@ def inspect_attention(run, ids: list[int], look: Look, sampling: Sampling, recor
         views = Views(trace=trace, roles=roles, lens=lens_table(run.model, trace, label), paths=record)
         written = write_attention(maps, look.out_dir, title, layers=look.layers, lang=look.lang, views=views)
         print(say("wrote", files=", ".join(str(p) for p in written)))
-    print(say("stats.title", n=len(maps.ids)))
+    print(say("stats.title", n=len(maps.ids), cells=len(maps.ids) ** 2))
     print(format_stats_table(head_stats(maps.att), look.lang))
+    print(say("stats.defs"))
     if look.head is not None:
         print(say("stats.top", layer=look.head[0], head=look.head[1]))
         print(format_top_attended(maps.head(*look.head), maps.labels))
@@ -281,7 +282,7 @@ def write_over_training(r: Request) -> None:
     n_layer = read_config(snapshots[0]).n_layer
     layers = parse_layers(r.layers_text, n_layer) if r.layers_text else list(range(n_layer))
     frames, labels, run = snapshot_frames(snapshots, r.prompt, read_metrics(run_dir / "metrics.jsonl"), r.device,
-                                          layers)  # fmt: skip
+                                          layers, r.lang)  # fmt: skip
     say = messages(r.lang)
     title = say("snapshots.page_title", text=r.prompt[:60] + ("…" if len(r.prompt) > 60 else ""), n=len(frames),
                 run=run_dir)
@@ -310,17 +311,16 @@ def serve_address(args) -> tuple[str, int]:
 def serve(r: Request) -> None:
     """--serve: the live inspector on --host:--port until Ctrl-C."""
     host, port = r.serve
-    server = LiveServer(load_run(r.ckpt, r.runs_dir, r.device, r.speed), host, port, r.lang)
+    say = messages(r.lang)
+    server = LiveServer(load_run(r.ckpt, r.runs_dir, r.device, r.speed, r.lang), host, port, r.lang)
     if host not in ("127.0.0.1", "localhost", "::1"):
-        warn(f"--host {host}: the live inspector answers every machine that reaches this one (open "
-             f"http://<this machine's address>:{server.port}/ there); it has no password, so serve it only on a "
-             "network you trust")
-    print(f"live inspector of {server.inspector.run.ckpt_dir}: open {server.address} (Ctrl-C stops it)", flush=True)
+        warn(say("serve.host", host=host, port=server.port), r.lang)
+    print(say("serve.open", ckpt=server.inspector.run.ckpt_dir, address=server.address), flush=True)
     try:
         server.serve()
     except KeyboardInterrupt:  # Ctrl-C or SIGTERM, after the server stopped gracefully: the normal way to end it
         pass
-    print("stopped the live inspector", flush=True)
+    print(say("serve.stopped"), flush=True)
 
 
 def print_score(run, path: str, text: str, lang: str = "en", full=None, ablate=None) -> None:
@@ -408,7 +408,7 @@ def generate(r: Request) -> None:
     if r.over_training is not None:
         return write_over_training(r)
     text = read_text(r.score) if r.score is not None else None
-    run = load_run(r.ckpt, r.runs_dir, r.device, r.speed)
+    run = load_run(r.ckpt, r.runs_dir, r.device, r.speed, r.lang)
     look = check_against_model(run.model, r)  # before generating anything
     mean = r.ablate_mode == "mean" and (r.ablate or r.heads)  # the outputs a switched-off head gives instead
     means = ablation_means(run.model, held_out_ids(run, r.heads_text, r.lang)[0]) if mean else None
@@ -425,8 +425,8 @@ def check_against_model(model, r: Request) -> Look:
     """The request's heads and layers checked against the loaded model: its Look with --layers read."""
     config = model.config
     if r.sampling.top_k is not None and r.sampling.top_k >= config.vocab_size and r.max_new_tokens:
-        print(f"note: --top-k {r.sampling.top_k} keeps the whole vocabulary of {config.vocab_size} tokens: the same "
-              "as no --top-k", file=sys.stderr)
+        say = messages(r.lang)
+        print(say("note", text=say("note.top_k", k=r.sampling.top_k, V=config.vocab_size)), file=sys.stderr)
     for checked in (r.look.head, r.look.explain if r.look.explain != "path" else None):
         if checked is not None:
             check_head(config.n_layer, config.n_head, *checked)

@@ -36,6 +36,7 @@ import torch
 from tqdm import tqdm
 
 from cli.command import ArgumentParser, run_command
+from cli.messages import LANGUAGES, locale_language, messages
 from storage.atomic import write_json
 from training.checkpoints import save_checkpoint, save_snapshot, snapshot_due, snapshots_taken
 from training.config import RunConfig, TrainConfig, load_config
@@ -64,17 +65,17 @@ def after_step(step: int) -> None:
 
 
 def train(cfg: RunConfig, out_dir, resume: bool = False, overwrite: bool = False, command: list[str] | None = None,
-          started: float | None = None) -> dict:
+          started: float | None = None, lang: str = "en") -> dict:
     """Run (or resume, or with `overwrite` replace) the run in out_dir. Returns the final record, or
     {"exit_code": 130/143, ...} when a signal stopped it (after saving last/). `command`: the command line
     without --resume and --overwrite, for the advice after a signal. `started`: when the process began, so a
-    time budget counts its start-up too."""
+    time budget counts its start-up too. `lang`: the language of what it prints ("en" or "ko")."""
     out_dir, started = Path(out_dir), started or time.perf_counter()
     if cfg.train.threads:
         torch.set_num_threads(cfg.train.threads)
     lock = RunLock(out_dir)  # one trainer per run dir, taken by rank 0 for the whole run
     with Distributed(cfg.train.device) as ddp, StopSignals(out_dir, resume, overwrite, command) as signals, lock:
-        run, progress = set_up(cfg, out_dir, resume, overwrite, ddp, lock, started)
+        run, progress = set_up(cfg, out_dir, resume, overwrite, ddp, lock, started, lang)
         speed = Speedometer(run.raw.flops_per_token(run.cfg.model.block_size),
                             peak_flops(ddp.device, run.cfg.train.peak_flops), ddp.world)  # fmt: skip
         # a signal during the last evaluation stops the run too; the final scores abort at once
@@ -83,7 +84,8 @@ def train(cfg: RunConfig, out_dir, resume: bool = False, overwrite: bool = False
             return finish(run, progress, speed, started)
         if run.log:
             run.log.close(plot=False)
-            print(f"stopped at step {progress.step}; saved {out_dir}/last; resume with: {signals.command('--resume')}",
+            print(messages(lang)("train.stopped", step=progress.step, path=out_dir / "last",
+                                 command=signals.command("--resume")),
                   file=sys.stderr)
         return {"step": progress.step, "exit_code": 128 + stop}
 
@@ -167,7 +169,7 @@ def evaluate_and_save(run: TrainingRun, p: Progress, speed: Speedometer, bar: tq
     if improved:
         p.best_val, p.best_step = score, p.step
     p.evals_since_best = 0 if improved else p.evals_since_best + 1
-    overfit = overfitting(tc, losses, p.last_val, p.best_val, p.evals_since_best)  # training/early_stop.py
+    overfit = overfitting(tc, losses, p.last_val, p.best_val, p.evals_since_best, run.lang)  # training/early_stop.py
     p.last_val = losses["val"]  # before the save: a resumed run compares its next evaluation with it
     if ddp.master and snapshot_due(p.step, tc.max_steps, len(snapshots_taken(run.out_dir, run.cfg)), tc.snapshots):
         save_snapshot(run.out_dir, p.step, raw, run.cfg.to_dict(), prepared.dir)  # before last/: see drop_snapshots_after
@@ -178,13 +180,15 @@ def evaluate_and_save(run: TrainingRun, p: Progress, speed: Speedometer, bar: tq
         if tc.sample_tokens:
             record["sample"] = sample_text(raw, run.tokenizer, prepared.meta["eot_id"], tc.sample_tokens, ddp.device)
         run.log.write(record)
-        bar.write(f"step {p.step}: train loss {losses['train']:.4f}, val loss {losses['val']:.4f}"
-                  + (" (best)" if improved else "") + (f" | {record['sample'][:100]}" if tc.sample_tokens else ""))  # fmt: skip
+        say = messages(run.lang)
+        bar.write(say("train.eval", step=p.step, train=f"{losses['train']:.4f}", val=f"{losses['val']:.4f}",
+                      best=say("train.best") if improved else "")
+                  + (f" | {record['sample'][:100]}" if tc.sample_tokens else ""))  # fmt: skip
     run.budget.evaluated(time.perf_counter() - t_eval, t_scored - t_eval, losses["tokens"])
     speed.pause(run.budget.seconds_per_eval)  # evaluation time is not training time
     stops = stops_early(run.cfg, p.step, p.evals_since_best, overfit)  # train.patience
     if stops and run.log:
-        bar.write(stop_line(tc, p.step, p.best_step, p.evals_since_best, run.budget.seconds_per_step, overfit))
+        bar.write(stop_line(tc, p.step, p.best_step, p.evals_since_best, run.budget.seconds_per_step, overfit, run.lang))
     return stops
 
 
@@ -193,8 +197,8 @@ def replan_steps(run: TrainingRun, step: int, bar: tqdm) -> None:
     tc = run.cfg.train
     planned = max(step, run.ddp.from_master(lambda: run.budget.steps_that_fit(step)))
     if run.log and abs(planned - tc.max_steps) > 0.02 * tc.max_steps:  # say so when it moves much
-        bar.write(f"plan: {planned:,} steps fit in train.time_budget = {tc.time_budget} "
-                  f"({run.budget.seconds_per_step:.3g} s a step lately, evaluations included)")
+        bar.write(messages(run.lang)("train.plan", steps=f"{planned:,}", budget=tc.time_budget,
+                                     seconds=f"{run.budget.seconds_per_step:.3g}"))
     run.cfg, bar.total = replan(run.cfg, planned), planned
     if run.ddp.master:
         write_json(run.out_dir / "config.json", run.cfg.to_dict())
@@ -222,7 +226,7 @@ def finish(run: TrainingRun, p: Progress, speed: Speedometer, started: float) ->
     if run.log:
         run.log.write(final)
         run.log.close()
-        print(final_report(final, best_dir, run.out_dir, p.heads, lesson=run.cfg.train.copy_lessons > 0))
+        print(final_report(final, best_dir, run.out_dir, p.heads, run.cfg.train.copy_lessons > 0, run.lang))
     return final
 
 
@@ -244,12 +248,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", help="run directory (default: runs/<config file stem>)")
     parser.add_argument("--resume", action="store_true", help="continue the run in --out from its last/ checkpoint")
     parser.add_argument("--overwrite", action="store_true", help="replace the run in --out (its checkpoints and metrics)")
+    parser.add_argument("--lang", choices=LANGUAGES, help="language of what the run prints: en or ko (default: the "
+                        "locale's)")
 
     def work() -> int:
         args, overrides = parser.parse_known_args(argv)
         cfg = load_config(args.config, overrides)
         out_dir = Path(args.out) if args.out else Path("runs") / Path(args.config).stem
-        result = train(cfg, out_dir, args.resume, args.overwrite, base_command(argv), started)
+        result = train(cfg, out_dir, args.resume, args.overwrite, base_command(argv), started,
+                       args.lang or locale_language())
         return result.get("exit_code", 0)
 
     return run_command(work, interrupted="interrupted before training began; nothing was written (run the command again)")

@@ -1,5 +1,6 @@
 """What every command line of the project shares: cli/command.py (the parser, the error line, the exit codes),
-and here the first lines of every entry point, run before torch loads (a second or more):
+cli/messages.py (every text they print, in English and Korean), and here the first lines of every entry point,
+run before torch loads (a second or more):
 
     if __name__ == "__main__":   # at the top of train.py, generate.py and the `python -m` commands
         from cli import stop_quietly_while_loading

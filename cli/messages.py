@@ -1,4 +1,4 @@
-"""Every teaching text of the inspection tools, in English and in Korean: one table, looked up by key.
+"""Every text the commands print and the page shows, in English and in Korean: one table, looked up by key.
 
     say = messages("ko")                                  # "en", "ko", or None: the locale's (`locale_language`)
     say("explain.step4", d=16, C=64, H=4, root="4.0000")  # one text, its {fields} filled in
@@ -8,7 +8,8 @@ they are used in (query, key, value, score, softmax, √d_k, mask, head, token, 
 every number and formula as in English. Both versions of a text take the same {fields} and carry the same
 literal numbers (tests/test_messages.py checks it), so a walkthrough in Korean shows exactly the numbers
 of the English one. The `page.*` and `role.*` texts go into the offline page, which switches language in
-place; their fields are plain `{name}`s (the page fills them in with JavaScript). Error messages stay English.
+place; their fields are plain `{name}`s (the page fills them in with JavaScript). Error lines (`error: ...`)
+stay English, as do the settings train.py lists as key=value.
 """
 
 import os
@@ -24,7 +25,7 @@ MESSAGES: dict[str, tuple[str, str]] = {
     "role.self": ("self", "자기 자신"),
     "role.duplicate-token": ("duplicate-token", "중복 토큰"),
     "role.induction": ("induction", "induction"),
-    "role.mixed": ("mixed", "혼합"),
+    "role.mixed": ("mixed", "뚜렷한 역할 없음"),
     "roles.header": ("rank layer head  strongest role", "순위 layer head  가장 강한 역할"),
     "roles.columns": ("previous|first|self|duplicate|induction", "이전 토큰|첫 토큰|자기 자신|중복 토큰|induction"),
     "roles.chance": ("chance (an even spread)", "우연 수준 (고르게 퍼진 attention)"),
@@ -34,33 +35,46 @@ MESSAGES: dict[str, tuple[str, str]] = {
         "induction 시퀀스 (무작위 토큰 {n}개를 2번 반복, 시퀀스 {count}개): 첫 번째 복사본의 loss {first} nats, "
         "두 번째 복사본 {second} (감소 {drop})"),
     "score.ablated": ("with heads {heads} off: {diff} bits/char against the full model's {full}",
-                      "head {heads}를 끄면: 전체 모델의 {full}보다 {diff} bits/char"),
-    "roles.off_columns": ("+loss off|-drop off", "끄면 +loss|끄면 -감소"),
+                      "끈 head {heads}: 전체 모델 {full} bits/char 대비 {diff} bits/char"),
+    "roles.off_columns": ("+loss off|-drop off", "+loss(끔)|-감소(끔)"),
     "roles.off": ("off: each head switched off alone ({mode}): +loss = the held-out loss it adds, in nats per token "
                   "(full model {loss}); -drop = the in-context loss drop it takes away (full model {drop})",
-                  "끄면: head 하나씩 끄고 잰 값({mode}): +loss = 검증 텍스트의 loss가 토큰당 늘어난 nats (전체 모델 "
-                  "{loss}); -감소 = in-context loss 감소에서 줄어든 만큼 (전체 모델 {drop})"),
+                  "끔: head를 하나씩 따로 끄고 잰 값({mode}). +loss = 검증 텍스트의 loss가 토큰당 늘어난 양, nats (전체 모델 {loss}); -감소 = "
+                  "in-context loss 감소폭이 그만큼 줄어듦 (전체 모델 {drop})"),
     "ablate.mean": ("its output replaced by its mean on held-out text", "출력을 검증 텍스트에서의 평균으로 바꿈"),
     "ablate.zero": ("its output replaced by zeros", "출력을 영벡터로 바꿈"),
-    "roles.title": ("what each head does (inspection/heads.py defines the scores), on {where}:",
-                    "각 head가 하는 일 (score의 정의: inspection/heads.py), 측정한 텍스트: {where}:"),
+    "roles.title": ("what each head does (inspection/heads.py defines the role scores), on {where}:",
+                    "각 head가 하는 일 (역할 점수의 정의: inspection/heads.py), 측정한 텍스트: {where}:"),
     "where.file": ("{path} ({n} tokens)", "{path} (토큰 {n}개)"),
-    "where.validation": ("the run's validation split {path} ({n} tokens)", "학습 때 떼어 둔 검증 데이터 {path} (토큰 {n}개)"),
-    "where.sampled": ("{n} tokens the model wrote itself (seed 0, temperature 1): no validation split found for {ckpt}",
-                      "모델이 스스로 쓴 토큰 {n}개 (seed 0, temperature 1; {ckpt}의 검증 데이터가 없어 대신 사용)"),
+    "where.validation": ("the run's validation split {path} ({n} tokens)", "학습 때 떼어 둔 검증 텍스트 {path} (토큰 {n}개)"),
+    "where.sampled": ("{n} tokens the model wrote itself (seed 0, temperature 1): no validation split found for "
+                      "{ckpt}",
+                      "모델이 스스로 쓴 토큰 {n}개 (seed 0, temperature 1; {ckpt}의 검증 텍스트가 없어 대신 사용)"),
     # ---- per-head statistics (inspection/stats.py) ----------------------------------------------------
     # ---- the logit lens (inspection/lens.py) and switched-off heads (model/ablation.py) ------------------
-    "lens.title": ("logit lens at token {query}: the next token after each stage, through ln_f and the tied head "
-                   "(the model's choice: {choice})",
-                   "logit lens, 토큰 {query}: 각 단계의 residual stream을 ln_f와 tied head에 통과시킨 다음 토큰 "
-                   "(모델의 선택: {choice})"),
+    "lens.title": ("logit lens at token {query}: the next token each stage's residual stream predicts when read "
+                   "through ln_f and lm_head; rank = where the model's final choice ({choice}) stands at that stage",
+                   "logit lens (토큰 {query} 위치): 각 단계의 residual stream을 ln_f와 lm_head에 바로 통과시켰을 때 예측되는 다음 토큰. 순위 = "
+                   "모델의 최종 선택({choice})이 그 단계에서 몇 위인지"),
     "lens.embeddings": ("token + position embeddings", "토큰 + 위치 embedding"),
     "lens.block": ("after block {layer}", "block {layer} 뒤"),
     "lens.output": (" = output", " = 출력"),
     "lens.rank": ("rank {rank}", "순위 {rank}"),
-    "stats.title": ("attention statistics per head over {n} tokens (inspection/stats.py defines them):",
-                    "head별 attention 통계, 토큰 {n}개 (정의: inspection/stats.py):"),
+    "lens.caveat": ("the earlier stages were never trained to be read this way (in training only the last block's "
+                    "output meets ln_f and lm_head): their guesses are a rough reading, not what the model would "
+                    "answer there",
+                    "앞 단계들은 이렇게 읽히도록 학습된 적이 없습니다(학습에서 ln_f와 lm_head를 만나는 것은 마지막 block의 출력뿐입니다). 그래서 그 예측은 대략적인 읽기일 "
+                    "뿐, 모델이 거기서 내놓을 답이 아닙니다"),
+    "stats.title": ("attention statistics per head over {n} tokens (inspection/stats.py defines them; a map holds "
+                    "{n} x {n} = {cells} numbers, so twice the text costs four times the work and memory):",
+                    "head별 attention 통계, 토큰 {n}개 (정의: inspection/stats.py; map 하나가 {n} x {n} = {cells}개 값이므로, 텍스트가 "
+                    "두 배면 계산과 메모리는 네 배):"),
     "stats.columns": ("layer|head|entropy|distance|prev|first|self", "layer|head|엔트로피|거리|이전 토큰|첫 토큰|자기 자신"),
+    "stats.defs": ("entropy: how spread a head's attention is, in nats (0 = one key; ln(q+1) = even over the q+1 "
+                   "keys it sees); distance: how many tokens back it looks on average; prev, first, self: the role "
+                   "scores of --heads",
+                   "엔트로피: head의 attention이 퍼진 정도, nats (0 = key 하나만 봄; ln(q+1) = 볼 수 있는 key q+1개에 고르게); 거리: 평균 몇 토큰 "
+                   "뒤를 보는지; 이전 토큰, 첫 토큰, 자기 자신: --heads의 역할 점수"),
     "stats.top": ("layer {layer} head {head}: the tokens each query attends to most",
                   "layer {layer} head {head}: 각 query가 가장 많이 보는(attention 값이 가장 큰) 토큰"),
     # ---- the walkthrough of one head at one query (inspection/explain.py) ------------------------------
@@ -83,10 +97,11 @@ MESSAGES: dict[str, tuple[str, str]] = {
                       "(W: {C} x {d}, this head's columns of c_attn)",
                       "2. head {head}의 q, k, v: q = x_{i} W_Q + b_Q, k_j = x_j W_K + b_K, v_j = x_j W_V + b_V "
                       "(W: {C} x {d}, c_attn 중 이 head의 열)"),
-    "explain.step34": ("3. Scores q·k_j.  4. Divided by √d_k, d_k = {d} (n_embd / n_head = {C} / {H}): √{d} = {root}, "
-                       "which keeps their spread from growing with d_k.",
-                       "3. score q·k_j.  4. √d_k로 나누기, d_k = {d} (n_embd / n_head = {C} / {H}): √{d} = {root}. "
-                       "이렇게 나누면 d_k가 커져도 score가 퍼지는 폭이 커지지 않습니다."),
+    "explain.step34": ("3. The dot products q·k_j.  4. Divided by √d_k they are the scores; d_k = {d} (n_embd / "
+                       "n_head = {C} / {H}): √{d} = {root}. If the components of q and k have variance 1, q·k_j has "
+                       "variance d_k; divided by √d_k, the scores keep a variance near 1 whatever d_k is.",
+                       "3. 내적 q·k_j.  4. 이것을 √d_k로 나눈 값이 score입니다. d_k = {d} (n_embd / n_head = {C} / {H}): √{d} = "
+                       "{root}. q와 k의 성분이 분산 1이면 q·k_j의 분산은 d_k이므로, √d_k로 나누면 d_k가 얼마든 score의 분산이 약 1로 유지됩니다."),
     "explain.step56": ("5. Masked: a key after the query gets -∞, so its attention is 0.  6. Softmax: w_j = exp(s_j) / "
                        "Σ exp(s), over the row.",
                        "5. mask: query보다 뒤에 있는 key의 score는 -∞가 되어 w_j가 0이 됩니다.  6. softmax: 한 행 안에서 "
@@ -94,99 +109,99 @@ MESSAGES: dict[str, tuple[str, str]] = {
     "explain.more_masked": ("    …  and {n} more later keys, all masked: -∞, w_j = 0",
                             "    …  그리고 뒤의 key {n}개, 모두 mask: -∞, w_j = 0"),
     "explain.largest": ("   the largest terms w_j v_j (by norm w_j |v_j|):", "   가장 큰 항 w_j v_j (norm w_j |v_j| 기준):"),
-    "explain.step8": ("8. Where y goes: its {d} values become dims {lo}..{last} of the {C}-vector that concatenates the "
-                      "outputs of all {H} heads at token {i}; that vector times W_O ({C} x {C}) plus b_O is",
-                      "8. y가 가는 곳: y의 값 {d}개는 토큰 {i}에서 head {H}개 모두의 출력을 이어 붙인 {C}차원 벡터의 "
-                      "{lo}..{last}번째 차원이 되고, 그 벡터에 W_O ({C} x {C})를 곱하고 b_O를 더한 결과는 다음과 같습니다:"),
+    "explain.step8": ("8. Where y goes: its {d} values become dims {lo}..{last} of the {C}-vector that concatenates "
+                      "the outputs of all {H} heads at token {i}; that vector times W_O ({C} x {C}) plus b_O is",
+                      "8. y가 가는 곳: y의 값 {d}개는 토큰 {i}에서 head {H}개 모두의 출력을 이어 붙인 {C}차원 벡터의 {lo}..{last}번 차원이 되고, 그 "
+                      "벡터에 W_O ({C} x {C})를 곱하고 b_O를 더한 결과는 다음과 같습니다:"),
     "explain.share": ("   of which this head's share y W_O[{lo}:{end}] = {share}   |share| = {norm}",
                       "   그중 이 head의 몫 y W_O[{lo}:{end}] = {share}   |share| = {norm}"),
     "explain.residual": ("   out_{i} is added to the residual stream (resid_{i} + out_{i}){mlp}.",
                          "   out_{i}: 이 값이 residual stream에 더해집니다 (resid_{i} + out_{i}){mlp}."),
     "explain.mlp_follows": (", and the block's MLP follows", ". 이어서 같은 block의 MLP가 계산됩니다"),
-    "explain.why_qkv": ("   q is what the query (token {i}) looks for, k_j how token j is found, v_j what token j hands over "
-                        "when it is looked at: where to look (q·k) is kept apart from what is carried (v).",
-                        "   q는 query(토큰 {i}) 쪽에서 찾는 것, k_j는 토큰 j가 찾아지는 방식, v_j는 토큰 j를 볼 때 넘겨받는 "
-                        "내용입니다. 어디를 볼지(q·k)와 무엇을 가져올지(v)가 따로 계산됩니다."),
-    "explain.why_scale": ("   Why divide: q·k_j is a sum of {d} products, so its spread grows with d_k. Over the visible keys "
-                          "the scores' standard deviation is {before} before dividing and {after} after. The largest "
-                          "attention: {largest} with the division, {undivided} without it. Undivided, larger heads push "
-                          "softmax towards one key (it saturates), and the other keys get almost no gradient.",
-                          "   나누는 이유: q·k_j는 곱 {d}개의 합이라 d_k가 커질수록 퍼지는 폭이 커집니다. 볼 수 있는 "
-                          "key들에서 score의 표준편차는 나누기 전 {before}, 나눈 뒤 {after}입니다. 가장 큰 attention "
-                          "값: 나누면 {largest}, 나누지 않으면 {undivided}. 나누지 않으면 head가 클수록 softmax가 한 key로 "
-                          "쏠리고(포화), 다른 key로는 gradient가 거의 흐르지 않습니다."),
-    "explain.why_mask": ("   Why mask before softmax: exp(-∞) = 0, so a later key gets exactly 0 and the visible keys' "
-                         "attention still sums to 1 (Σ w_j above); masking after softmax would leave a row that does "
-                         "not.",
-                         "   softmax 전에 mask하는 이유: exp(-∞) = 0이므로 뒤의 key는 정확히 0을 받고, 볼 수 있는 key들의 "
-                         "attention 값은 그대로 합이 1입니다(위의 Σ w_j). softmax 뒤에 mask하면 한 행의 합이 그보다 "
-                         "작아집니다."),
+    "explain.why_qkv": ("   q, k and v are three projections of the same input x by different matrices W_Q, W_K, "
+                        "W_V: q is what token {i} looks for, k_j the label token j is matched by, v_j what token j "
+                        "hands over. Where to look is decided by q·k, what is carried by v.",
+                        "   q, k, v는 같은 입력 x에 서로 다른 행렬 W_Q, W_K, W_V를 곱한 세 projection입니다. q는 토큰 {i}에서 찾는 내용, k_j는 "
+                        "토큰 j가 q와 맞춰지는 이름표, v_j는 토큰 j가 넘겨주는 내용입니다. 어디를 볼지는 q·k가, 무엇을 가져올지는 v가 정합니다."),
+    "explain.why_scale": ("   Why divide: over the visible keys the standard deviation of q·k_j is {before}, of the "
+                          "scores {after} (their ratio is √d_k). The largest attention: {largest} with the "
+                          "division, {undivided} without it. The larger d_k, the wider undivided scores spread "
+                          "(√d_k times: 8 at GPT-2's d_k = 64), the more softmax piles on one key (it saturates), "
+                          "and the other keys get almost no gradient.",
+                          "   나누는 이유: 볼 수 있는 key들에서 q·k_j의 표준편차는 {before}, score의 표준편차는 {after}입니다(둘의 비가 √d_k). 가장 "
+                          "큰 attention 값: 나누면 {largest}, 나누지 않으면 {undivided}. d_k가 클수록 나누지 않은 score가 넓게 퍼지고(√d_k배: "
+                          "GPT-2의 d_k = 64이면 8배), softmax가 한 key로 쏠리며(포화), 다른 key로는 gradient가 거의 흐르지 않습니다."),
+    "explain.why_mask": ("   Why mask before softmax: exp(-∞) = 0, so a later key gets exactly 0 and the visible "
+                         "keys' attention still sums to 1 (Σ w_j above). Masked after softmax, a row would sum to "
+                         "less than 1, and the scores of the keys ahead would already sit in the denominator: the "
+                         "future would leak in.",
+                         "   softmax 전에 mask하는 이유: exp(-∞) = 0이므로 뒤의 key는 정확히 0을 받고, 볼 수 있는 key들의 attention 값은 그대로 "
+                         "합이 1입니다(위의 Σ w_j). softmax 뒤에 mask하면 한 행의 합이 1보다 작아지고, 뒤 key의 score가 이미 분모에 섞여 있어 미래 정보가 "
+                         "새어 듭니다."),
     "explain.why_mix": ("   y mixes every visible value; it is not a copy of the strongest: the largest term w_j |v_j| is "
                         "{share}% of Σ_j w_j |v_j|.",
                         "   y는 가장 강한 value 하나를 복사한 것이 아니라 볼 수 있는 모든 value를 섞은 것입니다: 가장 큰 "
                         "항 w_j |v_j|는 Σ_j w_j |v_j|의 {share}%입니다."),
-    "explain.why_heads": ("   Why several heads: each has its own W_Q, W_K and W_V, so each can look for something else, "
-                          "and W_O mixes their outputs. Each head's |share| of out at this token: {shares}.",
-                          "   head가 여러 개인 이유: head마다 W_Q, W_K, W_V가 따로 있어 서로 다른 것을 찾을 수 있고, W_O가 "
-                          "그 출력들을 섞습니다. 이 토큰에서 out에 대한 head별 |share|: {shares}."),
+    "explain.why_heads": ("   Why several heads: each has its own W_Q, W_K and W_V, so together they can attend to "
+                          "several relations at once, and W_O mixes their outputs. Each head's |share| of out at "
+                          "this token: {shares}.",
+                          "   head가 여러 개인 이유: head마다 W_Q, W_K, W_V가 따로 있어 여러 관계를 동시에 볼 수 있고, W_O가 그 출력들을 섞습니다. 이 "
+                          "토큰에서 out에 대한 head별 |share|: {shares}."),
     # ---- the path of one token through the whole forward pass (inspection/path.py) ---------------------
     "path.title": ("The path of token {i} {token} (id {id}; {T} tokens in all) through {L} blocks of n_embd {C} to "
                    "the next token, over a vocabulary of {V}",
-                   "토큰 {i} {token}(id {id}, 전체 토큰 {T}개)의 길: n_embd {C}인 block {L}개를 지나 다음 토큰까지, "
-                   "어휘 {V}개"),
-    "path.embed": ("1. Embedding. The id picks row {id} of tok_emb, {C} learned numbers for this token; the position "
-                   "picks row {i} of pos_emb. Their sum is the residual stream that enters the first block. Both are "
-                   "needed: the id says which token, not where, and attention, a weighted sum over keys, ignores "
-                   "order by itself.",
-                   "1. embedding. id로 tok_emb의 {id}번째 행을 꺼냅니다: 이 토큰에 대해 학습된 숫자 {C}개입니다. "
-                   "위치로는 pos_emb의 {i}번째 행을 꺼냅니다. 둘을 더한 것이 첫 block으로 들어가는 residual stream "
-                   "입니다. 둘 다 필요한 이유: id는 어떤 토큰인지만 말하고 어디에 있는지는 말하지 않으며, attention은 "
-                   "key들의 가중합이라 그 자체로는 순서를 모릅니다."),
-    "path.blocks": ("2. The blocks. Each reads the residual stream and adds to it, never replacing it. ln_1 rescales "
-                    "the stream (mean 0, variance 1, then a learned gain and bias) so every block reads inputs of "
-                    "one size; the {H} heads (d_k = {d} each) look at the earlier tokens (per head: the key it "
-                    "attends to most, its attention, and the size of its share of out, y_h W_O); out is added; then "
-                    "ln_2 and the MLP, which works on each token alone ({C} → 4·{C} → {C}, GELU), add theirs. "
-                    "|·| is the stream's norm at each point; --explain L.H --query {i} walks through one head at this token.",
-                    "2. block. 각 block은 residual stream을 읽고 거기에 더하기만 하며, 있던 값을 바꾸지 않습니다. "
-                    "ln_1은 stream을 평균 0, 분산 1로 맞춘 뒤 학습된 gain과 bias를 적용해, 모든 block이 같은 크기의 "
-                    "입력을 읽게 합니다. 이어서 head {H}개(각 d_k = {d})가 앞의 토큰들을 봅니다(head마다 가장 많이 "
-                    "보는 key, 그 attention 값, out에서 그 head가 차지하는 몫 y_h W_O의 크기). out을 더한 다음 ln_2와 "
-                    "MLP가 자기 몫을 더합니다. MLP는 토큰마다 따로 계산합니다({C} → 4·{C} → {C}, GELU). |·|는 각 "
-                    "지점에서 stream의 norm입니다. 이 토큰에서 한 head의 계산은 --explain L.H --query {i}로 단계별로 볼 수 "
-                    "있습니다."),
+                   "토큰 {i} {token}(id {id}, 전체 {T}개 중)이 다음 토큰까지 가는 경로: block {L}개(n_embd {C}), 어휘 크기 {V}"),
+    "path.embed": ("1. Embedding. The id picks row {id} of tok_emb, {C} learned numbers for this token; the "
+                   "position picks row {i} of pos_emb. Their sum is the residual stream that enters the first "
+                   "block. Both are needed: the id says which token, not where, and attention, a weighted sum of "
+                   "the values, knows no order without the positions.",
+                   "1. embedding. id로 tok_emb[{id}] 행을 꺼냅니다: 이 토큰에 대해 학습된 숫자 {C}개입니다. 위치로는 pos_emb[{i}] 행을 꺼냅니다. 둘을 "
+                   "더한 것이 첫 block으로 들어가는 residual stream입니다. 둘 다 필요한 이유: id는 어떤 토큰인지만 말하고 어디에 있는지는 말하지 않으며, "
+                   "attention은 value들의 가중합이라 위치 정보가 없으면 토큰의 순서를 모릅니다."),
+    "path.blocks": ("2. The blocks. Each reads the residual stream and adds its output to it, never overwriting it. "
+                    "ln_1 rescales a copy of the stream (mean 0, variance 1, then a learned gain and bias) for the "
+                    "attention, the stream itself unchanged, so every block reads inputs of one size; the {H} heads "
+                    "(d_k = {d} each) look at the earlier tokens; out is added; then ln_2 and the MLP, which works "
+                    "on each token alone ({C} → 4·{C} → {C}, GELU), add theirs. The table gives, per head, the key "
+                    "it attends to most, its attention and the size of its share of out, |y_h W_O|; |·| is the "
+                    "stream's norm at each point; --explain L.H --query {i} walks through one head at this token.",
+                    "2. block. 각 block은 residual stream을 덮어쓰지 않고 자기 출력을 더하기만 합니다. ln_1은 stream의 복사본을 평균 0, 분산 1로 "
+                    "맞추고 학습된 gain과 bias를 적용해 attention에 넘깁니다(stream 자체는 그대로). 그래서 모든 block이 같은 크기의 입력을 읽습니다. 이어서 "
+                    "head {H}개(각 d_k = {d})가 앞의 토큰들을 보고, out을 더한 다음 ln_2와 MLP가 자기 몫을 더합니다. MLP는 토큰마다 따로 계산합니다({C} → "
+                    "4·{C} → {C}, GELU). 아래 표는 head마다 가장 많이 보는 key, 그 attention 값, out에서 그 head가 차지하는 몫의 크기 |y_h "
+                    "W_O|를 보여 줍니다. |·|는 각 지점에서 stream의 norm입니다. 이 토큰에서 한 head의 계산은 --explain L.H --query {i} 명령으로 "
+                    "단계별로 볼 수 있습니다."),
     "path.block": ("   block {layer}: |resid| {resid} → + attention out ({out}) → {mid} → + MLP → {block}",
                    "   block {layer}: |resid| {resid} → attention out({out}) 더함 → {mid} → MLP 더함 → {block}"),
     "path.key": ("strongest key", "가장 많이 보는 key"),
     "path.mlp": ("   MLP: |mlp| = {mlp}; {active}% of its {hidden} hidden units are positive after GELU",
                  "   MLP: |mlp| = {mlp}. hidden unit {hidden}개 중 {active}%가 GELU 뒤에 양수입니다"),
-    "path.final": ("3. ln_f normalises the last block's output, and the head multiplies it by tok_emb's {V} x {C} matrix "
-                   "(tied: the rows that read tokens in also write them out): one logit per vocabulary token, the dot "
-                   "product of the stream with that token's row.",
-                   "3. ln_f가 마지막 block의 출력을 정규화하고, head가 여기에 tok_emb의 {V} x {C} 행렬을 곱합니다(tied: "
-                   "토큰을 읽어 들인 그 행들로 토큰을 내보냅니다). 어휘의 토큰마다 logit이 하나씩 나옵니다: stream과 그 "
-                   "토큰 행의 내적입니다."),
+    "path.final": ("3. ln_f normalises the last block's output, and lm_head (the output layer, tied to tok_emb) "
+                   "multiplies it by tok_emb's {V} x {C} matrix (the rows that read tokens in also write them out): "
+                   "one logit per vocabulary token, the dot product of the stream with that token's row.",
+                   "3. ln_f가 마지막 block의 출력을 정규화하고, lm_head(출력층, tok_emb와 공유)가 여기에 tok_emb의 {V} x {C} 행렬을 곱합니다(토큰을 "
+                   "읽어 들인 그 행들로 토큰을 내보냅니다). 어휘의 토큰마다 logit이 하나씩 나옵니다: stream과 그 토큰 행의 내적입니다."),
     "path.logits": ("   the logits run from {min} to {max}", "   logit 범위: {min} ~ {max}"),
-    "path.softmax": ("4. softmax turns the {V} logits into probabilities, p_j = exp(logit_j) / Σ exp(logit): a logit "
-                     "larger by 1 makes a token e ≈ 2.718 times as likely. The 10 most likely:",
-                     "4. softmax가 logit {V}개를 확률로 바꿉니다, p_j = exp(logit_j) / Σ exp(logit). logit이 1 크면 그 "
-                     "토큰의 확률은 e ≈ 2.718배가 됩니다. 가장 가능성이 높은 10개:"),
-    "path.repetition_penalty": ("   repetition penalty {value}: each token already in the text (the end-of-text token "
-                                "aside) has its logit divided by {value} where positive, multiplied where negative, so "
-                                "a repeat becomes less likely. {kept} tokens keep a probability above 0:",
-                                "   repetition penalty {value}: 텍스트에 이미 나온 토큰(end-of-text 토큰은 빼고)의 "
-                                "logit을 양수면 {value}로 나누고 음수면 곱해서, 같은 토큰이 다시 나올 가능성을 "
-                                "낮춥니다. 확률이 0보다 큰 토큰: {kept}개"),
+    "path.softmax": ("4. softmax turns the {V} logits into probabilities: p_j = exp(logit_j) / Σ exp(logit). It "
+                     "compares tokens: two tokens whose logits differ by 1 have probabilities in the ratio e ≈ "
+                     "2.718. The 10 most likely:",
+                     "4. softmax가 logit {V}개를 확률로 바꿉니다: p_j = exp(logit_j) / Σ exp(logit). 토큰끼리 비교하는 값이라, 두 토큰의 "
+                     "logit 차이가 1이면 확률의 비는 e ≈ 2.718입니다. 확률이 가장 높은 10개:"),
+    "path.repetition_penalty": ("   repetition penalty {value}: each token already in the text (the end-of-text "
+                                "token aside) has its logit divided by {value} where positive, multiplied where "
+                                "negative, so a repeat becomes less likely. {kept} tokens keep a probability above "
+                                "0:",
+                                "   repetition penalty {value}: 텍스트에 이미 나온 토큰(end-of-text 토큰은 빼고)의 logit을 penalty "
+                                "{value}만큼 줄여(양수면 나누고, 음수면 곱합니다) 같은 토큰이 다시 나올 가능성을 낮춥니다. 확률이 0보다 큰 토큰: {kept}개"),
     "path.temperature": ("   temperature {value}: the logits are divided by it before softmax; below 1 sharpens the "
-                         "distribution, above 1 flattens it, 0 always takes the most likely token. {kept} tokens keep "
-                         "a probability above 0:",
-                         "   temperature {value}: softmax 전에 logit을 이 값으로 나눕니다. 1보다 작으면 분포가 "
-                         "뾰족해지고, 1보다 크면 평평해지며, 0이면 언제나 가장 가능성이 높은 토큰을 고릅니다. 확률이 "
-                         "0보다 큰 토큰: {kept}개"),
-    "path.top_k": ("   top-k {value}: only the {value} most likely tokens stay; the others get probability 0 and the "
-                   "rest is divided again to sum to 1. {kept} tokens left:",
-                   "   top-k {value}: 가장 가능성이 높은 토큰 {value}개만 남기고 나머지는 확률 0으로 만든 뒤, 남은 "
-                   "확률의 합이 1이 되도록 다시 나눕니다. 남은 토큰: {kept}개"),
+                         "distribution, above 1 flattens it, 0 always takes the most likely token. {kept} tokens "
+                         "keep a probability above 0:",
+                         "   temperature {value}: softmax 전에 logit을 이 값으로 나눕니다. 1보다 작으면 분포가 뾰족해지고, 1보다 크면 평평해지며, "
+                         "0이면 언제나 확률이 가장 높은 토큰을 고릅니다. 확률이 0보다 큰 토큰: {kept}개"),
+    "path.top_k": ("   top-k {value}: only the {value} most likely tokens stay; the others get probability 0 and "
+                   "the rest is divided again to sum to 1. {kept} tokens left:",
+                   "   top-k {value}: 확률이 가장 높은 토큰 {value}개만 남기고 나머지는 확률 0으로 만든 뒤, 남은 확률의 합이 1이 되도록 다시 나눕니다. 남은 토큰: "
+                   "{kept}개"),
     "path.top_p": ("   top-p {value}: the smallest set of most likely tokens whose probabilities sum to {value} or more "
                    "stays (nucleus sampling), divided again. {kept} tokens left:",
                    "   top-p {value}: 확률이 높은 토큰부터 더해 합이 {value} 이상이 되는 가장 작은 집합만 남기고"
@@ -196,12 +211,12 @@ MESSAGES: dict[str, tuple[str, str]] = {
                     "token generate.py --seed {seed} --max-new-tokens 1 writes after this one",
                     "마지막 분포에서 뽑은 다음 토큰 (seed {seed}): {token} (id {id}, p {p}). generate.py --seed {seed} "
                     "--max-new-tokens 1이 이 토큰 뒤에 쓰는 토큰입니다"),
-    "path.hint": ("A map shows where a head looked, not why the output changed: heads have no fixed meaning, and "
-                  "attention is a hint, not a causal explanation. To test what a head does, switch it off "
-                  "(--ablate L.H) and compare.",
-                  "attention map은 head가 어디를 봤는지 보여 줄 뿐, 출력이 왜 그렇게 나왔는지는 알려 주지 않습니다. "
-                  "head의 의미는 정해져 있지 않고, attention은 원인에 대한 설명이 아니라 단서입니다. head가 실제로 "
-                  "무슨 일을 하는지 확인하려면 그 head를 끄고(--ablate L.H) 비교해 보세요."),
+    "path.hint": ("A map shows where a head looked, not why the output changed: a head need not have one fixed "
+                  "meaning, and attention is a hint, not a causal explanation. To test what a head does, switch it "
+                  "off (--ablate L.H, or its off switch in the live inspector) and compare.",
+                  "attention map은 head가 어디를 봤는지 보여 줄 뿐, 출력이 왜 그렇게 나왔는지는 알려 주지 않습니다. head마다 정해진 의미가 있는 것은 아니고, "
+                  "attention은 원인에 대한 설명이 아니라 단서입니다. head가 실제로 무슨 일을 하는지 확인하려면 그 head를 끄고(--ablate L.H, 실시간 검사기에서는 "
+                  "head의 끄기 스위치) 비교해 보세요."),
     # ---- one text through the snapshots of a run (inspection/over_training.py) -------------------------
     "snapshots.title": ("wrote {path} ({n} snapshots, {T} tokens); the strongest heads at each step:",
                         "{path}에 저장했습니다 (snapshot {n}개, 토큰 {T}개). 각 step에서 가장 강한 head:"),
@@ -219,7 +234,7 @@ MESSAGES: dict[str, tuple[str, str]] = {
     # ---- the heatmap PNGs (inspection/plot.py) ---------------------------------------------------------
     "plot.key": ("key token", "key 토큰"),
     "plot.query": ("query token", "query 토큰"),
-    "plot.weight": ("attention weight", "attention 가중치"),
+    "plot.weight": ("attention", "attention 값"),
     "plot.layer": ("layer {layer}: attention per head (rows attend to columns)",
                    "layer {layer}: head별 attention (행 = query, 열 = key)"),
     # ---- the offline page (inspection/page.html): plain {name} fields, filled in by the page ----------
@@ -246,7 +261,7 @@ MESSAGES: dict[str, tuple[str, str]] = {
     "page.stats_columns": ("head|entropy|distance|prev|first|self|strongest role",
                            "head|엔트로피|거리|이전 토큰|첫 토큰|자기 자신|가장 강한 역할"),
     "page.roles_title": ("role scores{at} (held-out text, inspection/heads.py):",
-                         "역할 점수{at} (학습에 쓰지 않은 텍스트, inspection/heads.py):"),
+                         "역할 점수{at} (검증 텍스트, inspection/heads.py):"),
     "page.roles_at": (" at step {step}", ": step {step} 시점"),
     "page.roles_columns": ("head|previous|first|self|duplicate|induction", "head|이전 토큰|첫 토큰|자기 자신|중복 토큰|induction"),
     "page.chance": ("chance", "우연"),
@@ -261,12 +276,12 @@ MESSAGES: dict[str, tuple[str, str]] = {
                     "{steps}단계 중 {step}단계: 토큰 {last} “{token}” 입력, 그 query 행이 cache된 key {keys}개를 "
                     "봅니다{next}"),
     "page.chose": (" and chose token {n} “{token}”", "; 다음 토큰: 토큰 {n} “{token}”"),
-    "page.path_title": ("The path of the focused token: from its id to the next token",
-                        "초점 토큰의 길: id에서 다음 토큰까지"),
+    "page.path_title": ("The path of the focused token: from its id to the next token", "초점 토큰의 경로: id에서 다음 토큰까지"),
     "page.sampling_title": ("The next token after the text: move temperature, top-k and top-p",
                             "텍스트 다음에 올 토큰: temperature, top-k, top-p를 바꿔 보세요"),
-    "page.bars": ("After the last token {token}: {kept} of {V} tokens keep a probability above 0; the 10 most likely:",
-                  "마지막 토큰 {token} 다음: 토큰 {V}개 중 {kept}개가 0보다 큰 확률을 가집니다. 가장 가능성이 높은 10개:"),
+    "page.bars": ("After the last token {token}: {kept} of {V} tokens keep a probability above 0; the 10 most "
+                  "likely:",
+                  "마지막 토큰 {token} 다음: 토큰 {V}개 중 {kept}개가 0보다 큰 확률을 가집니다. 확률이 가장 높은 10개:"),
     "page.bad_settings": ("temperature must be 0 or more, top-k 1 or more, top-p above 0 and at most 1",
                           "temperature는 0 이상, top-k는 1 이상, top-p는 0보다 크고 1 이하여야 합니다"),
     "page.lines": ("{name}: where token {i} “{token}” looks; a line's thickness is its attention",
@@ -294,12 +309,132 @@ MESSAGES: dict[str, tuple[str, str]] = {
                   "다음 토큰 (이 설정으로 상위 10개): 확률, 토큰 (id)"),
     "page.next_off": ("the next token with heads {heads} off (top 10 with these settings): probability (the full "
                       "model's), token (id)",
-                      "head {heads}를 끈 다음 토큰 (이 설정으로 상위 10개): 확률 (전체 모델의 확률), 토큰 (id)"),
+                      "끈 head: {heads}. 그 모델의 다음 토큰 (이 설정으로 상위 10개): 확률 (전체 모델의 확률), 토큰 (id)"),
     "page.held_out": ("held-out loss with those heads off: {loss} nats per token (full model {full}, {diff})",
-                      "그 head를 끈 검증 텍스트 loss: 토큰당 {loss} nats (전체 모델 {full}, {diff})"),
+                      "그 head를 끈 모델의 검증 텍스트 loss: 토큰당 {loss} nats (전체 모델 {full}, {diff})"),
     "page.off_switch": ("off", "끄기"),
     "page.timing": ("model {model} ms, drawing {draw} ms, {total} ms from the keystroke",
                     "모델 {model} ms, 그리기 {draw} ms, 키 입력부터 표시까지 {total} ms"),
+    # ---- notes, warnings and the lines of train.py: plain text, the same numbers in both -------------------
+    "warning": ("warning: {text}", "경고: {text}"),
+    "note": ("note: {text}", "참고: {text}"),
+    "cut": ("{what} has {n} tokens, more than the model's context of {block}; using the last {block}",
+                   "{what}의 토큰이 {n}개로 모델의 context {block}개보다 많아, 마지막 {block}개만 씁니다"),
+    "cut.prompt": ("the prompt", "prompt"),
+    "cut.maps": ("the text for the attention maps", "attention map의 텍스트"),
+    "note.top_k": ("--top-k {k} keeps the whole vocabulary of {V} tokens: the same as no --top-k",
+                   "--top-k {k}: 어휘 전체({V}개)를 남기므로 --top-k를 주지 않은 것과 같습니다"),
+    "scoring": ("scoring", "평가 중"),
+    "sample.head": ("--- sample {k} of {n} ---", "--- 샘플 {k} / {n} ---"),
+    "serve.open": ("live inspector of {ckpt}: open {address} (Ctrl-C stops it)",
+                   "{ckpt}의 실시간 검사기입니다. 브라우저로 여세요: {address} (Ctrl-C로 멈춥니다)"),
+    "serve.stopped": ("stopped the live inspector", "실시간 검사기를 멈췄습니다"),
+    "serve.host": ("--host {host}: the live inspector answers every machine that reaches this one (open "
+                   "http://<this machine's address>:{port}/ there); it has no password, so serve it only on a "
+                   "network you trust",
+                   "--host {host}: 이 컴퓨터에 닿는 모든 컴퓨터에 실시간 검사기가 답합니다(그쪽에서 http://<이 컴퓨터의 주소>:{port}/를 엽니다). 비밀번호가 없으니 "
+                   "믿을 수 있는 네트워크에서만 띄우세요"),
+    "page.big": ("{page} is {mb} MB and may load slowly; keep fewer layers with --layers (for example --layers "
+                 "0,{last})",
+                 "{page}: 크기가 {mb} MB라 느리게 열릴 수 있습니다. --layers로 layer를 줄이세요(예: --layers 0,{last})"),
+    "train.data": ("data: {name} -> {out} ({how} in {seconds} s)", "데이터: {name} -> {out} ({seconds}초 만에 {how})"),
+    "train.data_reused": ("reused", "재사용"),
+    "train.data_built": ("built", "준비"),
+    "train.split": ("  {part:6} {documents} documents, {chars} characters, {tokens} tokens, {cpt} characters/token "
+                    "-> {path}",
+                    "  {part:6} 문서 {documents}개, 글자 {chars}개, 토큰 {tokens}개, 토큰당 글자 {cpt}개 -> {path}"),
+    "train.tokenizer": ("  tokenizer: vocab size {V}{note} -> {path}", "  토크나이저: 어휘 크기 {V}{note} -> {path}"),
+    "train.tokenizer_fewer": (" (of {asked} asked: the corpus has no more merges)",
+                              " (요청한 {asked}개 중: 코퍼스에 merge가 더 없습니다)"),
+    "train.tokenizer_from": (" (from {origin}, documents separated by {eot})", " ({origin}의 것, 문서 구분: {eot})"),
+    "train.summary": ("{params}M parameters on {device}, {precision}, compile {compile}, {world} process(es), "
+                      "{tokens} tokens/step{resuming}",
+                      "parameter {params}M개, {device}, {precision}, compile {compile}, process {world}개, step당 토큰 "
+                      "{tokens}개{resuming}"),
+    "train.resuming": ("; resuming at step {step}", "; step {step}부터 이어서 학습"),
+    "train.starting_from": ("starting from {origin} ({positions} positions, {kept} kept)",
+                            "{origin}에서 시작합니다 (위치 {positions}개 중 {kept}개 사용)"),
+    "train.eval": ("step {step}: train loss {train}, val loss {val}{best}",
+                   "step {step}: 학습 loss {train}, 검증 loss {val}{best}"),
+    "train.best": (" (best)", " (최고 기록)"),
+    "train.plan": ("plan: {steps} steps fit in train.time_budget = {budget} ({seconds} s a step lately, evaluations "
+                   "included)",
+                   "계획: train.time_budget = {budget} 안에 {steps} step이 들어갑니다 (최근 step당 {seconds}초, 평가 포함)"),
+    "train.stopped": ("stopped at step {step}; saved {path}; resume with: {command}",
+                      "step {step}에서 멈췄습니다. {path}에 저장했습니다. 이어서 학습하려면: {command}"),
+    "train.overfit": ("val loss {previous}, then {val} ({rise} above best/'s), with the train loss {train} {gap} "
+                      "below it",
+                      "검증 loss {previous} → {val}(best/보다 {rise} 높음), 학습 loss {train}(그보다 {gap} 낮음)"),
+    "train.stop_overfit": ("{why}: the model is learning its training text by heart; best/ is step {best}",
+                           "{why}: 모델이 학습 텍스트를 외우고 있습니다. best/는 step {best}입니다"),
+    "train.stop_patience": ("no better {what} in {evals} evaluations since step {best} (best/)",
+                            "step {best}(best/) 이후 평가 {evals}번 동안 {what} 값이 나아지지 않았습니다"),
+    "train.stop_saved": (", about {minutes} minutes of train.time_budget", ", train.time_budget 중 약 {minutes}분"),
+    "train.stop": ("early stop: {why}; stopped at step {step} of {planned} planned{saved}",
+                   "조기 종료: {why}; 계획한 {planned} step 중 step {step}에서 멈췄습니다{saved}"),
+    "train.final": ("whole validation split ({tokens} tokens, {chars} characters): best weights ({best_dir}, step "
+                    "{best_step}) {best_bpc} bits/char, last ({last_dir}, step {step}) {bpc} bits/char{speed}",
+                    "검증 텍스트 전체 (토큰 {tokens}개, 글자 {chars}개): best 가중치 ({best_dir}, step {best_step}) {best_bpc} "
+                    "bits/char, last ({last_dir}, step {step}) {bpc} bits/char{speed}"),
+    "train.final_speed": ("; {tokens_per_s} tokens/s", "; 초당 토큰 {tokens_per_s}개"),
+    "train.circuit": ("{previous}, induction {induction} at layer {ilayer} head {ihead}, in-context loss drop "
+                      "{drop} nats",
+                      "{previous}, induction {induction} (layer {ilayer} head {ihead}), in-context loss 감소 {drop} "
+                      "nats"),
+    "train.circuit_previous": ("previous-token {score} at layer {layer} head {head}",
+                               "이전 토큰 {score} (layer {layer} head {head})"),
+    "train.circuit_no_layer": ("no layer below for a previous-token head", "이전 토큰 head가 들어갈 아래 layer가 없음"),
+    "train.heads_formed": ("heads of {where}: {circuit}; see them with: python generate.py --ckpt {run} --heads",
+                           "{where}의 head: {circuit}; 보려면: python generate.py --ckpt {run} --heads"),
+    "train.heads_last": ("heads of {where}: no copying circuit, but last/ (step {step}) has one; see it with: "
+                         "python generate.py --ckpt {last} --heads",
+                         "{where}의 head: 복사 회로가 없지만 last/(step {step})에는 있습니다; 보려면: python generate.py --ckpt "
+                         "{last} --heads"),
+    "train.heads_none": ("heads of {where}: no copying circuit formed: {circuit}, where a circuit needs {bar}, "
+                         "{bar} and {drop} nats{advice}",
+                         "{where}의 head: 복사 회로가 생기지 않았습니다: {circuit}. 회로가 되려면 {bar}, {bar}, {drop} nats가 "
+                         "필요합니다{advice}"),
+    "train.heads_advice": ("; try another --train.seed, or more --train.max_steps",
+                           "; 다른 --train.seed나 더 많은 --train.max_steps로 해 보세요"),
+    "train.where_best": ("best/ (step {step})", "best/ (step {step})"),
+    "train.auto": ("auto: {settings} ({why})", "auto: {settings} ({why})"),
+    "train.auto_fit": ("{steps} steps fit in {budget} at {seconds} s a step (timed; planned again at each "
+                       "evaluation)",
+                       "{budget} 안에 step당 {seconds}초로 {steps} step이 들어갑니다 (시간을 재서 계획, 평가마다 다시 계획)"),
+    "train.auto_passes": ("{steps} steps x {tokens} tokens = {epochs} passes over {train_tokens} training tokens",
+                          "{steps} step x 토큰 {tokens}개 = 학습 토큰 {train_tokens}개를 {epochs}번 지나감"),
+    "train.auto_compile_failed": ("compile off: the trial compilation failed", "compile off: 시험 컴파일이 실패했습니다"),
+    "train.auto_compile": ("compile {choice}: {gain}x the steps, {compiled} s a compiled step against {eager} after "
+                           "{first} s of compilation (timed)",
+                           "compile {choice}: step 수 {gain}배, 컴파일한 step {compiled}초 대 eager {eager}초, 컴파일 {first}초 "
+                           "(시간을 재서)"),
+    "train.compile_failed": ("torch.compile failed in the trial ({error}), so the run stays eager",
+                             "시험 실행에서 torch.compile이 실패해({error}) eager로 학습합니다"),
+    "train.ranks": ("{saved} processes saved this run, {world} resume it: the batches will differ",
+                    "이 run을 저장한 process는 {saved}개, 이어서 학습하는 process는 {world}개라 batch가 달라집니다"),
+    "train.damaged": ("{path} had {n} damaged lines; they were dropped", "{path}에 손상된 줄이 {n}개 있어 버렸습니다"),
+    "train.damaged_one": ("{path} had {n} damaged line; it was dropped", "{path}에 손상된 줄이 {n}개 있어 버렸습니다"),
+    "train.note_budget": ("train.time_budget = {budget} is not used: train.max_steps = {steps} is a number of "
+                          "steps, run whatever they take (max_steps = \"auto\" fits the steps to the budget)",
+                          "train.time_budget = {budget}: 쓰이지 않습니다. train.max_steps = {steps}: step 수라 걸리는 시간과 상관없이 "
+                          "다 돌립니다(max_steps = \"auto\"이면 예산에 맞춰 step 수를 정합니다)"),
+    "train.note_snapshots": ("train.snapshots = {snapshots}, but the planned {n} evaluations take at most one "
+                             "snapshot each: the run keeps at most {n}",
+                             "train.snapshots = {snapshots}: 계획한 평가 {n}번은 평가마다 snapshot을 하나만 남기므로, 많아야 {n}개를 남깁니다"),
+    "train.note_warmup": ("train.warmup_steps = {warmup} is not below the {steps} steps: the learning rate climbs "
+                          "the whole run (to train.lr {lr} at most at its last step) and never decays",
+                          "train.warmup_steps = {warmup}: 전체 {steps} step보다 작지 않아서, 학습률이 run 내내 오르기만 하고(마지막 step에서 "
+                          "많아야 train.lr {lr}) 줄어들지 않습니다"),
+    "train.note_eval": ("train.eval_interval = {interval} is past the {steps} steps: one evaluation, at the last "
+                        "step, so best/ is last/",
+                        "train.eval_interval = {interval}: 전체 {steps} step보다 커서 마지막 step에서 한 번만 평가하므로 best/가 "
+                        "last/입니다"),
+    "train.note_patience": ("train.patience = {patience} can never stop the run: it makes {n} evaluations",
+                            "train.patience = {patience}: 평가가 {n}번뿐이라 이 값으로는 run이 멈추지 않습니다"),
+    "train.note_sample": ("train.sample_tokens = {sample} is past model.block_size {block}: the sample's later "
+                          "tokens see only its last {half} (a sliding window)",
+                          "train.sample_tokens = {sample}: model.block_size {block}보다 커서, 샘플의 뒤쪽 토큰은 마지막 {half}개만 "
+                          "봅니다(sliding window)"),
 }
 
 
@@ -331,4 +466,4 @@ def fields_of(text: str) -> list[str]:
 def page_messages() -> dict[str, list[str]]:
     """The texts the page needs, both languages: {key: [en, ko]}."""
     return {key: list(texts) for key, texts in MESSAGES.items()
-            if key.startswith(("page.", "role.", "roles.off", "lens.", "ablate.", "path.", "explain."))}
+            if key.startswith(("page.", "role.", "roles.off", "lens.", "ablate.", "path.", "explain.", "stats.defs"))}

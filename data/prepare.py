@@ -31,6 +31,7 @@ import numpy as np
 from tqdm import tqdm
 
 from cli.command import ArgumentParser, run_command
+from cli.messages import messages
 from data.cache import build_dir, cache_problem, file_records, remove_orphans
 from data.config import DataConfig, DataError, auto_vocab_size
 from data.sources import Source, open_source
@@ -57,14 +58,16 @@ class Prepared:
     reused: bool
 
 
-def prepare(cfg: DataConfig, verbose: bool = True) -> Prepared:
-    """Prepare (or reuse) the tokenizer and token shards for `cfg`; bad input raises DataError."""
+def prepare(cfg: DataConfig, verbose: bool = True, lang: str = "en") -> Prepared:
+    """Prepare (or reuse) the tokenizer and token shards for `cfg`; bad input raises DataError. `verbose`: print
+    what was prepared, in `lang`."""
     train = open_source(cfg.source, cfg)
     val = open_source(cfg.val_source, cfg) if cfg.val_source else None
-    return prepare_sources(cfg, train, val, verbose)
+    return prepare_sources(cfg, train, val, verbose, lang)
 
 
-def prepare_sources(cfg: DataConfig, train: Source, val: Source | None = None, verbose: bool = True) -> Prepared:
+def prepare_sources(cfg: DataConfig, train: Source, val: Source | None = None, verbose: bool = True,
+                    lang: str = "en") -> Prepared:
     """`prepare` for already opened sources (tests pass in-memory ones)."""
     started = time.perf_counter()
     if cfg.vocab_size == "auto":  # with a given tokenizer the number is moot; 2048 keeps meta.json numeric
@@ -99,7 +102,7 @@ def prepare_sources(cfg: DataConfig, train: Source, val: Source | None = None, v
             shutil.rmtree(tmp, ignore_errors=True)
     meta = json.loads((out / "meta.json").read_text(encoding="utf-8"))
     if verbose:
-        report(out, meta, train.name, reused, time.perf_counter() - started)
+        report(out, meta, train.name, reused, time.perf_counter() - started, lang)
     return Prepared(out, meta, out / "tokenizer.json", reused)
 
 
@@ -220,16 +223,19 @@ def digest(obj) -> str:
     return hashlib.sha256(json.dumps(obj, sort_keys=True).encode()).hexdigest()
 
 
-def report(out: Path, meta: dict, name: str, reused: bool, seconds: float):
-    print(f"data: {name} -> {out} ({'reused' if reused else 'built'} in {seconds:.1f} s)")
+def report(out: Path, meta: dict, name: str, reused: bool, seconds: float, lang: str = "en"):
+    """What was prepared: the corpus, each split's size and the tokenizer, in `lang`."""
+    say = messages(lang)
+    how = say("train.data_reused" if reused else "train.data_built")
+    print(say("train.data", name=name, out=out, how=how, seconds=f"{seconds:.1f}"))
     for part, s in meta["splits"].items():
-        print(f"  {part + ':':6} {s['documents']:,} documents, {s['chars']:,} characters, {s['tokens']:,} tokens, "
-              f"{s['chars'] / max(s['tokens'], 1):.2f} characters/token -> {out / (part + '.bin')}")
+        print(say("train.split", part=part + ":", documents=f"{s['documents']:,}", chars=f"{s['chars']:,}",
+                  tokens=f"{s['tokens']:,}", cpt=f"{s['chars'] / max(s['tokens'], 1):.2f}", path=out / (part + ".bin")))
     asked = meta["data"]["vocab_size"]  # a number, unless a given tokenizer made it moot
-    note = f" (of {asked:,} asked: the corpus has no more merges)" if meta["vocab_size"] < asked else ""
+    note = say("train.tokenizer_fewer", asked=f"{asked:,}") if meta["vocab_size"] < asked else ""
     if "tokenizer_from" in meta:
-        note = f" (from {meta['tokenizer_from']}, documents separated by {meta['eot_token']})"
-    print(f"  tokenizer: vocab size {meta['vocab_size']:,}{note} -> {out / 'tokenizer.json'}")
+        note = say("train.tokenizer_from", origin=meta["tokenizer_from"], eot=meta["eot_token"])
+    print(say("train.tokenizer", V=f"{meta['vocab_size']:,}", note=note, path=out / "tokenizer.json"))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -21,15 +21,16 @@ from data.token_bytes import token_bytes
 from model import GPT
 from model.device import resolve_device
 from model.errors import UserError, check_utf8
+from cli.messages import messages
 from model.speed import speed_up
 from storage.checkpoint import checkpoint_tokenizer, find_checkpoint, load_model
 
 TRAIN_HINT = "train one first: python train.py (or python train.py --config configs/tiny.toml, seconds on a CPU)"
 
 
-def warn(message: str) -> None:
-    """A one-line warning on stderr (the CLI's channel for things the user should know)."""
-    print(f"warning: {message}", file=sys.stderr, flush=True)
+def warn(message: str, lang: str = "en") -> None:
+    """A one-line warning on stderr (the CLI's channel for things the user should know), in `lang`."""
+    print(messages(lang)("warning", text=message), file=sys.stderr, flush=True)
 
 
 def find_latest_run(runs_dir: str | Path = "runs") -> Path:
@@ -49,6 +50,7 @@ class Run:
     tokenizer: object
     ckpt_dir: Path
     eot_id: int | None = None  # the token that starts every document (storage.checkpoint.end_of_text_id)
+    lang: str = "en"  # the language of its warnings (cli/messages.py)
     _token_bytes: list[bytes] | None = field(default=None, repr=False)
 
     @property
@@ -83,7 +85,7 @@ class Run:
         warning) when longer than the context."""
         if prompt == "":
             raise UserError("the prompt is empty; give some text, e.g. --prompt \"대한민국은\"")
-        return crop(self.encode_document(prompt, "the prompt"), self.block_size, "the prompt")
+        return crop(self.encode_document(prompt, "the prompt"), self.block_size, "cut.prompt", self.lang)
 
 
 def check_text(text: str, what: str) -> None:
@@ -92,22 +94,22 @@ def check_text(text: str, what: str) -> None:
     check_utf8(text, what, "give UTF-8 text (convert cp949 with iconv -f cp949 -t utf-8)")
 
 
-def crop(ids: list[int], block_size: int, what: str) -> list[int]:
-    """The last block_size ids, warning when that drops some."""
+def crop(ids: list[int], block_size: int, what: str, lang: str = "en") -> list[int]:
+    """The last block_size ids, warning in `lang` when that drops some (`what`: the message key naming the text)."""
     if len(ids) > block_size:
-        warn(f"{what} has {len(ids)} tokens, more than the model's context of {block_size}; "
-             f"using the last {block_size}")
+        say = messages(lang)
+        warn(say("cut", what=say(what), n=len(ids), block=block_size), lang)
         return ids[-block_size:]
     return ids
 
 
 def load_run(path: str | Path | None = None, runs_dir: str | Path = "runs", device: str = "auto",
-             speed: bool = True) -> Run:
+             speed: bool = True, lang: str = "en") -> Run:
     """Load a run dir or checkpoint dir (default: the most recent run under `runs_dir`); `speed`: with the speed
-    layer (model/speed/), else the textbook network alone."""
+    layer (model/speed/), else the textbook network alone; `lang`: the language of its warnings."""
     ckpt = find_checkpoint(find_latest_run(runs_dir) if path is None else path)
     model = load_model(ckpt, device=resolve_device(device, option="--device"))
     if speed:
         speed_up(model)
     tokenizer, eot_id = checkpoint_tokenizer(ckpt, model.config.vocab_size)
-    return Run(model, tokenizer, ckpt, eot_id)
+    return Run(model, tokenizer, ckpt, eot_id, lang)

@@ -14,6 +14,7 @@ import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
 
+from cli.messages import messages
 from inference.runs import Run
 from model.errors import UserError
 from model.nll import bits_per_char, stream_nll
@@ -58,11 +59,12 @@ def read_text(path: str | Path) -> str:
     return unicodedata.normalize("NFC", text)
 
 
-def score_ids(model, ids: list[int], stride: int | None = None, progress: bool = False) -> float:
-    """Summed NLL (nats) of ids[1:] given everything before them (`model.nll.stream_nll`'s windows)."""
+def score_ids(model, ids: list[int], stride: int | None = None, progress: bool = False, desc: str = "scoring") -> float:
+    """Summed NLL (nats) of ids[1:] given everything before them (`model.nll.stream_nll`'s windows); `desc`: the
+    progress bar's label."""
     from tqdm import tqdm
 
-    with tqdm(total=len(ids) - 1, unit="tok", desc="scoring", disable=not progress) as bar:
+    with tqdm(total=len(ids) - 1, unit="tok", desc=desc, disable=not progress) as bar:
         return stream_nll(model, ids, stride=stride, progress=bar.update)[0]
 
 
@@ -74,7 +76,7 @@ def score_text(run: Run, text: str, stride: int | None = None, progress: bool = 
         raise UserError("the text has no tokens to score; give some text")
     if len(ids) < 2:
         raise UserError("the text is a single token and the tokenizer has no end-of-text token to predict it from")
-    total = score_ids(run.model, ids, stride=stride, progress=progress)
+    total = score_ids(run.model, ids, stride=stride, progress=progress, desc=messages(run.lang)("scoring"))
     return Score(chars=len(text), tokens=len(ids) - 1, total_nll=total)
 
 

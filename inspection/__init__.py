@@ -16,8 +16,8 @@ Modules: maps (attention of a text + the files), labels (readable token labels),
 statistics), plot (PNG), html (interactive page, from page/), trace (one recording forward: every step of
 the pass, explain.npz), explain (one head at one query, step by step), path (one token from its id to the next
 token), glossary (the terms in English and Korean), heads (what each head does),
-heldout (the text heads are measured on), over_training (one text through every snapshot of a run), messages
-(every teaching text in English and Korean), live (the live inspector: a local server of the page).
+heldout (the text heads are measured on), over_training (one text through every snapshot of a run), live (the
+live inspector: a local server of the page). Every text they print is in cli/messages.py, in English and Korean.
 """
 
 from inspection.explain import explain_head

@@ -18,7 +18,7 @@ import math
 import numpy as np
 
 from inspection.labels import display_width
-from inspection.messages import messages
+from cli.messages import messages
 from model.errors import UserError
 
 DIMS = 4  # values shown of each vector
@@ -138,7 +138,7 @@ def with_gaps(keys: list[int], cells) -> list[list[str]]:
 def explain_head(trace, labels: list[str], layer: int, head: int, query: int, w_o=None, lang: str = "en",
                  mlp: bool = True) -> str:
     """The walkthrough of head `layer`.`head` at token `query` (see the module docstring), in `lang` ("en" or
-    "ko", inspection/messages.py: the same numbers in both), from `walkthrough_numbers` as the page shows it.
+    "ko", cli/messages.py: the same numbers in both), from `walkthrough_numbers` as the page shows it.
 
     w_o (n_embd, n_embd) is W_O as in out = concat(y) W_O + b_O (that is c_proj.weight.T); with it the
     walkthrough also shows this head's own share of the sublayer's output. `mlp`: the block has an MLP after
@@ -187,8 +187,8 @@ def explain_head(trace, labels: list[str], layer: int, head: int, query: int, w_
     if T - 1 - i > FUTURE:
         lines.append(say("explain.more_masked", n=T - 1 - i - FUTURE))
     why = dict(zip(WHY, why_numbers(trace, layer)[:, head, i]))
-    lines += [f"   Σ w_j = {n['sum']:.6f}", say("explain.why_mask"),
-              say("explain.why_scale", d=d, **{k: f"{why[k]:.4f}" for k in WHY[:4]}), ""]
+    lines += [f"   Σ w_j = {n['sum']:.6f}", say("explain.why_scale", d=d, **{k: f"{why[k]:.4f}" for k in WHY[:4]}),
+              say("explain.why_mask"), ""]  # step 4's reason, then step 5's
 
     lines.append(f"7. y = Σ_j w_j v_j = {vector(y)}   |y| = {n['y_norm']:.4f}")
     lines.append(say("explain.largest"))

@@ -21,13 +21,13 @@ GLOSSARY: list[tuple[str, str, str]] = [
      "The tokenizer gives every token an integer id. Its embedding is row id of tok_emb (vocab_size x n_embd), a "
      "learned vector of n_embd numbers; lm_head, which turns the last residual stream into logits, shares that "
      "matrix (tied).",
-     "토크나이저는 토큰마다 정수 id를 붙입니다. 토큰 embedding은 tok_emb 행렬(vocab_size x n_embd)의 id번째 행, 즉 "
+     "토크나이저는 토큰마다 정수 id를 붙입니다. 토큰 embedding은 tok_emb 행렬(vocab_size x n_embd)의 id번 행, 즉 "
      "학습되는 n_embd차원 벡터입니다. 마지막 residual stream에서 logit을 계산하는 lm_head도 같은 행렬을 씁니다(tied)."),
     ("position embedding",
      "Row t of pos_emb (block_size x n_embd): a learned vector for position t, added to the token embedding, so "
      "the same token at another place looks different to the model. Positions stop at block_size, the longest "
      "context.",
-     "pos_emb 행렬(block_size x n_embd)의 t번째 행으로, 위치 t마다 학습되는 벡터입니다. 토큰 embedding에 더해지므로 "
+     "pos_emb 행렬(block_size x n_embd)의 t번 행으로, 위치 t마다 학습되는 벡터입니다. 토큰 embedding에 더해지므로 "
      "모델은 같은 토큰이라도 어디에 있는지 구별할 수 있습니다. 위치는 block_size까지만 있어서 context도 그보다 길 수 "
      "없습니다."),
     ("residual stream",
@@ -38,24 +38,27 @@ GLOSSARY: list[tuple[str, str, str]] = [
      "sublayer마다 자기 출력을 더해 갑니다(x + attn(ln_1(x)), 그다음 x + mlp(ln_2(x))). head와 MLP는 residual "
      "stream에 쓰고 거기서 읽는 방식으로만 정보를 주고받습니다."),
     ("LayerNorm",
-     "Rescales a vector to mean 0 and variance 1, then applies a learned gain and bias. Each block normalises the "
-     "residual stream before its attention (ln_1) and before its MLP (ln_2); ln_f normalises it once more before "
-     "the logits.",
-     "벡터를 평균 0, 분산 1로 맞춘 뒤 학습된 gain과 bias를 적용합니다. block마다 attention 앞(ln_1)과 MLP 앞(ln_2)에서 "
-     "residual stream을 정규화하고, logit을 계산하기 전에 ln_f로 한 번 더 정규화합니다."),
+     "Rescales a vector to mean 0 and variance 1, then applies a learned gain and bias. Each block hands its "
+     "attention (ln_1) and its MLP (ln_2) a normalised copy of the residual stream, which itself is left as it is; "
+     "ln_f normalises the last stream once more before the logits.",
+     "벡터를 평균 0, 분산 1로 맞춘 뒤 학습된 gain과 bias를 적용합니다. block마다 residual stream의 복사본을 정규화해 "
+     "attention(ln_1)과 MLP(ln_2)에 넘기고, stream 자체는 그대로 둡니다. logit을 계산하기 전에는 마지막 stream을 ln_f로 "
+     "한 번 더 정규화합니다."),
     ("query / key / value",
-     "Three vectors a head makes from each token's normalised input x (c_attn: x W_Q, x W_K, x W_V). The query is "
-     "what this token looks for, the key is how a token is found, the value is what it hands over: q·k decides "
-     "where to look, and v is what is carried from there.",
-     "head가 각 토큰의 정규화된 입력 x에서 만드는 세 벡터입니다(c_attn: x W_Q, x W_K, x W_V). query는 이 토큰이 찾는 "
-     "것, key는 각 토큰이 찾아질 때 쓰이는 이름표, value는 그 토큰이 넘겨주는 내용입니다. 어디를 볼지는 query와 "
-     "key(q·k)가 정하고, 거기서 무엇을 가져올지는 value가 정합니다."),
+     "Three projections a head makes of the same normalised input x, by three matrices (c_attn: x W_Q, x W_K, "
+     "x W_V). The query is what this token looks for, the key the label a token is matched by, the value what it "
+     "hands over: q·k decides where to look, and v is what is carried from there.",
+     "head가 같은 정규화된 입력 x에 서로 다른 세 행렬을 곱해 만드는 세 projection입니다(c_attn: x W_Q, x W_K, x W_V). "
+     "query는 이 토큰이 찾는 내용, key는 토큰이 query와 맞춰지는 이름표, value는 그 토큰이 넘겨주는 내용입니다. "
+     "어디를 볼지는 query와 key(q·k)가 정하고, 거기서 무엇을 가져올지는 value가 정합니다."),
     ("score / √d_k",
-     "The score of query i for key j is q·k_j / √d_k (the tensor scores, before the mask), where d_k = n_embd / "
-     "n_head is a head's width. Without the division the scores spread wider as d_k grows, the softmax piles "
-     "everything on one key and its gradients vanish.",
-     "query i가 key j에 매기는 score는 q·k_j / √d_k이고(mask 전의 scores 텐서), d_k = n_embd / n_head는 head 하나의 "
-     "차원 수입니다. √d_k로 나누지 않으면 d_k가 클수록 score가 넓게 퍼져 softmax가 key 하나에 쏠리고, gradient가 거의 "
+     "The score of query i for key j is the dot product q·k_j divided by √d_k (the tensor scores, before the mask), "
+     "where d_k = n_embd / n_head is a head's width. If the components of q and k have variance 1, q·k_j has "
+     "variance d_k, and the division keeps the scores' variance near 1. Without it the scores spread wider as d_k "
+     "grows, the softmax piles everything on one key and its gradients vanish.",
+     "query i가 key j에 매기는 score는 내적 q·k_j를 √d_k로 나눈 값이고(mask 전의 scores 텐서), d_k = n_embd / n_head는 "
+     "head 하나의 차원 수입니다. q와 k의 성분이 분산 1이면 q·k_j의 분산은 d_k이므로, √d_k로 나누면 score의 분산이 약 "
+     "1로 유지됩니다. 나누지 않으면 d_k가 클수록 score가 넓게 퍼져 softmax가 key 하나에 쏠리고, gradient가 거의 "
      "사라집니다."),
     ("causal mask",
      "A query may see only its own position and the ones before it: the score of every later key becomes −∞ "
@@ -69,32 +72,41 @@ GLOSSARY: list[tuple[str, str, str]] = [
      "query가 볼 수 있는 key는 모두 조금씩이라도 받습니다."),
     ("attention",
      "The post-softmax numbers a query gives the keys: the tensor att (rows = queries, columns = keys), each row "
-     "summing to 1; a head's output y = Σ_j w_j v_j mixes every value in those proportions, not only the strongest "
-     "one. Where a head looks is a hint, not a causal explanation: switching the head off (--ablate) is the test.",
-     "softmax 뒤에 query가 각 key에 주는 값으로, 코드의 att 텐서(행 = query, 열 = key)이며 각 행의 합은 1입니다. head의 "
-     "출력 y = Σ_j w_j v_j는 값이 가장 큰 key의 value를 베낀 것이 아니라 모든 value를 그 비율대로 섞은 것입니다. head가 "
-     "어디를 보는지는 힌트일 뿐 모델이 왜 그렇게 예측했는지를 설명하지는 않으며, 확인하려면 --ablate로 그 head를 꺼 "
-     "봐야 합니다."),
+     "summing to 1, so a text of T tokens makes T x T of them per head, and twice the text costs about four times "
+     "the work and memory. A head's output y = Σ_j w_j v_j mixes every value in those proportions, not only the "
+     "strongest one. Where a head looks is a hint, not a causal explanation: switching the head off (--ablate) is "
+     "the test.",
+     "softmax 뒤에 query가 각 key에 주는 값으로, 코드의 att 텐서(행 = query, 열 = key)이며 각 행의 합은 1입니다. 토큰 "
+     "T개인 텍스트는 head마다 T x T개의 값을 만들므로, 텍스트가 두 배면 계산과 메모리는 약 네 배가 됩니다. head의 출력 "
+     "y = Σ_j w_j v_j는 값이 가장 큰 key의 value를 베낀 것이 아니라 모든 value를 그 비율대로 섞은 것이고, head가 "
+     "어디를 보는지는 단서일 뿐 원인에 대한 설명이 아니므로 확인하려면 --ablate로 그 head를 꺼 봐야 합니다."),
     ("head / multi-head / W_O",
      "A head is one attention of width d_k with its own columns of c_attn (W_Q, W_K, W_V); a block runs n_head of "
-     "them side by side, so each can look somewhere else. Their outputs y are concatenated and multiplied by W_O "
+     "them side by side, so together they can attend to several relations at once. Their outputs y are concatenated and multiplied by W_O "
      "(c_proj), which mixes the heads, and the result is added to the residual stream.",
      "head는 c_attn 중 자기 몫의 열(W_Q, W_K, W_V)로 d_k차원에서 따로 계산하는 attention 하나입니다. block 하나에서 "
-     "head n_head개가 나란히 계산되므로 head마다 다른 곳을 볼 수 있습니다(multi-head). 각 head의 출력 y를 이어 붙여 "
+     "head n_head개가 나란히 계산되므로 여러 관계를 동시에 볼 수 있습니다(multi-head). 각 head의 출력 y를 이어 붙여 "
      "W_O(c_proj)를 곱하면 head들이 섞이고, 그 결과가 residual stream에 더해집니다."),
     ("attention sink",
-     "A head that puts most of its attention on the first token, the <|endoftext|> every text begins with, often "
-     "when no other key is useful: a row must sum to 1, and the first token is where the surplus is parked. "
-     "--heads calls it the first-token role.",
-     "attention 대부분을 첫 토큰, 즉 모든 텍스트 앞에 붙는 <|endoftext|>에 주는 head입니다. 한 행의 합은 반드시 1이어야 "
-     "하므로, 특별히 볼 key가 없을 때 남는 몫을 첫 토큰에 몰아 두는 경우가 많습니다. --heads에서는 “첫 토큰” 역할로 "
-     "나옵니다."),
+     "The token on which heads park the attention they have no better use for (usually the first, the "
+     "<|endoftext|> a document begins with; in a prompt cut to the context, its first token): a row must sum to 1. "
+     "--heads gives a head that does this the first-token role.",
+     "특별히 볼 key가 없을 때 head들이 남는 attention을 몰아 두는 토큰입니다(보통 맨 앞의 <|endoftext|>이고, context에 "
+     "맞춰 잘린 prompt에서는 그 첫 토큰). 한 행의 합은 반드시 1이어야 하기 때문입니다. 이런 head를 --heads는 “첫 토큰” "
+     "역할로 표시합니다."),
+    ("entropy / distance",
+     "Two statistics of a head's attention, averaged over its queries: entropy, −Σ_k att ln att in "
+     "nats, is how spread the attention is (0 = one key; ln(q+1) = even over the q+1 keys a query sees), and "
+     "distance, Σ_k att (q − k), is how many tokens back the head looks on average.",
+     "head의 attention 값을 query마다 재어 평균한 두 통계입니다. 엔트로피(−Σ_k att ln att, nats)는 "
+     "attention이 퍼진 정도로, 0이면 key 하나만 보고 ln(q+1)이면 볼 수 있는 key q+1개에 고르게 퍼져 있다는 뜻입니다. "
+     "거리(Σ_k att (q − k))는 head가 평균 몇 토큰 뒤를 보는지입니다."),
     ("previous-token head",
      "A head whose query at position i looks at key i−1, the token just before it. It writes what that token was "
      "into the residual stream at i, which an induction head in a later layer needs; --heads measures it on "
      "held-out text.",
      "위치 i의 query가 바로 앞 토큰인 key i−1을 보는 head입니다. 앞 토큰의 정보를 위치 i의 residual stream으로 옮겨 "
-     "오고, 뒤 layer의 induction head가 이 정보를 씁니다. --heads는 학습에 쓰지 않은 텍스트에서 이 역할을 잽니다."),
+     "오고, 뒤 layer의 induction head가 이 정보를 씁니다. --heads는 검증 텍스트에서 이 역할을 잽니다."),
     ("induction head",
      "A head that continues a repeat: at a token A that came before as “A B”, it looks at the B that followed A "
      "last time and copies it, so “A B … A” predicts B. It needs a previous-token head in an earlier layer; "
@@ -102,12 +114,25 @@ GLOSSARY: list[tuple[str, str, str]] = [
      "반복을 이어 가는 head입니다. 앞에 “A B”가 나온 적이 있으면, 다시 나온 A에서 지난번 A 다음에 온 B를 보고 그 "
      "내용을 가져오므로 “A B … A” 다음에 B를 예측하게 됩니다. 앞 layer에 이전 토큰 head가 있어야 동작하며, --heads는 "
      "무작위 토큰을 두 번 반복한 시퀀스에서 이 역할을 잽니다."),
+    ("switching a head off",
+     "Replacing a head's output y (before W_O) at every token, to test what the head does: by its mean over "
+     "held-out text (the default), which keeps what the head always adds and removes only what depends on the "
+     "text, or by zeros (--ablate-mode zero), which also pushes the residual stream off the range the later layers "
+     "were trained on. The loss it adds is what the head did; where it looked is only a hint.",
+     "head가 하는 일을 확인하려고 모든 토큰에서 그 head의 출력 y(W_O 앞)를 바꿔 넣는 것입니다. 기본값은 검증 텍스트에서 "
+     "잰 평균으로, head가 늘 더하는 몫은 남기고 텍스트에 따라 달라지는 몫만 없앱니다. 영벡터(--ablate-mode zero)는 "
+     "residual stream을 뒤 layer들이 학습한 범위 밖으로도 밀어내므로, 늘어난 loss에 그 효과가 섞입니다."),
     ("MLP",
      "The second sublayer of a block: c_fc widens each token's vector 4 times, a GELU bends it, c_proj brings it "
      "back, and the result is added to the residual stream. It works on each token alone, never looking at "
      "another; model.mlp = false leaves it out (the lesson run).",
      "block의 두 번째 sublayer입니다. c_fc로 각 토큰의 벡터를 4배로 넓히고 GELU를 거친 뒤 c_proj로 다시 줄여 residual "
      "stream에 더합니다. 다른 토큰은 보지 않고 토큰마다 따로 계산하며, model.mlp = false이면 빠집니다(실습용 run)."),
+    ("GELU",
+     "The MLP's bend: GELU(x) = x Φ(x), with Φ the standard normal distribution's cumulative probability, so about "
+     "x for large x, about 0 for very negative x, and smooth in between (GPT-2 used a tanh approximation of it).",
+     "MLP의 비선형 함수입니다. GELU(x) = x Φ(x)이고 Φ는 표준정규분포의 누적확률이라, x가 크면 거의 x, 아주 작은 음수면 "
+     "거의 0이며 그 사이는 부드럽게 이어집니다(GPT-2는 tanh로 근사한 식을 썼습니다)."),
     ("logits",
      "The model's output at each position, one number per token of the vocabulary: lm_head(ln_f(residual "
      "stream)). The softmax turns them into the next token's probabilities, and the loss is −ln of the "
@@ -138,13 +163,18 @@ GLOSSARY: list[tuple[str, str, str]] = [
      "its own q, k, v and attends over the cache instead of recomputing the whole text. The prefill is the first "
      "forward, which runs the whole prompt at once and fills the cache.",
      "글을 생성하는 동안 layer마다 지금까지 나온 토큰의 key와 value를 저장해 두는 곳입니다. 새 토큰은 자기 q, k, v만 "
-     "계산하고 cache에 있는 key를 보면 되므로 텍스트 전체를 다시 계산하지 않습니다. prefill은 prompt 전체를 한 번의 "
+     "계산하고 cache의 key와 value를 쓰면 되므로 텍스트 전체를 다시 계산하지 않습니다. prefill은 prompt 전체를 한 번의 "
      "forward로 계산해 cache를 채우는 첫 단계입니다."),
     ("nats",
      "The unit of a loss taken with the natural logarithm: the loss of a token is −ln p, p the probability the "
      "model gave it. 1 nat is 1 / ln 2 ≈ 1.44 bits, and a loss of 0 means the right token had probability 1.",
      "자연로그로 잰 loss의 단위입니다. 토큰 하나의 loss는 −ln p(p는 모델이 그 토큰에 준 확률)입니다. 1 nat은 "
      "1 / ln 2 ≈ 1.44 bit이고, loss가 0이면 정답 토큰의 확률이 1이었다는 뜻입니다."),
+    ("perplexity",
+     "exp of the mean loss per token: how many equally likely tokens the model's uncertainty amounts to (1 = always "
+     "sure and right; the vocabulary size = guessing at random).",
+     "토큰당 평균 loss의 exp입니다. 모델의 불확실성이 똑같이 그럴듯한 토큰 몇 개 중에서 고르는 것과 같은지를 "
+     "나타냅니다(1 = 언제나 확신하고 맞음, 어휘 크기 = 무작위로 고름)."),
     ("bits per character",
      "The whole loss of a text in bits (nats / ln 2) divided by its number of characters. Unlike the loss per "
      "token it does not depend on the tokenizer, so models with different vocabularies can be compared.",
@@ -157,4 +187,22 @@ GLOSSARY: list[tuple[str, str, str]] = [
      "무작위 토큰 시퀀스를 두 번 반복했을 때, 첫 번째 복사본의 loss에서 두 번째 복사본의 loss를 뺀 값입니다(nats). "
      "무작위 토큰은 외울 수 없으므로 두 번째 loss를 낮추는 방법은 context에서 베끼는 것(induction head)뿐입니다. "
      "실습용 run에서는 head가 생기면서 이 값이 약 1 nat에서 8 nats로 뜁니다."),
+]
+
+
+# One Korean term per idea, across the terminal, the PNGs, the page, README.ko.md and the Korean docs: (the idea, the
+# term used, the forms it replaced, as regular expressions). tests/test_glossary.py checks that no replaced form
+# appears in any Korean text; README.ko.md shows the table.
+KOREAN_TERMS: list[tuple[str, str, list[str]]] = [
+    ("the post-softmax numbers of attention", "attention 값", [r"attention 가중치"]),
+    ("held-out text", "검증 텍스트", [r"검증 데이터", r"학습에 쓰지 않은 텍스트"]),
+    ("a token's way through the model", "경로", [r"의 길(?!이)", r"길:"]),
+    ("a map as evidence", "단서", [r"힌트"]),
+    ("a copy of a repeated sequence", "복사본", [r"(?<!복)사본"]),
+    ("what --heads measures per role", "역할 점수", [r"score의 정의"]),
+    ("the output layer", "lm_head", [r"tied head"]),
+    ("the likeliest", "확률이 가장 높은", [r"가능성이 (가장 )?높은"]),
+    ("a head with no clear role", "뚜렷한 역할 없음", [r"혼합"]),
+    ("a row or dimension by its index", "N번 행, N번 차원", [r"번째 (행|차원)"]),
+    ("q·k_j before the division by √d_k", "내적 q·k_j", [r"score q·k_j"]),
 ]

@@ -33,7 +33,7 @@ import torch
 import torch.nn.functional as F
 
 from inspection.labels import pad
-from inspection.messages import messages
+from cli.messages import messages
 from model.errors import UserError
 from storage.atomic import write_json
 
@@ -223,13 +223,14 @@ def format_roles_table(roles: HeadRoles, lang: str = "en") -> str:
     L, H = roles.scores[ROLES[0]].shape
     heads = sorted(((l, h) for l in range(L) for h in range(H)), key=lambda lh: -roles.strongest(*lh)[1])
     columns = say("roles.columns").split("|") + (say("roles.off_columns").split("|") if importance else [])
-    lines = [pad(say("roles.header"), 39) + "".join(pad(n, 10, right=True) for n in columns)]
+    # columns 11 wide: a name of two words ("이전 토큰", 9 columns) keeps two spaces from the one before
+    lines = [pad(say("roles.header"), 39) + "".join(pad(n, 11, right=True) for n in columns)]
     for rank, (l, h) in enumerate(heads, 1):
         role, score = roles.strongest(l, h)
-        cells = "".join(f"{roles.scores[r][l, h]:>10.3f}" for r in ROLES)
-        cells += f"{importance.loss[l, h]:>+10.3f}{importance.drop[l, h]:>+10.3f}" if importance else ""
+        cells = "".join(f"{roles.scores[r][l, h]:>11.3f}" for r in ROLES)
+        cells += f"{importance.loss[l, h]:>+11.3f}{importance.drop[l, h]:>+11.3f}" if importance else ""
         lines.append(f"{rank:>4} {l:>5} {h:>4}  " + pad(f"{say('role.' + role)} {score:.3f}", 22) + cells)
-    lines.append(pad(say("roles.chance"), 39, right=True) + "".join(f"{roles.chance[r]:>10.3f}" for r in ROLES))
+    lines.append(pad(say("roles.chance"), 39, right=True) + "".join(f"{roles.chance[r]:>11.3f}" for r in ROLES))
     lines.append(say("roles.sequences", count=SEQUENCES, n=roles.repeat, first=f"{roles.loss_first:.3f}",
                      second=f"{roles.loss_second:.3f}", drop=f"{roles.loss_drop:.3f}"))
     if importance:

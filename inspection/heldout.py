@@ -19,7 +19,7 @@ import torch
 from data.tokenizer import ordinary_ids
 from inference.scoring import read_text
 from inspection.heads import WINDOW
-from inspection.messages import messages
+from cli.messages import messages
 from model.sampling import generate
 from storage.checkpoint import CheckpointError, read_meta
 

@@ -29,7 +29,7 @@ import numpy as np
 from inspection.explain import DIMS, FUTURE, TOP, walkthrough_numbers, why_numbers
 from inspection.glossary import GLOSSARY
 from inspection.heads import HeadRoles, roles_record
-from inspection.messages import page_messages
+from cli.messages import page_messages
 from inspection.plot import korean_font_path
 from inspection.stats import head_stats
 from model.sampling import TEMPERATURE
@@ -172,7 +172,7 @@ def path_data(path: dict | None, trace) -> dict | None:
 def frames_page(frames: list[dict], labels: list[str], title: str, layers: list[int], n_head: int,
                 prefill: int | None = None, lang: str = "en", views: Views = Views()) -> str:
     """The page of one or more `frame_data` of the same text (several: a slider over the training steps),
-    opening in `lang`; it carries its texts in both languages (inspection/messages.py) and switches in place.
+    opening in `lang`; it carries its texts in both languages (cli/messages.py) and switches in place.
     Of `views` it shows the lens, the paths (path_data's), the live settings and the glyphs."""
     T = len(labels)
     lens, paths, glyphs = views.lens, views.paths, views.glyphs

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import torch
 
 from inspection.labels import pad, token_labels
-from inspection.messages import messages
+from cli.messages import messages
 from inspection.trace import Trace, trace_ids
 
 TOP = 5
@@ -96,4 +96,4 @@ def format_lens(lens: Lens, label, lang: str = "en") -> str:
         p, top = lens.probs[stage].topk(TOP)
         cells = "  ".join(f"{label(i)} {q:.3f}" for q, i in zip(p.tolist(), top.tolist()))
         lines.append(pad(name, 30) + pad(say("lens.rank", rank=lens.rank(stage)), 12) + cells)
-    return "\n".join(lines)
+    return "\n".join(lines + [say("lens.caveat")])

@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from cli.messages import messages
 from inference.runs import Run, crop, warn
 from inspection.heads import HeadRoles
 from inspection.html import Views, attention_page
@@ -55,7 +56,7 @@ def check_head(n_layer: int, n_head: int, layer: int, head: int) -> None:
 def attention_for_ids(run: Run, ids: list[int]) -> AttentionMaps:
     """Maps of `ids` (the last block_size of them, with a warning if that drops some), with the recording
     forward that gave them (`.trace`: everything else a view of the text shows comes from it too)."""
-    ids = crop(list(ids), run.block_size, "the text for the attention maps")
+    ids = crop(list(ids), run.block_size, "cut.maps", run.lang)
     trace = trace_ids(run.model, ids)
     return AttentionMaps(ids, token_pieces(run.tokenizer, ids), token_labels(run.tokenizer, ids), trace.att,
                          trace=trace)
@@ -144,6 +145,6 @@ def write_attention(maps: AttentionMaps, out_dir: str | os.PathLike, title: str 
     written = write_files(out_dir, writers, UserError)
     page = out_dir / "attention.html"
     if page.stat().st_size > PAGE_WARN_BYTES:
-        warn(f"{page} is {page.stat().st_size / 1e6:.0f} MB and may load slowly; keep fewer layers with "
-             f"--layers, e.g. --layers 0,{maps.att.shape[0] - 1}")
+        warn(messages(lang)("page.big", page=page, mb=f"{page.stat().st_size / 1e6:.0f}", last=maps.att.shape[0] - 1),
+             lang)
     return written

@@ -12,28 +12,28 @@ definitions and held-out text (inspection/heads.py, inspection/heldout.py).
 import sys
 from pathlib import Path
 
-from inference.runs import crop, load_run
+from inference.runs import load_run
 from inspection.heads import measure_heads, roles_from_record
 from inspection.heldout import held_out_ids, usable_ids
 from inspection.html import frame_data
 from inspection.labels import pad
-from inspection.messages import messages
+from cli.messages import messages
 from inspection.maps import attention_for_ids
 from model.errors import UserError
 from storage.checkpoint import read_meta, snapshot_step
 
 
 def snapshot_frames(snapshots: list[Path], prompt: str, records: list[dict], device: str = "auto",
-                    layers: list[int] | None = None) -> tuple[list[dict], list[str], object]:
+                    layers: list[int] | None = None, lang: str = "en") -> tuple[list[dict], list[str], object]:
     """The frames of `prompt` (html.frame_data), one per snapshot in order, its token labels and the last
-    snapshot's Run (for titles and sizes)."""
+    snapshot's Run (for titles and sizes); `lang`: the language of the warnings."""
     recorded = {r.get("step"): r["heads"] for r in records if r.get("kind") == "eval" and r.get("heads")}
     frames, labels, first_meta, run = [], None, None, None
     for directory in snapshots:
-        run = load_run(directory, device=device)
+        run = load_run(directory, device=device, lang=lang)
         meta = read_meta(directory) or {}
         if first_meta is None:
-            first_meta, ids = meta, crop(run.encode_prompt(prompt), run.block_size, "the text for the attention maps")
+            first_meta, ids = meta, run.encode_prompt(prompt)
         elif meta.get("tokenizer_hash") != first_meta.get("tokenizer_hash"):
             raise UserError(f"{directory} has another tokenizer than {snapshots[0]}; the snapshots of one run share "
                             "theirs, so this folder was changed by hand: remove the odd one")

@@ -20,7 +20,7 @@ import numpy as np
 import torch
 
 from inspection.explain import resolve_query, table
-from inspection.messages import messages
+from cli.messages import messages
 from model.sampling import Sampling, choose_next, penalize_repetition, sampling_probs, seen_tokens
 
 DIMS = 4  # values shown of each vector

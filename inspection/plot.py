@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from inspection.messages import messages
+from cli.messages import messages
 from model.errors import UserError
 from storage.atomic import atomic_write
 
@@ -79,7 +79,7 @@ def _draw_map(ax, att: np.ndarray, labels: list[str], title: str, say):
     ticks = np.arange(0, T, step)
     names = [drawable(labels[i]) for i in ticks]
     fontsize = max(4.0, min(10.0, 300.0 / len(ticks)))
-    ax.set_xticks(ticks, names, rotation=90, fontsize=fontsize)
+    ax.set_xticks(ticks, names, rotation=45, ha="right", rotation_mode="anchor", fontsize=fontsize)  # Hangul read at 45°
     ax.set_yticks(ticks, names, fontsize=fontsize)
     ax.set_xlabel(say("plot.key"), fontsize=8)
     ax.set_ylabel(say("plot.query"), fontsize=8)

@@ -17,7 +17,7 @@ import torch
 
 from inspection.heads import text_role_sums
 from inspection.labels import display_width, pad
-from inspection.messages import messages
+from cli.messages import messages
 
 STAT_NAMES = ("entropy", "distance", "prev", "first", "self")
 
@@ -45,11 +45,12 @@ def format_stats_table(stats: dict[str, np.ndarray], lang: str = "en") -> str:
     n_layer, n_head = stats["entropy"].shape
     names = messages(lang)("stats.columns").split("|")
     widths = [max(w, display_width(name)) for name, w in zip(names, (5, 4, 8, 8, 6, 6, 6))]  # 한글: two columns
-    lines = [" ".join(pad(name, width, right=True) for name, width in zip(names, widths))]
+    # two spaces between columns: the Korean names are two words ("이전 토큰 첫 토큰" would run together)
+    lines = ["  ".join(pad(name, width, right=True) for name, width in zip(names, widths))]
     for layer in range(n_layer):
         for head in range(n_head):
             cells = [str(layer), str(head)] + [f"{stats[name][layer, head]:.4f}" for name in STAT_NAMES]
-            lines.append(" ".join(cell.rjust(width) for cell, width in zip(cells, widths)))
+            lines.append("  ".join(cell.rjust(width) for cell, width in zip(cells, widths)))
     return "\n".join(lines)
 
 

@@ -146,7 +146,7 @@ def test_walkthrough_prints_the_models_numbers_in_the_textbook_order():
     layer, head, i = 1, 0, 5
     w_o = model.blocks[layer].attn.c_proj.weight.detach().T.numpy()
     text = explain_head(t, labels, layer, head, i, w_o)
-    marks = ["1. The query", "2. Into head", "3. Scores", "4. Divided by √d_k", "5. Masked", "6. Softmax", "7. y =",
+    marks = ["1. The query", "2. Into head", "3. The dot products q·k_j", "4. Divided by √d_k they are the scores", "5. Masked", "6. Softmax", "7. y =",
              "8. Where y goes"]
     steps = [text.index(m) for m in marks]
     assert steps == sorted(steps)  # the textbook's order
@@ -208,10 +208,10 @@ def test_the_walkthrough_says_why_in_this_head_s_own_numbers():
     scaled = t.scores[layer, head, i, : i + 1].astype(np.float64)
     raw = scaled * math.sqrt(D)  # q·k_j before the division
     undivided = np.exp(raw - raw.max()) / np.exp(raw - raw.max()).sum()
-    assert f"is {raw.std():.4f} before dividing and {scaled.std():.4f} after" in text
+    assert f"the standard deviation of q·k_j is {raw.std():.4f}, of the scores {scaled.std():.4f}" in text
     assert f"{t.att[layer, head, i].max():.4f} with the division, {undivided.max():.4f} without it" in text
     terms = t.att[layer, head, i, : i + 1] * np.linalg.norm(t.v[layer, head, : i + 1], axis=-1)
     assert f"is {100 * terms.max() / terms.sum():.1f}% of Σ_j w_j |v_j|" in text
     shares = [np.linalg.norm(t.y[layer, h, i] @ w_o[h * D : (h + 1) * D]) for h in range(H)]
     assert f"at this token: 0: {shares[0]:.4f}, 1: {shares[1]:.4f}." in text
-    assert "q is what the query (token 5) looks for" in text and text.rstrip().endswith("and compare.")
+    assert "q is what token 5 looks for" in text and text.rstrip().endswith("and compare.")

@@ -445,7 +445,7 @@ def test_ablate_switches_heads_off_for_the_text_the_score_and_the_heads(run_dir,
     assert code == 0 and out == PROMPT + expected + "\n"
     assert (lens.probs[-1] - logit_lens(run.model, ids).probs[-1]).abs().max() > 1e-3  # the heads matter here
     code, out, _ = cli(["--ckpt", run_dir, "--prompt", PROMPT, "--lens", "--ablate", "1.0,0.1"], capsys)
-    assert f"(the model's choice: {token_labels(run.tokenizer, [lens.choice])[0]})" in out
+    assert f"the model's final choice ({token_labels(run.tokenizer, [lens.choice])[0]})" in out
 
     text = tmp_path / "t.txt"
     text.write_text("대한민국은 민주공화국이다. 대한민국의 주권은 국민에게 있다.", encoding="utf-8")

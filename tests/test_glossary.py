@@ -8,7 +8,8 @@ No model is built.
 import re
 from pathlib import Path
 
-from inspection.glossary import GLOSSARY
+from cli.messages import MESSAGES
+from inspection.glossary import GLOSSARY, KOREAN_TERMS
 
 README_KO = Path(__file__).resolve().parent.parent / "README.ko.md"
 HANGUL = re.compile("[\uac00-\ud7a3]")
@@ -19,7 +20,7 @@ TERMS = {"embedding", "residual", "stream", "query", "key", "value", "score", "s
          "attention", "head", "heads", "multi", "mlp", "logit", "lens", "temperature", "cache", "prefill", "forward",
          "prompt", "nat", "nats", "bit", "ln", "exp", "loss", "context", "induction", "block", "layer", "sublayer",
          "bpe", "id", "gain", "bias", "gradient", "gelu", "tied", "att", "greedy", "nucleus", "sampling", "ablate",
-         "run", "model", "false"}
+         "run", "model", "false", "tanh", "zero", "mode", "gpt"}
 
 
 def english_words(text: str) -> set[str]:
@@ -55,3 +56,34 @@ def test_readme_ko_carries_the_glossary_in_its_order():
     text = "\n".join(lines)
     for term, _, ko in GLOSSARY:
         assert ko in text, term
+
+
+def korean_texts() -> dict[str, str]:
+    """Every Korean text a learner reads: the commands' and the page's (cli/messages.py), the glossary, README.ko.md
+    and the Korean docs."""
+    texts = {f"messages {key}": ko for key, (_, ko) in MESSAGES.items()}
+    texts |= {f"glossary {term}": ko for term, _, ko in GLOSSARY}
+    for path in [README_KO, *sorted((README_KO.parent / "docs").glob("*.ko.md"))]:
+        texts[path.name] = path.read_text(encoding="utf-8")
+    return texts
+
+
+def test_one_korean_term_per_idea_and_no_replaced_form_anywhere():
+    assert len({term for _, term, _ in KOREAN_TERMS}) == len(KOREAN_TERMS)
+    texts = korean_texts()
+    found = [(idea, form, where) for idea, _, forms in KOREAN_TERMS for form in forms
+             for where, text in texts.items() if re.search(form, text)]
+    assert found == []
+    # the check can fail: each replaced form is caught in a sentence that uses it
+    for _, term, forms in KOREAN_TERMS:
+        for form in forms:
+            sample = {"의 길(?!이)": "토큰의 길", "길:": "경로 길:", "(?<!복)사본": "두 번째 사본",
+                      "가능성이 (가장 )?높은": "가능성이 높은", "번째 (행|차원)": "3번째 행"}.get(form, form)
+            assert re.search(form, sample), form
+    assert not re.search("(?<!복)사본", "두 번째 복사본") and not re.search("의 길(?!이)", "텍스트의 길이")
+
+
+def test_readme_ko_shows_the_term_table():
+    text = README_KO.read_text(encoding="utf-8")
+    for _, term, _ in KOREAN_TERMS:
+        assert f"| {term} |" in text, term

@@ -209,6 +209,53 @@ def test_a_long_text_s_walkthrough_lists_the_keys_the_terminal_lists_with_numpy_
     assert page.problems() == ([], "")
 
 
+def hangul_drawn_by_other_fonts(page) -> list:
+    """Every rendered element whose own text holds Hangul that a font other than the page's embedded one drew, as
+    Chromium reports the fonts it used for the element's text (CSS.getPlatformFontsForNode: each font's glyph count,
+    and whether it is a web font): with the embedded font first for Hangul, the web font's glyphs must cover every
+    Hangul syllable of the text. Elements drawn with no font at all are not rendered (a closed <details>, a hidden
+    panel) and are left out."""
+    page.call("DOM.enable", session=page.session)
+    page.call("CSS.enable", session=page.session)
+    root = page.call("DOM.getDocument", session=page.session, depth=-1)["root"]
+    hangul, bad, nodes = re.compile("[\uac00-\ud7a3]"), [], [root]
+    while nodes:
+        node = nodes.pop()
+        children = node.get("children", [])
+        nodes += [c for c in children if c.get("nodeType") == 1]
+        text = "".join(c.get("nodeValue", "") for c in children if c.get("nodeType") == 3)
+        if not hangul.search(text) or node["nodeName"] in ("SCRIPT", "STYLE", "TITLE"):
+            continue
+        fonts = page.call("CSS.getPlatformFontsForNode", session=page.session, nodeId=node["nodeId"])["fonts"]
+        embedded = sum(f["glyphCount"] for f in fonts if f["isCustomFont"])
+        if fonts and embedded < len(hangul.findall(text)):
+            bad.append((node["nodeName"], text[:30], [f["familyName"] for f in fonts]))
+    return bad
+
+
+@pytest.mark.slow
+@needs_chromium
+def test_every_korean_text_of_the_page_is_drawn_with_its_embedded_font(tmp_path, browser):
+    """The Korean page with every panel open (walkthrough, path, lens, roles, glossary): no Hangul falls back to a
+    system font, which on a machine without a Korean font (CI's) draws empty boxes."""
+    from inspection.heads import measure_heads
+    from inspection.lens import lens_table
+    from inspection.path import forward_path
+    from inspection.trace import trace_ids
+
+    ids, model = [0, 5, 17, 3, 42, 17, 9, 63, 1, 2, 30, 11], biased_model()
+    trace = trace_ids(model, ids)
+    roles = measure_heads(model, np.arange(1, 64), list(range(1, 64)), eot_id=0)
+    path = forward_path(model, trace, lambda i: f"토큰{i}")
+    page = browser(save_html(trace.att, LABELS, tmp_path / "attention.html", trace=trace, roles=roles, paths=path,
+                             lens=lens_table(model, trace, lambda i: f"토큰{i}"), lang="ko"),
+                   "#layer=1&head=1&focus=6&explain=1&lang=ko")
+    page.evaluate("document.getElementById('glossary').open = true")
+    assert page.texts("#path th") and page.texts("#explain th") and page.texts("#lens")[0]  # the panels are drawn
+    assert hangul_drawn_by_other_fonts(page) == []
+    assert page.problems() == ([], "")
+
+
 @pytest.mark.slow
 @needs_chromium
 def test_page_steps_through_the_decoding_one_cached_row_at_a_time(tmp_path, browser):

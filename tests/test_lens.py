@@ -29,12 +29,13 @@ def test_the_table_has_a_line_per_stage_with_the_top_five_and_the_rank():
     ids = list(range(10))
     lens = logit_lens(model, ids)
     lines = format_lens(lens, lambda i: f"t{i}").splitlines()
-    assert len(lines) == 4 and f"(the model's choice: t{lens.choice})" in lines[0]
+    assert len(lines) == 5 and f"the model's final choice (t{lens.choice})" in lines[0]
+    assert lines[4].startswith("the earlier stages were never trained to be read this way")  # the lens's caveat
     assert lines[1].startswith("token + position embeddings") and lines[3].startswith("after block 1 = output")
     assert "rank 1" in lines[3] and lines[3].count(" 0.") == 5
     top = lens.probs[1].topk(5)
     assert f"t{int(top.indices[0])} {float(top.values[0]):.3f}" in lines[2]
-    assert "모델의 선택" in format_lens(lens, lambda i: f"t{i}", "ko")
+    assert "모델의 최종 선택" in format_lens(lens, lambda i: f"t{i}", "ko")
 
 
 def test_a_label_names_an_id_past_the_tokenizers_vocabulary_by_its_number():

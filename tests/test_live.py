@@ -378,7 +378,8 @@ def test_typing_clicking_and_generating_in_chromium(server, run_dir, tmp_path, b
     code = generate.main(["--ckpt", str(run_dir), "--prompt", PROMPT, "--lens", "--ablate", "1.0"])
     out = capsys.readouterr().out.splitlines()
     assert code == 0
-    top = re.findall(r"(\S+) (\d\.\d{3})", out[-1].split("rank")[1])  # the output stage's top 5 and probabilities
+    output = next(line for line in out if "= output" in line)  # the output stage (the lens's caveat follows it)
+    top = re.findall(r"(\S+) (\d\.\d{3})", output.split("rank")[1])  # its top 5 and probabilities
     first = shown[1].split()
     assert float(first[0]) == pytest.approx(float(top[0][1]), abs=1e-3)  # the page's top candidate, to 3 decimals
     page.click(*page.centre("#maps input.off[data-head='1.0']"))  # switched on again: the full model's view

@@ -1,4 +1,4 @@
-"""The teaching texts in two languages (inspection/messages.py): the table is whole, the Korean texts carry the
+"""The teaching texts in two languages (cli/messages.py): the table is whole, the Korean texts carry the
 English ones' numbers, generate.py speaks the language asked for (or the locale's), and the page switches in place.
 
     python -m pytest tests/test_messages.py -q
@@ -13,7 +13,7 @@ import generate
 from inspection.explain import explain_head
 from inspection.heads import measure_heads, format_roles_table
 from inspection.html import save_html
-from inspection.messages import LANGUAGES, MESSAGES, fields_of, locale_language, messages
+from cli.messages import LANGUAGES, MESSAGES, fields_of, locale_language, messages
 from inspection.stats import format_stats_table, head_stats
 from inspection.trace import trace_ids
 from tests.conftest import CHROMIUM, biased_model, trained_tiny_run
@@ -22,13 +22,14 @@ HANGUL = re.compile("[\uac00-\ud7a3]")
 NUMBER = re.compile(r"-?\d+(?:[.,]\d+)*")
 # Korean texts that are the technical terms themselves, as Korean explainers write them
 SAME_IN_BOTH = {"role.induction", "page.layer", "page.head", "page.layer_n", "page.head_n", "page.cell",
-                "page.temperature", "page.top_k", "page.top_p", "page.seed"}  # the sampling settings, named as in the CLI
+                "page.temperature", "page.top_k", "page.top_p", "page.seed",  # the sampling settings, named as in the CLI
+                "cut.prompt", "train.where_best", "train.auto"}  # "prompt", "best/ (step N)", "auto: ...": terms, names
 # English words a Korean output may hold: the technical terms, and the names of files and settings
 TERMS = {"layer", "head", "heads", "query", "key", "value", "token", "softmax", "mask", "score", "norm", "residual",
          "stream", "attention", "induction", "nats", "perplexity", "snapshot", "step", "prefill", "cache", "forward",
          "sublayer", "block", "mlp", "map", "loss", "validation", "seed", "temperature", "n_embd", "n_head", "ln_1",
          "resid", "out", "share", "inspection", "heads", "stats", "py", "heatmap", "entropy", "exp",
-         "context", "gradient", "ablate"}  # "in-context loss", kept as the explainers keep it; --ablate L.H
+         "context", "gradient", "ablate", "projection", "gpt"}  # GPT-2, a model by name  # "in-context loss", kept as the explainers keep it; --ablate L.H
 
 
 def numbers(text: str) -> list[str]:
@@ -96,6 +97,75 @@ def test_generate_in_korean_leaves_no_english_prose_and_keeps_the_numbers(run, t
         assert english_words(line) <= TERMS, line
     strip_paths = lambda text: re.sub(r"\S*/(ko|en)\b\S*", "", text)  # noqa: E731  the two output dirs differ
     assert numbers(strip_paths(ko)) == numbers(strip_paths(en)) and ko != en
+
+
+# Beyond TERMS, the words a Korean line may hold as names: units, precisions, devices, the run's directories
+NAMES = {"bits", "char", "bpc", "cpu", "cuda", "fp32", "bf16", "fp16", "compile", "off", "best", "last", "auto", "lr",
+         "tok", "mfu", "tokens", "ablate", "mode", "zero", "mean", "top", "lens", "explain", "path", "python",
+         "generate", "ckpt", "train", "max_steps", "seed", "resume", "overwrite", "id", "pos", "tok_emb", "pos_emb",
+         "gelu", "mlp", "logit", "logits", "ln_f", "lm_head", "sampling", "nucleus", "repetition", "penalty", "hidden",
+         "unit", "prompt", "context", "projection", "merge", "sliding", "window", "greedy", "end", "text"}
+
+
+def english_prose(line: str) -> bool:
+    """Whether a printed line reads as English prose: it has no Hangul, and once names are left out (paths, options,
+    settings as key=value or a.b, symbols with "_", numbers, <|endoftext|>), three or more English words that are
+    neither TERMS nor NAMES remain. A Korean line keeps its technical terms in English; a line of names (the
+    settings train.py lists as key=value, a progress bar) is no prose."""
+    if HANGUL.search(line):
+        return False
+    line = re.sub(r"\S*[/\\=]\S*|--\S+|\S+\.\S+|\S*_\S*|<\|\w+\|>|\d\S*", " ", line)
+    words = [w.lower() for w in re.findall(r"[A-Za-z]{2,}", line)]
+    return len([w for w in words if w not in TERMS | NAMES]) >= 3
+
+
+def test_the_prose_finder_tells_english_from_korean_with_terms_and_from_lists_of_names():
+    assert english_prose("warning: the prompt has 36 tokens, more than the model's context of 16; using the last 16")
+    assert english_prose("stopped the live inspector")
+    assert not english_prose("경고: prompt의 토큰이 36개로 모델의 context 16개보다 많아, 마지막 16개만 씁니다")
+    assert not english_prose("[train] max_steps=20 time_budget='' batch_size=4 lr=0.003 device='cpu' compile='off'")
+    assert not english_prose(" 40%|████      | 4/10 [00:01<00:03,  1.96it/s, loss=6.8883, lr=3.00e-03, tok_s=100]")
+    assert not english_prose("   1     1    0  induction 1.000       0.156")
+
+
+def command_lines(main, argv, capsys) -> list[str]:
+    """Every line (stdout and stderr) a command prints, run in this process; it must succeed."""
+    code = main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    return [line for text in (out, err) for chunk in text.splitlines() for line in chunk.split("\r") if line.strip()]
+
+
+@pytest.mark.slow
+def test_every_command_under_korean_prints_no_english_prose(tmp_path, capsys, monkeypatch, data_cache):
+    """train.py and generate.py, each of their teaching and warning lines, in Korean (a Korean locale, as a
+    learner's machine has it): the notes on settings, the data lines, the evaluation, the early stop, the closing
+    bits/char and heads lines, generation, samples, the cut prompt, the --top-k note, scoring, switched-off heads,
+    the maps, the walkthrough, the path, the roles, the lens and the over-training page."""
+    import train
+
+    monkeypatch.setenv("LANG", "ko_KR.UTF-8")
+    run, lines = tmp_path / "run", []
+    base = ["--config", "configs/tiny.toml", f"--data.cache_dir={data_cache}", "--train.threads=1"]
+    lines += command_lines(train.main, [*base, "--out", run, "--train.snapshots=2", "--train.warmup_steps=50",
+                                        "--train.copy_lessons=0.5", "--train.lr=auto"], capsys)  # a note, auto, lesson
+    lines += command_lines(train.main, [*base, "--out", tmp_path / "flat", "--train.lr=0", "--train.min_lr=0",
+                                        "--train.patience=1", "--train.eval_interval=5"], capsys)  # an early stop
+    assert any(line.startswith("조기 종료:") for line in lines) and any(line.startswith("참고:") for line in lines)
+    text = tmp_path / "text.txt"
+    text.write_text("대한민국의 주권은 국민에게 있고, 모든 권력은 국민으로부터 나온다.", encoding="utf-8")
+    prompt, long_prompt = "대한민국 국회는", "대한민국 국회는 법률을 제정한다. " * 6
+    for argv in (["--prompt", prompt, "--max-new-tokens", 8, "--seed", 0],
+                 ["--prompt", prompt, "--max-new-tokens", 4, "--num-samples", 2, "--seed", 1],
+                 ["--prompt", long_prompt, "--max-new-tokens", 2, "--top-k", 5000],
+                 ["--score", text], ["--score", text, "--ablate", "1.0"],
+                 ["--prompt", prompt, "--attention", tmp_path / "a", "--head", "0.1", "--explain", "1.0"],
+                 ["--prompt", prompt, "--explain", "path", "--repetition-penalty", 1.3],
+                 ["--heads"], ["--prompt", prompt, "--lens", "--ablate", "0.1"],
+                 ["--prompt", prompt, "--attention", tmp_path / "o", "--over-training", run]):
+        lines += command_lines(generate.main, (["--ckpt", run] if "--over-training" not in argv else []) + argv, capsys)
+    assert any(line.startswith("경고: prompt의 토큰이") for line in lines)
+    assert [line for line in lines if english_prose(line)] == []
 
 
 @pytest.mark.slow

@@ -23,6 +23,7 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 
 from cli.command import INT_RANGE
+from cli.messages import messages
 from data.config import DataConfig
 from hf.pretrained import open_pretrained
 from model.config import GPTConfig
@@ -133,12 +134,13 @@ class RunConfig:
         """The resolved config as saved in config.json ("auto" lists which values the run chose)."""
         return {**asdict(self), "auto": list(self.auto)}
 
-    def describe(self) -> str:
-        """One line per table, `[train] lr=0.001 ...`, as train.py prints the resolved settings, then a `note:`
-        line for each setting the run cannot honour as given (`unhonoured`)."""
+    def describe(self, lang: str = "en") -> str:
+        """One line per table, `[train] lr=0.001 ...`, as train.py prints the resolved settings, then a note line
+        (in `lang`) for each setting the run cannot honour as given (`unhonoured`)."""
+        say = messages(lang)
         tables = [(name, values) for name, values in self.to_dict().items() if isinstance(values, dict)]
         lines = [f"[{name}] " + " ".join(f"{k}={v!r}" for k, v in values.items()) for name, values in tables]
-        return "\n".join(lines + [f"note: {note}" for note in unhonoured(self.train, self.model, self.auto)])
+        return "\n".join(lines + [say("note", text=note) for note in unhonoured(self.train, self.model, self.auto, lang)])
 
 
 def evaluations(train: "TrainConfig") -> int:
@@ -146,27 +148,23 @@ def evaluations(train: "TrainConfig") -> int:
     return -(-train.max_steps // train.eval_interval)
 
 
-def unhonoured(train: "TrainConfig", model: GPTConfig, auto: tuple[str, ...] = ()) -> list[str]:
-    """What of the settings the run will not do as asked, said once at its start (train.snapshots past the
-    evaluations is refused outright where max_steps is a number: `check_snapshots`)."""
-    n, notes = evaluations(train), []
+def unhonoured(train: "TrainConfig", model: GPTConfig, auto: tuple[str, ...] = (), lang: str = "en") -> list[str]:
+    """What of the settings the run will not do as asked, said once at its start, in `lang` (train.snapshots past
+    the evaluations is refused outright where max_steps is a number: `check_snapshots`)."""
+    n, notes, say = evaluations(train), [], messages(lang)
     if train.time_budget and "train.max_steps" not in auto:
-        notes.append(f"train.time_budget = {train.time_budget!r} is not used: train.max_steps = {train.max_steps} is "
-                     'a number of steps, run whatever they take (max_steps = "auto" fits the steps to the budget)')
+        notes.append(say("train.note_budget", budget=repr(train.time_budget), steps=train.max_steps))
     if train.snapshots > n:
-        notes.append(f"train.snapshots = {train.snapshots}, but the planned {n} evaluations take at most one "
-                     f"snapshot each: the run keeps at most {n}")
+        notes.append(say("train.note_snapshots", snapshots=train.snapshots, n=n))
     if train.warmup_steps >= train.max_steps:
-        notes.append(f"train.warmup_steps = {train.warmup_steps} is not below the {train.max_steps} steps: the learning "
-                     f"rate climbs the whole run (to train.lr {train.lr:g} at most at its last step) and never decays")
+        notes.append(say("train.note_warmup", warmup=train.warmup_steps, steps=train.max_steps, lr=f"{train.lr:g}"))
     if train.eval_interval > train.max_steps:
-        notes.append(f"train.eval_interval = {train.eval_interval} is past the {train.max_steps} steps: one evaluation, "
-                     "at the last step, so best/ is last/")
+        notes.append(say("train.note_eval", interval=train.eval_interval, steps=train.max_steps))
     if train.patience and train.patience >= n:
-        notes.append(f"train.patience = {train.patience} can never stop the run: it makes {n} evaluations")
+        notes.append(say("train.note_patience", patience=train.patience, n=n))
     if train.sample_tokens > model.block_size:  # the first is predicted from <|endoftext|> alone
-        notes.append(f"train.sample_tokens = {train.sample_tokens} is past model.block_size {model.block_size}: the "
-                     f"sample's later tokens see only its last {model.block_size // 2} (a sliding window)")
+        notes.append(say("train.note_sample", sample=train.sample_tokens, block=model.block_size,
+                         half=model.block_size // 2))
     return notes
 
 

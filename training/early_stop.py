@@ -19,6 +19,8 @@ model memorizes is taken not to fall again. The runs these thresholds come from:
 
 import math
 
+from cli.messages import messages
+
 # "auto" waits this share of the planned steps past the best evaluation: a loss that still falls can pause for
 # two evaluations in a row (docs/benchmarks.md)
 PATIENCE_SHARE = 0.1
@@ -42,17 +44,18 @@ def planned_patience(cfg, max_steps: int) -> dict:
     return {"patience": auto_patience(max_steps, cfg.train.eval_interval) if "train.max_steps" in cfg.auto else 0}
 
 
-def overfitting(tc, losses: dict, previous_val: float, best_val: float, evals_since_best: int) -> str:
-    """What shows this evaluation's model learning its training text by heart ("" when nothing does): a second
-    evaluation without a better best/, its validation loss above the one before (`previous_val`) and OVERFIT_RISE
-    above best/'s (`best_val`), with the training loss OVERFIT_GAP below it. Only when best/ is chosen by the
-    validation loss."""
+def overfitting(tc, losses: dict, previous_val: float, best_val: float, evals_since_best: int,
+                lang: str = "en") -> str:
+    """What shows this evaluation's model learning its training text by heart, in `lang` ("" when nothing does): a
+    second evaluation without a better best/, its validation loss above the one before (`previous_val`) and
+    OVERFIT_RISE above best/'s (`best_val`), with the training loss OVERFIT_GAP below it. Only when best/ is chosen
+    by the validation loss."""
     val, train = losses["val"], losses["train"]
     if (tc.best_by != "val_loss" or evals_since_best < 2 or val <= previous_val or val < (1 + OVERFIT_RISE) * best_val
             or train > (1 - OVERFIT_GAP) * val):
         return ""
-    return (f"val loss {previous_val:.4f}, then {val:.4f} ({val / best_val - 1:.2%} above best/'s), with the train "
-            f"loss {train:.4f} {1 - train / val:.0%} below it")
+    return messages(lang)("train.overfit", previous=f"{previous_val:.4f}", val=f"{val:.4f}",
+                          rise=f"{val / best_val - 1:.2%}", train=f"{train:.4f}", gap=f"{1 - train / val:.0%}")
 
 
 def stops_early(cfg, step: int, evals_since_best: int, overfit: str = "") -> bool:
@@ -66,11 +69,12 @@ def stops_early(cfg, step: int, evals_since_best: int, overfit: str = "") -> boo
     return evals_since_best >= tc.patience or bool(overfit)
 
 
-def stop_line(tc, step: int, best_step: int, evals: int, seconds_per_step: float, overfit: str = "") -> str:
+def stop_line(tc, step: int, best_step: int, evals: int, seconds_per_step: float, overfit: str = "",
+              lang: str = "en") -> str:
     """The line that says why the run stopped (`evals` evaluations without a better best/, or what `overfit`
-    says), where best/ is and what stopping saved."""
-    left = tc.max_steps - step
-    saved = f", about {left * seconds_per_step / 60:.1f} minutes of train.time_budget" if tc.time_budget else ""
-    why = (f"{overfit}: the model is learning its training text by heart; best/ is step {best_step:,}" if overfit
-           else f"no better {tc.best_by.replace('_', ' ')} in {evals} evaluations since step {best_step:,} (best/)")
-    return f"early stop: {why}; stopped at step {step:,} of {tc.max_steps:,} planned{saved}"
+    says), where best/ is and what stopping saved, in `lang`."""
+    say, left = messages(lang), tc.max_steps - step
+    saved = say("train.stop_saved", minutes=f"{left * seconds_per_step / 60:.1f}") if tc.time_budget else ""
+    why = (say("train.stop_overfit", why=overfit, best=f"{best_step:,}") if overfit else
+           say("train.stop_patience", what=tc.best_by.replace("_", " "), evals=evals, best=f"{best_step:,}"))
+    return say("train.stop", why=why, step=f"{step:,}", planned=f"{tc.max_steps:,}", saved=saved)

@@ -28,6 +28,7 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
+from cli.messages import messages
 from data.loader import BatchLoader, load_tokens
 from data.tokenizer import ordinary_ids
 from model.nll import bits_per_char, stream_nll, windows_read
@@ -127,38 +128,41 @@ def final_scores(model, data_dir: Path, meta: dict, tokenizer, run_dir: Path, st
     return final, best_dir
 
 
-def final_report(final: dict, best_dir: Path, run_dir: Path, last_heads: dict | None, lesson: bool) -> str:
-    """What a run prints at its end: the bits per character of best/ and last/, then `heads_line`."""
-    speed = f"; {final['tokens_per_s']:.0f} tokens/s" if final.get("tokens_per_s") else ""
-    lines = [f"whole validation split ({final['val_tokens_predicted']} tokens, {final['val_chars']} characters): "
-             f"best weights ({best_dir}, step {final['best_step']}) {final['best_val_bpc']:.4f} bits/char, last "
-             f"({run_dir / 'last'}, step {final['step']}) {final['val_bpc']:.4f} bits/char"
-             + speed + (f", MFU {final['mfu']:.1%}" if "mfu" in final else ""),
-             heads_line(final, run_dir, last_heads, lesson)]  # fmt: skip
+def final_report(final: dict, best_dir: Path, run_dir: Path, last_heads: dict | None, lesson: bool,
+                 lang: str = "en") -> str:
+    """What a run prints at its end, in `lang`: the bits per character of best/ and last/, then `heads_line`."""
+    say = messages(lang)
+    speed = say("train.final_speed", tokens_per_s=f"{final['tokens_per_s']:.0f}") if final.get("tokens_per_s") else ""
+    lines = [say("train.final", tokens=final["val_tokens_predicted"], chars=final["val_chars"], best_dir=best_dir,
+                 best_step=final["best_step"], best_bpc=f"{final['best_val_bpc']:.4f}", last_dir=run_dir / "last",
+                 step=final["step"], bpc=f"{final['val_bpc']:.4f}", speed=speed)
+             + (f", MFU {final['mfu']:.1%}" if "mfu" in final else ""),
+             heads_line(final, run_dir, last_heads, lesson, lang)]  # fmt: skip
     return "\n".join(line for line in lines if line)
 
 
-def heads_line(final: dict, run_dir: Path, last_heads: dict | None, lesson: bool) -> str | None:
+def heads_line(final: dict, run_dir: Path, last_heads: dict | None, lesson: bool, lang: str = "en") -> str | None:
     """One line on the copying circuit of best/, the checkpoint every inspection command opens
-    (`inspection.heads.copying_circuit`): formed; formed in last/ only; or not formed, with what to try when
-    the run is a `lesson` (copy lessons). `last_heads`: the last evaluation's scores. None: no scores."""
+    (`inspection.heads.copying_circuit`), in `lang`: formed; formed in last/ only; or not formed, with what to try
+    when the run is a `lesson` (copy lessons). `last_heads`: the last evaluation's scores. None: no scores."""
     if not final.get("best_heads"):
         return None
+    say = messages(lang)
     circuit = copying_circuit(roles_from_record(final["best_heads"]))
-    where, run = f"best/ (step {final['best_step']:,})", shlex.quote(str(run_dir))
+    where, run = say("train.where_best", step=f"{final['best_step']:,}"), shlex.quote(str(run_dir))
     if circuit.formed:
-        return f"heads of {where}: {describe_circuit(circuit)}; see them with: python generate.py --ckpt {run} --heads"
+        return say("train.heads_formed", where=where, circuit=describe_circuit(circuit, lang), run=run)
     if last_heads and final["best_step"] != final["step"] and copying_circuit(roles_from_record(last_heads)).formed:
-        return (f"heads of {where}: no copying circuit, but last/ (step {final['step']:,}) has one; see it with: "
-                f"python generate.py --ckpt {shlex.quote(str(run_dir / 'last'))} --heads")
-    advice = "; try another --train.seed, or more --train.max_steps" if lesson else ""
-    return (f"heads of {where}: no copying circuit formed: {describe_circuit(circuit)}, where a circuit needs "
-            f"{FORMED}, {FORMED} and {DROP_FORMED:g} nats{advice}")
+        return say("train.heads_last", where=where, step=f"{final['step']:,}",
+                   last=shlex.quote(str(run_dir / "last")))
+    return say("train.heads_none", where=where, circuit=describe_circuit(circuit, lang), bar=FORMED,
+               drop=f"{DROP_FORMED:g}", advice=say("train.heads_advice") if lesson else "")
 
 
-def describe_circuit(circuit: Circuit) -> str:
+def describe_circuit(circuit: Circuit, lang: str = "en") -> str:
     """"previous-token 0.69 at layer 0 head 2, induction 0.91 at layer 1 head 3, in-context loss drop 8.02 nats"."""
-    prev = "no layer below for a previous-token head" if circuit.previous is None else \
-        "previous-token {2:.2f} at layer {0} head {1}".format(*circuit.previous)
-    return prev + ", induction {2:.2f} at layer {0} head {1}".format(*circuit.induction) + \
-        f", in-context loss drop {circuit.drop:.2f} nats"
+    say = messages(lang)
+    previous = say("train.circuit_no_layer") if circuit.previous is None else say(
+        "train.circuit_previous", score=f"{circuit.previous[2]:.2f}", layer=circuit.previous[0], head=circuit.previous[1])
+    return say("train.circuit", previous=previous, induction=f"{circuit.induction[2]:.2f}", ilayer=circuit.induction[0],
+               ihead=circuit.induction[1], drop=f"{circuit.drop:.2f}")

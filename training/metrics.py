@@ -17,6 +17,7 @@ import sys
 import time
 from pathlib import Path
 
+from cli.messages import messages
 from storage.atomic import DiskError, write_failure, write_text_atomic
 from training.hardware import mfu
 from training.plots import plot_heads, plot_losses
@@ -77,15 +78,16 @@ class Speedometer:
 class RunLog:
     """Appends records to metrics.jsonl (and to wandb when enabled)."""
 
-    def __init__(self, run_dir: Path, config: dict, resume_step: int | None, wandb_cfg):
+    def __init__(self, run_dir: Path, config: dict, resume_step: int | None, wandb_cfg, lang: str = "en"):
         self.path, self.run_dir = run_dir / "metrics.jsonl", run_dir
         damaged = []
         kept = [] if resume_step is None else [
             r for r in read_metrics(self.path, damaged) if r.get("step", 0) <= resume_step and r.get("kind") != "final"
         ]  # fmt: skip
         if damaged:
-            print(f"warning: {self.path} had {len(damaged)} damaged line{'s' * (len(damaged) > 1)}; they were dropped",
-                  file=sys.stderr)
+            say = messages(lang)
+            text = say("train.damaged" if len(damaged) > 1 else "train.damaged_one", path=self.path, n=len(damaged))
+            print(say("warning", text=text), file=sys.stderr)
         # a resumed run re-logs the steps after its checkpoint, so drop what the crashed run logged after it
         write_text_atomic(self.path, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in kept))
         self.file = open(self.path, "a", encoding="utf-8")

@@ -35,6 +35,7 @@ from dataclasses import asdict, replace
 
 import torch
 
+from cli.messages import messages
 from model import GPT
 from model.speed import speed_up
 from training.early_stop import planned_patience
@@ -141,8 +142,9 @@ def evaluation_seconds(seconds_per_micro_step: float, eval_iters: int) -> float:
     return 2 * eval_iters * seconds_per_micro_step / 3 + 1.0
 
 
-def plan_settings(cfg, train_tokens: int, world: int, seconds_per_micro_step, compiled_trial=None) -> tuple[dict, str]:
-    """The values of cfg's "auto" settings ({"train.lr": ...}) and a line that says how they were chosen.
+def plan_settings(cfg, train_tokens: int, world: int, seconds_per_micro_step, compiled_trial=None,
+                  lang: str = "en") -> tuple[dict, str]:
+    """The values of cfg's "auto" settings ({"train.lr": ...}) and a line that says how they were chosen (in `lang`).
 
     `seconds_per_micro_step(dropout)` times a step at cfg's batch size (the placeholder when batch_size is
     "auto") and the given dropout. It is called only when the step count has to be planned from the time
@@ -150,7 +152,7 @@ def plan_settings(cfg, train_tokens: int, world: int, seconds_per_micro_step, co
     `compiled_trial(dropout)`: `(seconds of the first step, compilation included; seconds per step)` of a
     compiled copy, or None if it failed to compile; given, it decides "train.compile" (module docstring).
     """
-    tc, auto = cfg.train, set(cfg.auto)
+    tc, auto, say = cfg.train, set(cfg.auto), messages(lang)
     tokens_per_sequence = cfg.model.block_size * tc.grad_accum * world
     values, why, batch = {}, [], tc.batch_size
     if "train.max_steps" in auto:
@@ -174,8 +176,8 @@ def plan_settings(cfg, train_tokens: int, world: int, seconds_per_micro_step, co
             per_micro, timed_at = seconds_per_micro_step(dropout), dropout
             batch, steps = plan(per_micro)
         values["train.max_steps"] = steps
-        why.append(f"{steps:,} steps fit in {tc.time_budget} at {per_micro * batch / tc.batch_size * tc.grad_accum:.3g} s "
-                   f"a step (timed; planned again at each evaluation)")
+        why.append(say("train.auto_fit", steps=f"{steps:,}", budget=tc.time_budget,
+                       seconds=f"{per_micro * batch / tc.batch_size * tc.grad_accum:.3g}"))
     else:
         steps = tc.max_steps
         if "train.batch_size" in auto:  # here the passes grow with the batch: the largest the rule agrees with
@@ -193,8 +195,8 @@ def plan_settings(cfg, train_tokens: int, world: int, seconds_per_micro_step, co
             values[f"train.{key}"] = chosen[key]
     if "model.dropout" in auto:
         values["model.dropout"] = chosen["dropout"]
-    why.append(f"{steps:,} steps x {tokens_per_step:,} tokens = {epochs:.3g} passes over {train_tokens:,} "
-               f"training tokens")
+    why.append(say("train.auto_passes", steps=f"{steps:,}", tokens=f"{tokens_per_step:,}", epochs=f"{epochs:.3g}",
+                   train_tokens=f"{train_tokens:,}"))
     if compiled_trial is not None and "train.max_steps" in auto and budget >= COMPILE_TRIAL_FROM:
         # at the run's own dropout, so the copy compiles the graph the run will; the settings above stay
         dropout = values.get("model.dropout", cfg.model.dropout)
@@ -202,7 +204,7 @@ def plan_settings(cfg, train_tokens: int, world: int, seconds_per_micro_step, co
         trial = compiled_trial(dropout)
         if trial is None:
             values["train.compile"] = "off"
-            why.append("compile off: the trial compilation failed")
+            why.append(say("train.auto_compile_failed"))
         else:
             def fit(per: float, seconds: float) -> int:  # steps at the planned batch
                 per_b = per * batch / tc.batch_size
@@ -213,12 +215,12 @@ def plan_settings(cfg, train_tokens: int, world: int, seconds_per_micro_step, co
             values["train.compile"] = "on" if gain >= COMPILE_GAIN else "off"
             if gain >= COMPILE_GAIN:
                 values["train.max_steps"] = fit(compiled, budget - first)
-            why.append(f"compile {values['train.compile']}: {gain:.2f}x the steps, {compiled:.3g} s a compiled step "
-                       f"against {eager:.3g} after {first:.0f} s of compilation (timed)")
+            why.append(say("train.auto_compile", choice=values["train.compile"], gain=f"{gain:.2f}",
+                           compiled=f"{compiled:.3g}", eager=f"{eager:.3g}", first=f"{first:.0f}"))
     for key, value in planned_patience(cfg, values.get("train.max_steps", steps)).items():  # training/early_stop.py
         values[f"train.{key}"] = value
     settings = " ".join(f"{k}={v}" for k, v in values.items())
-    return values, f"auto: {settings} ({'; '.join(why)})"
+    return values, say("train.auto", settings=settings, why="; ".join(why))
 
 
 def apply_settings(cfg, values: dict):
@@ -236,10 +238,10 @@ def resolved_values(cfg) -> dict:
     return {name: sections[name.split(".")[0]][name.split(".")[1]] for name in cfg.auto}
 
 
-def resolve_auto(cfg, meta: dict, saved: dict | None, device, autocast, ddp):
+def resolve_auto(cfg, meta: dict, saved: dict | None, device, autocast, ddp, lang: str = "en"):
     """cfg with its "auto" settings filled in: a resumed run takes back the values its start chose (`saved`:
     its train state); a new one plans them on rank 0 (timing a throwaway model when the steps must fit a
-    time budget), prints how, and every rank takes rank 0's values (`ddp`: training.distributed)."""
+    time budget), prints how (in `lang`), and every rank takes rank 0's values (`ddp`: training.distributed)."""
     if not cfg.auto:
         return cfg
     if saved and "resolved" in saved:
@@ -255,12 +257,13 @@ def resolve_auto(cfg, meta: dict, saved: dict | None, device, autocast, ddp):
         try:
             return timing(dropout, compiled=True)
         except Exception as e:  # noqa: BLE001 (no C compiler, an operator inductor lacks: the run stays eager)
-            print(f"warning: torch.compile failed in the trial ({type(e).__name__}), so the run stays eager")
+            say = messages(lang)
+            print(say("warning", text=say("train.compile_failed", error=type(e).__name__)))
             return None
 
     trial = compiled_trial if compiles(device, cfg.train.compile) is None else None  # None: the trial decides
     values, why = ddp.from_master(lambda: plan_settings(cfg, meta["splits"]["train"]["tokens"], ddp.world,
-                                                        lambda dropout: timing(dropout)[1], trial))
+                                                        lambda dropout: timing(dropout)[1], trial, lang))
     if ddp.master:
         print(why)
     return with_values(cfg, values)

@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from cli.messages import messages
 from data.lessons import CopyLessons
 from data.loader import BatchLoader
 from data.prepare import Prepared, check_splits, prepare
@@ -56,6 +57,7 @@ class TrainingRun:
     budget: TimeBudget
     log: RunLog | None  # rank 0's only
     tokens_per_step: int
+    lang: str = "en"  # the language of what the run prints (cli/messages.py)
 
 
 @dataclass
@@ -73,23 +75,24 @@ class Progress:
 
 
 def set_up(cfg: RunConfig, out_dir: Path, resume: bool, overwrite: bool, ddp: Distributed, lock,
-           started: float) -> tuple[TrainingRun, Progress]:  # fmt: skip
-    """The run in out_dir, from the checks of its directory to its log, and where its loop starts."""
+           started: float, lang: str = "en") -> tuple[TrainingRun, Progress]:  # fmt: skip
+    """The run in out_dir, from the checks of its directory to its log, and where its loop starts; what it prints
+    is in `lang`."""
     device = ddp.device
     if device.type == "cpu":
         keep_freed_memory()  # before the timed trial, so that it plans with the steps the run will take
     # the run directory (a run's or empty, checked before the lock touches it) and the data
     ddp.from_master(lambda: (check_run_dir(out_dir), lock.acquire(), recover(out_dir)))  # recover: a crashed save
     saved = open_run_dir(out_dir, resume, overwrite)  # last/'s train state when resuming
-    prepared = ddp.master_first(lambda: prepare(cfg.data, verbose=ddp.master))
+    prepared = ddp.master_first(lambda: prepare(cfg.data, verbose=ddp.master, lang=lang))
     check_splits(prepared.meta, cfg.model.block_size)
     start = open_pretrained(cfg.train.init_from) if cfg.train.init_from and not saved else None  # a resume reads last/
     precision, autocast = step_settings(device, cfg.train)
-    cfg = resolve_config(cfg, prepared.meta, saved, start, device, autocast, ddp)
+    cfg = resolve_config(cfg, prepared.meta, saved, start, device, autocast, ddp, lang)
     tc, use_compile = cfg.train, bool(compiles(device, cfg.train.compile))
 
     # the model and the optimizer
-    raw = initial_model(cfg, ddp.rank, saved, start, out_dir, prepared.meta)
+    raw = initial_model(cfg, ddp.rank, saved, start, out_dir, prepared.meta, lang)
     raw.to(device)
     if tc.speed_up:
         speed_up(raw)  # faster variants of some parts, the same numbers (model/speed/)
@@ -102,22 +105,23 @@ def set_up(cfg: RunConfig, out_dir: Path, resume: bool, overwrite: bool, ddp: Di
                          lessons=lessons)  # fmt: skip
     tokens_per_step = tc.batch_size * cfg.model.block_size * tc.grad_accum * ddp.world
 
-    progress = restore_progress(saved, optimizer, scaler, loader, ddp)
+    progress = restore_progress(saved, optimizer, scaler, loader, ddp, lang)
     read = windows_read(prepared.meta["splits"]["val"]["tokens"], cfg.model.block_size) // ddp.world
     budget = TimeBudget(tc.time_budget, started, saved.get("budget_used_s", 0.0) if saved else 0.0, read)
     log = None
     if ddp.master:
-        summary = (f"{raw.num_params() / 1e6:.2f}M parameters on {device}, {precision}, "
-                   f"compile {'on' if use_compile else 'off'}, {ddp.world} process(es), {tokens_per_step} tokens/step"
-                   + (f"; resuming at step {progress.step}" if saved else ""))  # fmt: skip
-        log = open_log(cfg, out_dir, overwrite, progress.step if saved else None, summary)
+        say = messages(lang)
+        summary = say("train.summary", params=f"{raw.num_params() / 1e6:.2f}", device=device, precision=precision,
+                      compile="on" if use_compile else "off", world=ddp.world, tokens=tokens_per_step,
+                      resuming=say("train.resuming", step=progress.step) if saved else "")
+        log = open_log(cfg, out_dir, overwrite, progress.step if saved else None, summary, lang)
     run = TrainingRun(cfg, out_dir, ddp, raw, model, optimizer, scaler, loader, prepared, tokenizer, autocast, budget,
-                      log, tokens_per_step)  # fmt: skip
+                      log, tokens_per_step, lang)  # fmt: skip
     return run, progress
 
 
 def resolve_config(cfg: RunConfig, meta: dict, saved: dict | None, start, device: torch.device, autocast,
-                   ddp: Distributed) -> RunConfig:  # fmt: skip
+                   ddp: Distributed, lang: str = "en") -> RunConfig:  # fmt: skip
     """The run's config, complete: the vocabulary size of the prepared data (`meta`), the "auto" settings
     (training/recipe.py: taken back from `saved` on a resume, planned otherwise) and the run_id. `start`: the
     pretrained model of train.init_from, whose tokenizer must encode the data as the prepared one does."""
@@ -126,12 +130,14 @@ def resolve_config(cfg: RunConfig, meta: dict, saved: dict | None, start, device
     elif not cfg.train.init_from:  # from scratch the embedding has one row per token; a checkpoint's may have more
         cfg = replace(cfg, model=replace(cfg.model, vocab_size=meta["vocab_size"]))
     check_memory(cfg, device)  # before anything of that size is allocated (the "auto" settings time a model)
-    cfg = resolve_auto(cfg, meta, saved, device, autocast, ddp)
+    cfg = resolve_auto(cfg, meta, saved, device, autocast, ddp, lang)
     return replace(cfg, run_id=run_identity(cfg.to_dict(), meta, saved))  # which its snapshots carry
 
 
-def initial_model(cfg: RunConfig, rank: int, saved: dict | None, start, out_dir: Path, meta: dict) -> GPT:
-    """The model with its first weights: last/'s on a resume, else the pretrained `start`'s, else seeded."""
+def initial_model(cfg: RunConfig, rank: int, saved: dict | None, start, out_dir: Path, meta: dict,
+                  lang: str = "en") -> GPT:
+    """The model with its first weights: last/'s on a resume, else the pretrained `start`'s, else seeded (which
+    it says in `lang`)."""
     tc = cfg.train
     random.seed(tc.seed)
     np.random.seed(tc.seed % 2**32)  # numpy's seeds are 32-bit; nothing here draws from it
@@ -144,7 +150,8 @@ def initial_model(cfg: RunConfig, rank: int, saved: dict | None, start, out_dir:
         load_weights(raw, out_dir / "last")
     elif start:
         start.copy_into(raw)
-        print(f"starting from {start.origin} ({start.config.block_size} positions, {raw.config.block_size} kept)")
+        print(messages(lang)("train.starting_from", origin=start.origin, positions=start.config.block_size,
+                             kept=raw.config.block_size))
     return raw
 
 
@@ -157,7 +164,8 @@ def make_optimizer(raw: GPT, tc, device: torch.device) -> torch.optim.AdamW:
                              lr=tc.lr, betas=(tc.beta1, tc.beta2), fused=fused_adamw(device))  # fmt: skip
 
 
-def restore_progress(saved: dict | None, optimizer, scaler, loader: BatchLoader, ddp: Distributed) -> Progress:
+def restore_progress(saved: dict | None, optimizer, scaler, loader: BatchLoader, ddp: Distributed,
+                     lang: str = "en") -> Progress:
     """Where the loop starts: step 0, or exactly where last/ left off (`saved`: its train state), with the
     optimizer, the scaler, this rank's RNGs and its loader as they were."""
     if not saved:
@@ -171,7 +179,8 @@ def restore_progress(saved: dict | None, optimizer, scaler, loader: BatchLoader,
         set_rng_state(saved["ranks"][ddp.rank]["rng"])
         loader.load_state_dict(saved["ranks"][ddp.rank]["loader"])
     elif ddp.master:
-        print(f"warning: {len(saved['ranks'])} processes saved this run, {ddp.world} resume it: the batches will differ")
+        say = messages(lang)
+        print(say("warning", text=say("train.ranks", saved=len(saved["ranks"]), world=ddp.world)))
     return progress
 
 
@@ -187,7 +196,8 @@ def train_state(run: TrainingRun, progress: Progress) -> dict:
             "resolved": resolved_values(run.cfg), "budget_used_s": run.budget.used(), "run_id": run.cfg.run_id}  # fmt: skip
 
 
-def open_log(cfg: RunConfig, out_dir: Path, overwrite: bool, resumed_at: int | None, summary: str) -> RunLog:
+def open_log(cfg: RunConfig, out_dir: Path, overwrite: bool, resumed_at: int | None, summary: str,
+             lang: str = "en") -> RunLog:
     """Rank 0's first writes, only now that everything else checked out: the run directory cleared
     (--overwrite) or a resume's later snapshots dropped, config.json, the config and `summary` printed."""
     if overwrite:
@@ -195,6 +205,6 @@ def open_log(cfg: RunConfig, out_dir: Path, overwrite: bool, resumed_at: int | N
     elif resumed_at is not None:
         drop_snapshots_after(out_dir, resumed_at, cfg)  # this run takes them again, the same
     write_json(out_dir / "config.json", cfg.to_dict())
-    print(cfg.describe())
+    print(cfg.describe(lang))
     print(summary)
-    return RunLog(out_dir, cfg.to_dict(), resumed_at, cfg.log)
+    return RunLog(out_dir, cfg.to_dict(), resumed_at, cfg.log, lang)

@@ -15,7 +15,7 @@ function setText(view) {
   decoded.length = 0;
 }
 
-// Every text in English and Korean (inspection/messages.py); LANG is the one shown, switched in place.
+// Every text in English and Korean (cli/messages.py); LANG is the one shown, switched in place.
 const MESSAGES = DATA.messages;
 let LANG = DATA.lang;
 

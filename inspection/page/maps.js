@@ -95,7 +95,7 @@ function heatmap(li, h, cell) {
 
 function renderStats() {
   const names = t("page.stats_columns").split("|");
-  const widths = [4, 9, 10, 7, 7, 7].map((w, c) => Math.max(w, columns(names[c]) + (c > 0 ? 1 : 0)));  // 한글: 2 columns
+  const widths = [4, 9, 10, 7, 7, 7].map((w, c) => Math.max(w, columns(names[c]) + (c > 0 ? 2 : 0)));  // 한글: 2 columns
   const lines = [names.slice(0, 6).map((n, c) => padTo(n, widths[c], c > 0)).join("") +
     (FRAME.roles ? "  " + names[6] : "")];
   for (const h of shownHeads()) {
@@ -103,7 +103,7 @@ function renderStats() {
     const cells = [String(h)].concat(["entropy", "distance", "prev", "first", "self"].map((n) => s(n) === null ? "–" : s(n).toFixed(4)));
     lines.push(cells.map((c, i) => c.padStart(widths[i])).join("") + (FRAME.roles ? "  " + caption(FRAME.roles[state.li][h]) : ""));
   }
-  document.getElementById("stats").textContent = lines.join("\n");
+  document.getElementById("stats").textContent = lines.concat([t("stats.defs")]).join("\n");
   renderRoles();
 }
 
@@ -111,12 +111,12 @@ function renderStats() {
 function renderRoles() {
   const box = document.getElementById("roles"), r = FRAME.scores;
   if (!r) { box.textContent = ""; return; }
-  const num = (x) => (x === null ? "-" : x.toFixed(3)).padStart(10);
+  const num = (x) => (x === null ? "-" : x.toFixed(3)).padStart(11);  // 11: two spaces before "이전 토큰"
   const names = t("page.roles_columns").split("|");
   const at = FRAMES.length > 1 ? t("page.roles_at", { step: stepName(FRAME.step) }) : "";
-  const imp = r.importance, signed = (x) => ((x < 0 ? "" : "+") + x.toFixed(3)).padStart(10);
-  const off = imp ? t("roles.off_columns").split("|").map((n) => padTo(n, 10, true)).join("") : "";
-  const lines = [t("page.roles_title", { at: at }), padTo(names[0], 6, true) + names.slice(1).map((n) => padTo(n, 10, true)).join("") + off];
+  const imp = r.importance, signed = (x) => ((x < 0 ? "" : "+") + x.toFixed(3)).padStart(11);
+  const off = imp ? t("roles.off_columns").split("|").map((n) => padTo(n, 11, true)).join("") : "";
+  const lines = [t("page.roles_title", { at: at }), padTo(names[0], 6, true) + names.slice(1).map((n) => padTo(n, 11, true)).join("") + off];
   for (const h of shownHeads()) lines.push(String(h).padStart(6) + ROLE_KEYS.map((k) => num(r.scores[k][state.li][h])).join("") +
     (imp ? signed(imp.loss[state.li][h]) + signed(imp.drop[state.li][h]) : ""));
   lines.push(padTo(t("page.chance"), 6) + ROLE_KEYS.map((k) => num(r.chance[k])).join(""));
@@ -199,5 +199,5 @@ function renderLens() {
     const cells = LENS.top[s][f].map((id, k) => label(id) + " " + LENS.p[s][f][k].toFixed(3)).join("  ");
     lines.push(padTo(name, 30) + padTo(t("lens.rank", { rank: LENS.rank[s][f] }), 12) + cells);
   }
-  box.textContent = lines.join("\n");
+  box.textContent = lines.concat([t("lens.caveat")]).join("\n");
 }

@@ -68,9 +68,9 @@ function renderExplain() {
   // why, in this head's numbers (inspection.explain.why_numbers: Python's, not recomputed here)
   const why = (k) => EX.why[((k * L + li) * H + h) * T + i];
   para(panel, "why ex-why-qkv", t("explain.why_qkv", { i: i }));
-  para(panel, "why ex-why-mask", t("explain.why_mask"));
   para(panel, "why ex-why-scale", t("explain.why_scale", { d: d, before: why(0).toFixed(4), after: why(1).toFixed(4),
     largest: why(2).toFixed(4), undivided: why(3).toFixed(4) }));
+  para(panel, "why ex-why-mask", t("explain.why_mask"));
   const y = headVector("y", li, h, i);
   para(panel, "vec ex-y", "7. y = Σ_j w_j v_j = " + vec(y, dims) + "   |y| = " + headNumber("y_norm", li, h, i).toFixed(4));
   para(panel, "", t("explain.largest"));
