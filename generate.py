@@ -42,13 +42,17 @@ from inspection.maps import attention_for_ids, attention_from_decoding, check_he
 from inspection.over_training import format_snapshot_table, snapshot_frames
 from inspection.path import format_path, forward_path
 from inspection.stats import format_stats_table, format_top_attended, head_stats
+from inspection.attribution import attribute, format_attribution, labels_to_ids, named, page_record, token_id
+from inspection.patching import format_patch, named_patch, patch
+from inspection.plot import draw_patch, save_figure
 from inspection.trace import trace_ids
+from inspection.words import format_word_sums, word_labels, word_maps, word_spans, word_start_ids
 from cli.messages import LANGUAGES, locale_language, messages
 from model.ablation import ablated, check_heads
 from model.speed.decode_weights import FORMATS
 from model.sampling import TEMPERATURE, Sampling
 from model.errors import UserError
-from storage.atomic import write_files, write_text_atomic
+from storage.atomic import write_files, write_json, write_text_atomic
 from storage.checkpoint import read_config, snapshots_of_run
 from training.metrics import read_metrics
 
@@ -87,6 +91,14 @@ def parse_args(argv):
                    "on held-out text (default) or zeros")
     p.add_argument("--lens", action="store_true", help="the logit lens of --prompt at its last token (or --query): "
                    "the next token after the embeddings and after each block")
+    p.add_argument("--why", nargs="?", const="", metavar="A[,B]", help="why the model predicts A and not B after the "
+                   "--query token: the logit difference split into every head's, MLP's and embedding's share "
+                   "(default: its choice against its runner-up; a token as the tables show it, or #ID)")
+    p.add_argument("--patch", metavar="TEXT", help="patch the --prompt text (clean) into TEXT (corrupted, the same "
+                   "number of tokens): which streams and heads carry the difference in the next-token prediction")
+    p.add_argument("--patch-heads", metavar="L.H,...", help="with --patch: these heads patched together, too")
+    p.add_argument("--words", action="store_true", help="read attention by word (어절): word-level maps, and the "
+                   "walkthrough's and --head's attention summed per word")
     p.add_argument("--layers", metavar="LIST", help="layers of the page and PNGs, e.g. 0,2 or 0-3 (default: all)")
     p.add_argument("--lang", choices=LANGUAGES, help="language of the walkthrough, the tables, the PNGs and the page: "
                    "ko or en (default: the locale's, ko where LANG or LC_ALL begins with ko)")
@@ -108,11 +120,21 @@ def parse_head(text: str, option: str = "--head") -> tuple[int, int]:
         raise UserError(f"{option} {text!r} must be LAYER.HEAD with two numbers, e.g. {option} 0.1{path}") from None
 
 
-def parse_heads(text: str) -> list[tuple[int, int]]:
+def parse_heads(text: str, option: str = "--ablate") -> list[tuple[int, int]]:
     """--ablate "1.0,1.2" -> [(1, 0), (1, 2)]; the model checks they exist (model.ablation.check_heads)."""
     if not text.strip(" ,"):
-        raise UserError("--ablate needs at least one head, e.g. --ablate 1.0 or --ablate 1.0,1.2")
-    return [parse_head(part.strip(), "--ablate") for part in text.split(",")]
+        raise UserError(f"{option} needs at least one head, e.g. {option} 1.0 or {option} 1.0,1.2")
+    return [parse_head(part.strip(), option) for part in text.split(",")]
+
+
+def parse_why(text: str | None) -> tuple[str | None, str | None] | None:
+    """--why "A,B" -> (A, B); "A" -> (A, None); "" -> (None, None): the model's choice and its runner-up."""
+    if text is None:
+        return None
+    first, comma, second = text.partition(",")
+    if comma and not second.strip() or not first.strip() and second.strip():
+        raise UserError(f"--why {text!r} must name one token or two, as A or A,B (or nothing: the model's choice)")
+    return first.strip() or None, second.strip() or None
 
 
 def parse_layers(text: str, n_layer: int) -> list[int]:
@@ -144,11 +166,15 @@ class Look:
     lens: bool = False
     layers: list[int] | None = None
     lang: str = "en"
+    why: tuple[str | None, str | None] | None = None  # --why: the two tokens named (None: the model's own)
+    patch: str | None = None  # --patch: the corrupted text
+    patch_heads: tuple[tuple[int, int], ...] = ()
+    words: bool = False
 
     @property
     def maps(self) -> bool:
-        """Whether the prompt's maps are drawn or read (everything here but the lens)."""
-        return bool(self.out_dir) or self.head is not None or bool(self.explain)
+        """Whether the prompt's maps are drawn or read (everything here but the lens and the patching)."""
+        return bool(self.out_dir) or self.head is not None or bool(self.explain) or self.why is not None or self.words
 
 
 @dataclass(frozen=True)
@@ -183,7 +209,8 @@ def parse_request(argv) -> Request:
     if args.serve:  # before any default is filled in: what --serve does not use is refused as given
         return Request(lang, ckpt=args.ckpt, runs_dir=args.runs_dir, device=args.device, speed=not args.no_speed_up,
                        serve=serve_address(args))
-    inspecting = args.attention is not None or args.head is not None or args.explain is not None or args.heads or args.lens
+    inspecting = (args.attention is not None or args.head is not None or args.explain is not None or args.heads
+                  or args.lens or args.why is not None or args.patch is not None or args.words)
     max_new_tokens = (0 if inspecting else 200) if args.max_new_tokens is None else args.max_new_tokens
     sampling = Sampling(args.temperature, args.top_k, args.top_p, args.repetition_penalty, args.seed,
                         use_cache=not args.no_cache, weights=args.weights)
@@ -195,7 +222,9 @@ def parse_request(argv) -> Request:
         raise UserError("--score scores a file; use it without --prompt, --attention, --head, --explain and --heads")
     look = Look(args.attention, parse_head(args.head) if args.head is not None else None,
                 parse_head(args.explain, "--explain") if args.explain not in (None, "path") else args.explain,
-                args.query, args.lens, lang=lang)
+                args.query, args.lens, lang=lang, why=parse_why(args.why), patch=args.patch,
+                patch_heads=tuple(parse_heads(args.patch_heads, "--patch-heads")) if args.patch_heads else (),
+                words=args.words)
     ablate = tuple(parse_heads(args.ablate)) if args.ablate is not None else ()
     return Request(lang, args.prompt, args.ckpt, args.runs_dir, args.device, not args.no_speed_up,
                    max_new_tokens=max_new_tokens,
@@ -227,7 +256,7 @@ def print_generation(run, prompt: str, max_new_tokens: int, num_samples: int, sa
 
 
 def inspect_attention(run, ids: list[int], look: Look, sampling: Sampling, recorded: list | None = None,
-                      roles=None) -> None:
+                      roles=None, patched: dict | None = None) -> None:
     """Maps of ids (from the decoding's own `recorded` forwards when given), their files, tables and walkthrough."""
     say = messages(look.lang)
     maps = attention_from_decoding(run, ids, recorded) if recorded else attention_for_ids(run, ids)
@@ -236,32 +265,53 @@ def inspect_attention(run, ids: list[int], look: Look, sampling: Sampling, recor
     label = labeller(run.tokenizer)
     decoding = replace(sampling, eos_token_id=run.eot_id)  # as stream_text decodes: the end-of-text token unpenalised
     record = forward_path(run.model, trace, label, decoding) if look.out_dir or look.explain == "path" else None
+    why = why_record(run, trace, look, label) if look.why is not None else None  # before any file is written
+    words = word_spans(maps.labels) if look.words or look.out_dir else None
     if look.out_dir:
         # The window may start inside a character; its leftover bytes are left out of the title.
         text = b"".join(run.token_bytes[i] for i in maps.ids).decode("utf-8", errors="ignore")
         title = say("maps.title", ckpt=run.ckpt_dir, text=text[:60] + "…" if len(text) > 60 else text)
-        views = Views(trace=trace, roles=roles, lens=lens_table(run.model, trace, label), paths=record)
-        written = write_attention(maps, look.out_dir, title, layers=look.layers, lang=look.lang, views=views)
+        views = Views(trace=trace, roles=roles, lens=lens_table(run.model, trace, label), paths=record,
+                      why=page_record(run.model, trace, label), words=words, patch=patched)
+        written = write_attention(maps, look.out_dir, title, layers=look.layers, lang=look.lang, views=views,
+                                  words=look.words)
+        if why is not None:
+            written.append(write_json(Path(look.out_dir) / "why.json", named(why, label)))
         print(say("wrote", files=", ".join(str(p) for p in written)))
-    print(say("stats.title", n=len(maps.ids), cells=len(maps.ids) ** 2))
-    print(format_stats_table(head_stats(maps.att), look.lang))
-    print(say("stats.defs"))
+    if look.out_dir or look.head is not None or look.explain:  # the statistics go with the maps, not with --why alone
+        print(say("stats.title", n=len(maps.ids), cells=len(maps.ids) ** 2))
+        print(format_stats_table(head_stats(maps.att), look.lang))
+        print(say("stats.defs"))
     if look.head is not None:
         print(say("stats.top", layer=look.head[0], head=look.head[1]))
         print(format_top_attended(maps.head(*look.head), maps.labels))
+    if look.head is not None and look.words:
+        print(say("words.top", layer=look.head[0], head=look.head[1]))
+        print(format_top_attended(word_maps(maps.head(*look.head), words), word_labels(maps.labels, words)))
     if look.explain == "path":
         print(format_path(record, query, look.lang))
     elif look.explain:
         layer, h = look.explain
         w_o = run.model.blocks[layer].attn.c_proj.weight.detach().T.float().cpu().numpy()  # out = y W_O + b_O
         print(explain_head(trace, maps.labels, layer, h, query, w_o, look.lang, run.model.config.mlp))
+        if look.words:
+            print(format_word_sums(maps.head(layer, h)[query], maps.labels, words, look.lang))
+    if why is not None:
+        print(format_attribution(why, label, look.lang))
+
+
+def why_record(run, trace, look: Look, label) -> dict:
+    """--why's record at --query: the tokens it names (None: the model's choice, its runner-up) as ids."""
+    ids = labels_to_ids(label, run.model.config.vocab_size) if any(look.why) else {}
+    token, versus = (None if name is None else token_id(name, ids, run.model.config.vocab_size) for name in look.why)
+    return attribute(run.model, trace, look.query, token, versus)
 
 
 def print_heads(run, heads_text: str | None, out_dir: str | None, lang: str, means):
     """Score every head's role and what switching it off alone costs (`means`: of --ablate-mode mean), print the
     ranked table, write heads.json into `out_dir` (--attention) if given."""
     ids, where = held_out_ids(run, heads_text, lang)
-    roles = measure_heads(run.model, ids, usable_ids(run), run.eot_id, where)
+    roles = measure_heads(run.model, ids, usable_ids(run), run.eot_id, where, word_start_ids(run.token_bytes))
     roles.importance = head_importance(run.model, ids, usable_ids(run), run.eot_id, means)
     print(messages(lang)("roles.title", where=where))
     print(format_roles_table(roles, lang))
@@ -340,11 +390,31 @@ def run_prompts(run, prompts, r: Request, look: Look, roles=None) -> None:
         recorded = [] if look.out_dir and r.max_new_tokens > 0 and r.sampling.use_cache else None
         ids = (print_generation(run, prompt, r.max_new_tokens, r.num_samples, r.sampling, recorded)
                if r.max_new_tokens > 0 else run.encode_prompt(prompt))
+        patched = patch_record(run, prompt, look) if look.patch is not None else None  # before any file is written
         if look.maps:
-            inspect_attention(run, ids, look, r.sampling, recorded, roles)
+            inspect_attention(run, ids, look, r.sampling, recorded, roles, patched)
+        if patched is not None:
+            print_patch(patched, look)
         if look.lens:
             lens = logit_lens(run.model, ids, resolve_query(look.query, len(ids)))
             print(format_lens(lens, labeller(run.tokenizer), look.lang))
+
+
+def patch_record(run, prompt: str, look: Look) -> dict:
+    """--patch: the prompt (clean) patched into look.patch (corrupted) (inspection/patching.py), its tokens named."""
+    label = labeller(run.tokenizer)
+    clean, corrupt = run.encode_prompt(prompt), run.encode_prompt(look.patch)
+    return named_patch(patch(run.model, clean, corrupt, list(look.patch_heads) or None), label, clean, corrupt)
+
+
+def print_patch(record: dict, look: Look) -> None:
+    """--patch's record printed, and with --attention DIR written as patch.json and patch.png."""
+    print(format_patch(record, str, record["labels"], look.lang))
+    if look.out_dir:
+        written = write_files(make_out_dir(look.out_dir), {
+            "patch.json": lambda path: write_json(path, record),
+            "patch.png": lambda path: save_figure(draw_patch(record, record["labels"], look.lang), path)}, UserError)
+        print(messages(look.lang)("wrote", files=", ".join(str(p) for p in written)))
 
 
 def stdin_prompts():
@@ -370,13 +440,17 @@ def given(args, *options: str) -> list[str]:
 
 def check_inspection_options(args) -> None:
     """UserError for inspection options that cannot go together (before any model is loaded)."""
-    looks_at_prompt = args.head is not None or args.explain is not None or (args.attention is not None and not args.heads)
+    looks_at_prompt = (args.head is not None or args.explain is not None or args.why is not None or args.patch is not None
+                       or args.words or (args.attention is not None and not args.heads))
     if looks_at_prompt and args.prompt is None:
-        raise UserError("--attention, --head and --explain need --prompt TEXT to look at (--heads needs none)")
+        raise UserError("--attention, --head, --explain, --why, --patch and --words need --prompt TEXT to look at "
+                        "(--heads needs none)")
+    if args.patch_heads is not None and args.patch is None:
+        raise UserError("--patch-heads names heads to patch together from --prompt into --patch TEXT; add --patch")
     if args.heads_text is not None and not args.heads:
         raise UserError("--heads-text is the held-out text of --heads; add --heads")
-    if args.query != -1 and args.explain is None and not args.lens:
-        raise UserError("--query picks the token of --explain and --lens; add --explain LAYER.HEAD or --lens")
+    if args.query != -1 and args.explain is None and not args.lens and args.why is None:
+        raise UserError("--query picks the token of --explain, --why and --lens; add --explain LAYER.HEAD, --why or --lens")
     if args.lens and args.prompt is None:
         raise UserError("--lens reads the model at a token of --prompt TEXT; add --prompt")
     if args.ablate is None and args.ablate_mode != "mean":

@@ -25,9 +25,13 @@ MESSAGES: dict[str, tuple[str, str]] = {
     "role.self": ("self", "자기 자신"),
     "role.duplicate-token": ("duplicate-token", "중복 토큰"),
     "role.induction": ("induction", "induction"),
+    "role.same-word": ("same-word", "같은 어절"),
+    "role.word-start": ("word-start", "어절 첫 토큰"),
+    "role.previous-word": ("previous-word", "앞 어절"),
     "role.mixed": ("mixed", "뚜렷한 역할 없음"),
     "roles.header": ("rank layer head  strongest role", "순위 layer head  가장 강한 역할"),
     "roles.columns": ("previous|first|self|duplicate|induction", "이전 토큰|첫 토큰|자기 자신|중복 토큰|induction"),
+    "roles.word_columns": ("same word|word start|prev word", "같은 어절|어절 첫 토큰|앞 어절"),
     "roles.chance": ("chance (an even spread)", "우연 수준 (고르게 퍼진 attention)"),
     "roles.sequences": (
         "induction sequences ({count} x 2 copies of {n} random tokens): loss {first} nats on the first copy, "
@@ -315,6 +319,71 @@ MESSAGES: dict[str, tuple[str, str]] = {
     "page.off_switch": ("off", "끄기"),
     "page.timing": ("model {model} ms, drawing {draw} ms, {total} ms from the keystroke",
                     "모델 {model} ms, 그리기 {draw} ms, 키 입력부터 표시까지 {total} ms"),
+    # ---- why this token (inspection/attribution.py) and patching (inspection/patching.py) --------------
+    "why.title": ("Why {token} and not {versus} after token {i}: logit({token}) − logit({versus}) = {diff}, split "
+                  "into what each part of the last residual stream adds (ln_f's scale σ = {sigma} held as computed)",
+                  "토큰 {i} 다음에 왜 {versus}보다 {token}인가: logit({token}) − logit({versus}) = {diff}. 이 차이를 마지막 residual "
+                  "stream의 각 부분이 더한 몫으로 나눕니다(ln_f의 scale σ = {sigma}는 계산된 값 그대로)"),
+    "why.exact": ("Held at this σ, ln_f is a linear map plus its bias, so the shares add up exactly to the "
+                  "difference; each is what removing that one part from the stream would change (σ held). Left "
+                  "free, σ would move with every part removed, which is why the split holds at the stream the model "
+                  "computed.",
+                  "σ를 이 값으로 두면 ln_f는 선형 변환에 bias를 더한 것이라, 몫들의 합이 정확히 그 차이와 같습니다. 각 몫은 stream에서 그 부분 하나를 뺐을 때(σ는 "
+                  "그대로) 바뀌는 양입니다. σ를 풀어 두면 부분을 뺄 때마다 σ도 움직이므로, 이 분해는 모델이 계산한 바로 그 stream에서 정확합니다."),
+    "why.part": ("part", "부분"),
+    "why.share": ("share", "몫"),
+    "why.up": ("pushes up", "올리는 토큰"),
+    "why.down": ("pushes down", "내리는 토큰"),
+    "why.rest": ("   … {n} more parts, {share} together", "   … 나머지 부분 {n}개, 합 {share}"),
+    "why.sum": ("   the shares sum to {total}; the logit difference is {diff}", "   몫의 합 {total}, logit 차이 {diff}"),
+    "why.meaning": ("A positive share pushes the first token above the second, a negative one the other way; a "
+                    "head's tokens pushed up and down are what its output alone adds to every logit here. A share "
+                    "belongs to this text at this token, not to the part: the same head pushes other tokens "
+                    "elsewhere. To test a part, switch it off (--ablate) or patch it from another text (--patch).",
+                    "몫이 양수면 첫 토큰을 두 번째보다 위로, 음수면 반대로 밉니다. head가 올리고 내리는 토큰은 그 head의 출력만으로 여기서 각 logit에 더해지는 값으로 고른 "
+                    "것입니다. 몫은 그 부분의 성질이 아니라 이 텍스트의 이 토큰에서의 값입니다: 같은 head도 다른 곳에서는 다른 토큰을 밉니다. 한 부분을 확인하려면 "
+                    "끄거나(--ablate) 다른 텍스트에서 patch해 보세요(--patch)."),
+    "patch.title": ("Patching: the clean text predicts {token}; against {versus}, the logit difference is {clean} "
+                    "on the clean text and {corrupt} on the corrupted one. Each cell is the share of that "
+                    "difference that comes back when one piece of the clean run is put into the corrupted run (1 = "
+                    "all of it, 0 = none).",
+                    "patching: 깨끗한 텍스트가 예측하는 다음 토큰: {token}. 비교 대상: {versus}. logit 차이: 깨끗한 텍스트 {clean}, 망가뜨린 텍스트 "
+                    "{corrupt}. 칸마다, 깨끗한 run의 조각 하나를 망가뜨린 run에 넣었을 때 그 차이 중 되돌아오는 몫입니다(1 = 전부, 0 = 전혀)."),
+    "patch.changed": ("the texts differ at tokens {tokens}; a row per stage of the residual stream, a column per "
+                      "token:",
+                      "두 텍스트가 다른 토큰: {tokens}. 행은 residual stream의 단계, 열은 토큰입니다:"),
+    "patch.heads": ("each head's output y at every token patched alone; the most recovered: {heads}",
+                    "head마다 모든 토큰의 출력 y를 하나씩 patch했을 때 가장 많이 되돌아온 head: {heads}"),
+    "patch.together": ("heads {heads} patched together: {share}", "함께 patch한 head {heads}: {share}"),
+    "patch.cone": ("Why a cone: attention looks only back, so a stream changed at token t can change only the "
+                   "tokens from t on, and a stream changed at one stage only the stages after it. Left of the first "
+                   "changed token nothing comes back; at the last stage only the last token's stream is the "
+                   "prediction itself.",
+                   "cone 모양인 이유: attention은 앞만 보므로, 토큰 t에서 바뀐 stream은 t부터 뒤의 토큰만, 한 단계에서 바뀐 stream은 그 뒤 단계만 바꿀 수 "
+                   "있습니다. 처음 바뀐 토큰보다 왼쪽에서는 아무것도 되돌아오지 않고, 마지막 단계에서는 마지막 토큰의 stream이 곧 예측입니다."),
+    "patch.colour": ("share of the logit difference recovered", "되돌아온 logit 차이의 몫"),
+    "patch.png_title": ("patching the clean stream into the corrupted text: {token} against {versus}",
+                        "깨끗한 stream을 망가뜨린 텍스트에 patch: {token} 대 {versus}"),
+    "words.top": ("layer {layer} head {head} by word (어절): the words each query word attends to most (its tokens' "
+                  "attention summed over the key word's tokens, averaged over its own)",
+                  "layer {layer} head {head}, 어절 단위: 각 query 어절이 가장 많이 보는 어절 (key 어절의 토큰들에 준 attention 값을 더하고, "
+                  "query 어절의 토큰들로 평균)"),
+    "words.sums": ("   by word (어절), the query token's attention summed over each word's tokens: {sums}",
+                   "   어절 단위로, 이 query 토큰의 attention 값을 어절의 토큰마다 더하면: {sums}"),
+    "page.words": ("read by word (어절)", "어절 단위로 보기"),
+    "page.words_hint": ("Each word's attention: summed over the key word's tokens, averaged over the query word's "
+                        "tokens; the walkthrough, the path and the lens are per token.",
+                        "어절마다의 attention 값: key 어절의 토큰들에 준 값을 더하고 query 어절의 토큰들로 평균했습니다. 단계별 계산, 경로, logit lens는 토큰 "
+                        "단위입니다."),
+    "page.why_title": ("Why this token: each part's share of the logit difference between the model's choice and "
+                       "its runner-up",
+                       "왜 이 토큰인가: 모델의 선택과 두 번째 후보의 logit 차이에서 각 부분의 몫"),
+    "page.why_for": ("After token {i}: {token} against {versus}, logit difference {diff}; the largest shares:",
+                     "토큰 {i} 다음: {token} 대 {versus}, logit 차이 {diff}. 몫이 큰 부분:"),
+    "page.why_heads": ("At the last token, what each head's output alone pushes up and down:",
+                       "마지막 토큰에서, 각 head의 출력만으로 올리고 내리는 토큰:"),
+    "page.patch_title": ("Patching: the clean text's streams put into the corrupted one",
+                         "patching: 깨끗한 텍스트의 stream을 망가뜨린 텍스트에 넣기"),
     # ---- notes, warnings and the lines of train.py: plain text, the same numbers in both -------------------
     "warning": ("warning: {text}", "경고: {text}"),
     "note": ("note: {text}", "참고: {text}"),
@@ -466,4 +535,5 @@ def fields_of(text: str) -> list[str]:
 def page_messages() -> dict[str, list[str]]:
     """The texts the page needs, both languages: {key: [en, ko]}."""
     return {key: list(texts) for key, texts in MESSAGES.items()
-            if key.startswith(("page.", "role.", "roles.off", "lens.", "ablate.", "path.", "explain.", "stats.defs"))}
+            if key.startswith(("page.", "role.", "roles.off", "roles.word_columns", "lens.", "ablate.", "path.",
+                               "explain.", "stats.defs", "why.", "patch."))}

@@ -79,8 +79,9 @@ def why_numbers(trace, layer: int) -> np.ndarray:
 
     e = np.where(visible, np.exp(raw - np.where(visible, raw, -np.inf).max(-1, keepdims=True)), 0)
     terms = att * np.linalg.norm(trace.v[layer], axis=-1)[..., None, :]  # (H, T, T): w_j |v_j|, 0 where masked
-    return np.stack([std(raw), std(scaled), att.max(-1), (e / e.sum(-1, keepdims=True)).max(-1),
-                     terms.max(-1) / terms.sum(-1)])
+    with np.errstate(invalid="ignore"):  # a head whose values are all zero (a hand-built model) has no largest share: nan
+        largest = terms.max(-1) / terms.sum(-1)
+    return np.stack([std(raw), std(scaled), att.max(-1), (e / e.sum(-1, keepdims=True)).max(-1), largest])
 
 
 def walkthrough_numbers(trace, layer: int) -> dict:

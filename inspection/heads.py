@@ -17,6 +17,11 @@ Every score is attention mass, a mean over query tokens of the attention a head 
   sequences, seed 0. With it, the loss on the tokens 2..n of each copy: a model that learns in context
   predicts the second copy far better (loss drop = first copy - second copy, in nats).
 
+Given which tokens begin a word (`word_starts`, from the tokens' bytes: a leading space or newline), three word
+roles beside them, on the same windows (inspection/words.py defines them): same-word (the earlier tokens of the
+query's own word, 어절), word-start (its word's first token) and previous-word (every token of the word before).
+They name the heads of a Korean model by what they do in Korean.
+
 The held-out text of a run is chosen by `inspection.heldout.held_out_ids` (its docstring says how).
 
 `chance` is what a head that spreads its attention evenly over the keys it may see would score on the
@@ -32,13 +37,15 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from inspection.labels import pad
+from inspection.labels import display_width, pad
+from inspection.words import word_role_sums
 from cli.messages import messages
 from model.errors import UserError
 from storage.atomic import write_json
 
 ROLES = ("previous-token", "first-token", "self", "duplicate-token", "induction")
 TEXT_ROLES = ROLES[:4]
+WORD_ROLES = ("same-word", "word-start", "previous-word")  # measured when the tokens' word starts are known
 ROLE_MIN = 0.3
 WINDOW = 256  # tokens per window of held-out text (fewer when the context is shorter)
 WINDOWS = 16
@@ -47,7 +54,7 @@ SEQUENCES, MAX_REPEAT = 16, 50
 
 @dataclass
 class HeadRoles:
-    scores: dict[str, np.ndarray]   # role -> (L, H)
+    scores: dict[str, np.ndarray]   # role -> (L, H): ROLES, and WORD_ROLES when measured
     chance: dict[str, float]        # role -> the score of an even spread
     loss_first: float               # induction sequences: loss on tokens 2..n of the first copy, nats
     loss_second: float              # the same tokens in the second copy
@@ -59,9 +66,14 @@ class HeadRoles:
     def loss_drop(self) -> float:
         return self.loss_first - self.loss_second
 
+    @property
+    def roles(self) -> tuple[str, ...]:
+        """The roles measured: ROLES, then the WORD_ROLES when the word starts were known."""
+        return ROLES + tuple(r for r in WORD_ROLES if r in self.scores)
+
     def strongest(self, layer: int, head: int) -> tuple[str, float]:
         """(role, score): the head's highest score, or ("mixed", that score) below the bar."""
-        role = max(ROLES, key=lambda r: np.nan_to_num(self.scores[r][layer, head], nan=-1.0))
+        role = max(self.roles, key=lambda r: np.nan_to_num(self.scores[r][layer, head], nan=-1.0))
         score = float(self.scores[role][layer, head])
         return (role if score >= max(ROLE_MIN, 2 * self.chance[role]) else "mixed"), score
 
@@ -147,20 +159,26 @@ def windows_of(ids, T: int, count: int = WINDOWS) -> torch.Tensor:
 
 
 @torch.inference_mode()
-def text_roles(model, text_ids) -> tuple[dict[str, np.ndarray], dict[str, float]]:
-    """The four text scores (L, H) of every head on windows of `text_ids`, and their chance levels."""
+def text_roles(model, text_ids, word_starts=None) -> tuple[dict[str, np.ndarray], dict[str, float]]:
+    """The four text scores (L, H) of every head on windows of `text_ids`, and their chance levels; with
+    `word_starts` ((V,) bool: which token ids begin a word), the three word roles too."""
     windows = windows_of(text_ids, min(WINDOW, model.config.block_size)).to(model.tok_emb.weight.device)
     if windows.size(1) < 3:
         raise UserError(f"the held-out text has {windows.size(1)} tokens; the head scores need at least 3")
     c = model.config
     batch = max(1, (1 << 24) // (c.n_layer * c.n_head * windows.size(1) ** 2))  # maps of ~64 MB at most
+    starts = None if word_starts is None else torch.as_tensor(np.asarray(word_starts))[windows.cpu()]  # (N, T)
+    if starts is not None:
+        starts[:, 0] = True  # a window's first token begins its first word
     totals, even = {}, {}
-    for chunk in windows.split(batch):
+    for n, chunk in enumerate(windows.split(batch)):
         maps = model.forward_with_attention(chunk)[1].cpu()  # (B, L, H, T, T)
+        rows = None if starts is None else starts[n * batch : n * batch + len(chunk)]
         for sums, m in ((totals, maps), (even, uniform_maps(maps.shape[:1] + (1, 1), maps.size(-1)))):
-            for role, (s, n) in text_role_sums(m, chunk.cpu()).items():
+            found = text_role_sums(m, chunk.cpu()) | ({} if rows is None else word_role_sums(m, rows))
+            for role, (s, count) in found.items():
                 old = sums.get(role, (0.0, 0))
-                sums[role] = (old[0] + s, old[1] + n)
+                sums[role] = (old[0] + s, old[1] + count)
     scores = {r: (s / n).numpy() if n else np.full((c.n_layer, c.n_head), np.nan) for r, (s, n) in totals.items()}
     chance = {r: float((s / n).item()) if n else float("nan") for r, (s, n) in even.items()}
     return scores, chance
@@ -209,9 +227,10 @@ def induction_roles(model, vocab_ids, eot_id=None, seed: int = 0):
     return scores, chance, *copy_losses(logits, seqs, n, o), n
 
 
-def measure_heads(model, text_ids, vocab_ids, eot_id=None, text: str = "") -> HeadRoles:
-    """All five scores of every head (the module docstring defines them)."""
-    scores, chance = text_roles(model, text_ids)
+def measure_heads(model, text_ids, vocab_ids, eot_id=None, text: str = "", word_starts=None) -> HeadRoles:
+    """All five scores of every head (the module docstring defines them), and the three word roles given
+    `word_starts` ((V,) bool: the token ids that begin a word, `inspection.words.word_start_ids`)."""
+    scores, chance = text_roles(model, text_ids, word_starts)
     scores["induction"], chance["induction"], first, second, n = induction_roles(model, vocab_ids, eot_id)
     return HeadRoles(scores, chance, first, second, text, n)
 
@@ -219,18 +238,24 @@ def measure_heads(model, text_ids, vocab_ids, eot_id=None, text: str = "") -> He
 def format_roles_table(roles: HeadRoles, lang: str = "en") -> str:
     """Heads ranked by their strongest score: rank, layer, head, role, then the five scores (`lang`: "en" or "ko"),
     and with `roles.importance` what switching each head off alone costs."""
-    say, importance = messages(lang), roles.importance
+    say, importance, measured = messages(lang), roles.importance, roles.roles
     L, H = roles.scores[ROLES[0]].shape
     heads = sorted(((l, h) for l in range(L) for h in range(H)), key=lambda lh: -roles.strongest(*lh)[1])
-    columns = say("roles.columns").split("|") + (say("roles.off_columns").split("|") if importance else [])
-    # columns 11 wide: a name of two words ("이전 토큰", 9 columns) keeps two spaces from the one before
-    lines = [pad(say("roles.header"), 39) + "".join(pad(n, 11, right=True) for n in columns)]
+    names = say("roles.columns").split("|") + say("roles.word_columns").split("|")[: len(measured) - len(ROLES)]
+    names += say("roles.off_columns").split("|") if importance else []
+    # columns 11 wide at least: a name of two words ("이전 토큰", 9 columns) keeps two spaces from the one before
+    widths = [max(11, display_width(name) + 2) for name in names]
+    lines = [pad(say("roles.header"), 39) + "".join(pad(n, w, right=True) for n, w in zip(names, widths))]
     for rank, (l, h) in enumerate(heads, 1):
         role, score = roles.strongest(l, h)
-        cells = "".join(f"{roles.scores[r][l, h]:>11.3f}" for r in ROLES)
-        cells += f"{importance.loss[l, h]:>+11.3f}{importance.drop[l, h]:>+11.3f}" if importance else ""
+        values = [roles.scores[r][l, h] for r in measured]
+        cells = "".join(f"{v:>{w}.3f}" for v, w in zip(values, widths))
+        if importance:
+            cells += "".join(f"{v:>+{w}.3f}" for v, w in zip((importance.loss[l, h], importance.drop[l, h]),
+                                                             widths[len(measured):]))
         lines.append(f"{rank:>4} {l:>5} {h:>4}  " + pad(f"{say('role.' + role)} {score:.3f}", 22) + cells)
-    lines.append(pad(say("roles.chance"), 39, right=True) + "".join(f"{roles.chance[r]:>11.3f}" for r in ROLES))
+    lines.append(pad(say("roles.chance"), 39, right=True) + "".join(f"{roles.chance[r]:>{w}.3f}"
+                                                                    for r, w in zip(measured, widths)))
     lines.append(say("roles.sequences", count=SEQUENCES, n=roles.repeat, first=f"{roles.loss_first:.3f}",
                      second=f"{roles.loss_second:.3f}", drop=f"{roles.loss_drop:.3f}"))
     if importance:
@@ -251,9 +276,9 @@ def roles_json(roles: HeadRoles) -> dict:
     off = (lambda l, h: {"off_loss_increase": number(importance.loss[l, h]),
                          "off_drop_lost": number(importance.drop[l, h])}) if importance else (lambda l, h: {})
     heads = [{"layer": l, "head": h, "role": roles.strongest(l, h)[0],
-              **{r: number(roles.scores[r][l, h]) for r in ROLES}, **off(l, h)} for l in range(L) for h in range(H)]
+              **{r: number(roles.scores[r][l, h]) for r in roles.roles}, **off(l, h)} for l in range(L) for h in range(H)]
     extra = {"off_mode": importance.mode, "held_out_loss": number(importance.full_loss)} if importance else {}
-    return {"text": roles.text, "chance": {r: number(c) for r, c in roles.chance.items()},
+    return {"text": roles.text, "chance": {r: number(roles.chance[r]) for r in roles.roles},
             "induction_repeat": roles.repeat, "induction_sequences": SEQUENCES,
             "loss_first_copy": number(roles.loss_first), "loss_second_copy": number(roles.loss_second),
             "loss_drop": number(roles.loss_drop), **extra, "heads": heads,
@@ -268,8 +293,8 @@ def roles_record(roles: HeadRoles) -> dict:
     extra = {"importance": {"mode": imp.mode, "full_loss": number(imp.full_loss), "full_drop": number(imp.full_drop),
                             **{k: [[number(x) for x in row] for row in getattr(imp, k)] for k in ("loss", "drop")}}
              } if imp else {}  # fmt: skip
-    return {"scores": {r: [[number(x) for x in row] for row in roles.scores[r]] for r in ROLES},
-            "chance": {r: number(c) for r, c in roles.chance.items()}, "repeat": roles.repeat,
+    return {"scores": {r: [[number(x) for x in row] for row in roles.scores[r]] for r in roles.roles},
+            "chance": {r: number(roles.chance[r]) for r in roles.roles}, "repeat": roles.repeat,
             "loss_first_copy": number(roles.loss_first), "loss_second_copy": number(roles.loss_second),
             "loss_drop": number(roles.loss_drop), **extra}
 
@@ -279,8 +304,9 @@ def roles_from_record(record: dict, text: str = "") -> HeadRoles:
     def array(x):
         return np.array(x, dtype=np.float64)  # None -> nan
 
-    return HeadRoles({r: array(record["scores"][r]) for r in ROLES},
-                     {r: float(array(record["chance"][r])) for r in ROLES},
+    measured = ROLES + tuple(r for r in WORD_ROLES if r in record["scores"])  # a record of before the word roles: none
+    return HeadRoles({r: array(record["scores"][r]) for r in measured},
+                     {r: float(array(record["chance"][r])) for r in measured},
                      float(array(record["loss_first_copy"])), float(array(record["loss_second_copy"])),
                      text, int(record["repeat"]))
 

@@ -32,12 +32,13 @@ from inspection.heads import HeadRoles, roles_record
 from cli.messages import page_messages
 from inspection.plot import korean_font_path
 from inspection.stats import head_stats
+from inspection.words import word_labels, word_maps
 from model.sampling import TEMPERATURE
 from storage.atomic import write_text_atomic
 
 PAGE = Path(__file__).with_name("page")
 TEMPLATE = PAGE / "page.html"
-SCRIPTS = ["data.js", "maps.js", "walkthrough.js", "path.js", "controls.js", "live.js", "main.js"]  # one script, in order
+SCRIPTS = ["data.js", "maps.js", "walkthrough.js", "path.js", "why.js", "controls.js", "live.js", "main.js"]  # in order
 
 
 def pack_att(att: np.ndarray) -> str:
@@ -100,16 +101,19 @@ def font_face_css(text: str) -> str:
             f'src: url(data:font/ttf;base64,{data}) format("truetype"); }}')
 
 
-def frame_data(att: np.ndarray, layers: list[int], *, trace=None, roles=None, step: int | None = None) -> dict:
+def frame_data(att: np.ndarray, layers: list[int], *, trace=None, roles=None, step: int | None = None,
+               words: list[list[int]] | None = None) -> dict:
     """One frame of the page: the maps `att` (L, H, T, T) of `layers`, their statistics, the walkthrough's
     tensors given a `Trace`, and `roles`: a caption per head ((L, H) nested lists, shown as they are) or a
     `HeadRoles` (each head's strongest role and score, which the page names in its language, and every
-    score). `step`: the training step of a snapshot."""
+    score). `step`: the training step of a snapshot. `words`: the tokens of each word (inspection/words.py), whose
+    word-level maps the page's switch shows."""
     if isinstance(roles, HeadRoles):
         captions = [[list(roles.strongest(layer, head)) for head in range(att.shape[1])] for layer in layers]
     else:
         captions = None if roles is None else [roles[layer] for layer in layers]
     return {"step": step, "att": pack_att(att[layers]),
+            "words_att": None if words is None else pack_att(word_maps(att[layers], words)),
             "stats": finite({name: value.tolist() for name, value in head_stats(att[layers]).items()}),  # NaN: null
             "roles": captions, "scores": roles_json_of(roles, layers),
             "explain": None if trace is None else explain_data(trace, layers)}
@@ -142,13 +146,18 @@ class Views:
     `paths`: every token's way through the forward pass (inspection.path.forward_path, of the same trace; a
     frames page takes it as `path_data` made it); `live`: the live inspector's settings (inspection/live.py),
     which turn on its text box; `glyphs`: more characters for the embedded font (a live page shows texts it
-    has not seen yet)."""
+    has not seen yet); `why`: every token's attribution (inspection/attribution.py, generate.why_page);
+    `words`: the tokens of each word, for the switch that reads the maps by word (inspection/words.py); `patch`:
+    a patching record with its tokens named (inspection/patching.py, generate.py's print_patch)."""
     trace: object = None
     roles: object = None
     lens: dict | None = None
     paths: dict | None = None
     live: dict | None = None
     glyphs: str = ""
+    why: dict | None = None
+    words: list[list[int]] | None = None
+    patch: dict | None = None
 
 
 def attention_page(att: np.ndarray, labels: list[str], title: str = "Attention maps", *,
@@ -158,7 +167,7 @@ def attention_page(att: np.ndarray, labels: list[str], title: str = "Attention m
     module docstring and `frame_data`; `lang` ("en" or "ko") the language it opens in; `views` what it shows
     beside the maps (the path's with the last token's logits for the next-token bars)."""
     layers = list(range(att.shape[0])) if layers is None else list(layers)
-    frame = frame_data(att, layers, trace=views.trace, roles=views.roles)
+    frame = frame_data(att, layers, trace=views.trace, roles=views.roles, words=views.words)
     return frames_page([frame], labels, title, layers, att.shape[1], prefill, lang,
                        replace(views, paths=path_data(views.paths, views.trace)))
 
@@ -179,7 +188,9 @@ def frames_page(frames: list[dict], labels: list[str], title: str, layers: list[
     data = {"n_layer": len(layers), "layers": layers, "n_head": n_head, "T": T, "tokens": list(labels),
             "prefill": T if prefill is None else int(prefill), "frames": frames, "lang": lang,
             "messages": page_messages(), "live": views.live, "lens": lens, "path": paths,
-            "glossary": [list(entry) for entry in GLOSSARY], "temperature": TEMPERATURE}
+            "glossary": [list(entry) for entry in GLOSSARY], "temperature": TEMPERATURE, "why": views.why,
+            "patch": views.patch,
+            "words": None if views.words is None else word_labels(list(labels), views.words)}
     # "<" escaped so that no token (say "</script>") can end the script element early.
     payload = json.dumps(data, ensure_ascii=False).replace("<", "\\u003c")
     page = TEMPLATE.read_text(encoding="utf-8")
@@ -187,6 +198,9 @@ def frames_page(frames: list[dict], labels: list[str], title: str, layers: list[
     # the glyphs of the tokens, the title and every Korean text of the page (the language picker's too)
     lens_glyphs = "".join(lens["labels"].values()) if lens else ""
     lens_glyphs += "".join(paths["labels"].values()) if paths else ""
+    lens_glyphs += "".join(part for p in views.why["last"]["parts"] for part in p.get("up", []) + p.get("down", [])
+                           ) + "".join(views.why["labels"].values()) if views.why else ""
+    lens_glyphs += "".join(views.patch["corrupt_labels"]) + views.patch["token"] + views.patch["versus"] if views.patch else ""
     font_css = font_face_css("".join(labels) + title + glyphs + lens_glyphs + "한국어" +
                              "".join(ko for _, ko in data["messages"].values()) + "".join(ko for _, _, ko in GLOSSARY))
     fields = {"FONT_CSS": font_css, "TITLE": html.escape(title), "DATA": payload, "SCRIPT": script}

@@ -41,6 +41,7 @@ from inspection.labels import token_labels
 from inspection.maps import attention_for_ids, attention_from_decoding
 from inspection.path import forward_path
 from inspection.trace import trace_ids
+from inspection.words import word_start_ids
 from model.ablation import ablated, check_heads
 from model.errors import UserError
 from model.sampling import TEMPERATURE, Sampling, sampling_probs
@@ -87,7 +88,8 @@ class LiveInspector:
         # every head's roles do not depend on the text: measured once, on the run's held-out text, which also
         # gives a switched-off head its mean output and the held-out loss the page compares
         held_out = held_out_ids(run, lang=lang)[0]
-        self.roles = measure_heads(run.model, held_out, usable_ids(run), run.eot_id)
+        self.roles = measure_heads(run.model, held_out, usable_ids(run), run.eot_id,
+                                   word_starts=word_start_ids(run.token_bytes))
         self.windows = held_out_windows(run.model, held_out)
         self.means = ablation_means(run.model, held_out)
         self.full_loss = self.held_out_loss()

@@ -20,6 +20,7 @@ import numpy as np
 import torch
 
 from cli.messages import messages
+from inspection.words import word_labels, word_maps, word_spans
 from inference.runs import Run, crop, warn
 from inspection.heads import HeadRoles
 from inspection.html import Views, attention_page
@@ -122,20 +123,28 @@ PAGE_WARN_BYTES = 50_000_000  # a page this big loads slowly; the warning sugges
 
 
 def write_attention(maps: AttentionMaps, out_dir: str | os.PathLike, title: str = "Attention maps", *,
-                    layers: list[int] | None = None, lang: str = "en", views: Views = Views()) -> list[Path]:
+                    layers: list[int] | None = None, lang: str = "en", views: Views = Views(),
+                    words: bool = False) -> list[Path]:
     """layer_<L>.png per layer, attention.html and attention.npz in `out_dir` (created if needed), and
     explain.npz given `views.trace` (inspection/trace.py). `views.roles`: a `HeadRoles` (its captions in the
     titles, its scores on the page too) or captions per head, (L, H) nested lists; `lang` ("en" or "ko") the
     language of the PNGs and the one the page opens in; the page shows `views` (inspection.html.Views: the
     logit lens, every token's path through the forward pass); `layers`: the layers of the PNGs and the page
-    (the npz files keep every layer). The files are moved in together once all are written
-    (storage.atomic.write_files): never new PNGs beside an old npz."""
+    (the npz files keep every layer); `words`: `layer_<L>_words.png` too, the maps by word (inspection/words.py).
+    The files are moved in together once all are written (storage.atomic.write_files): never new PNGs beside an
+    old npz."""
     out_dir = make_out_dir(out_dir)
     trace, roles = views.trace, views.roles
     captions = roles.labels(lang) if isinstance(roles, HeadRoles) else roles
     writers = {f"layer_{layer}.png": functools.partial(save_layer_png, maps.att, maps.labels, layer, captions,
                                                        lang=lang)
                for layer in (range(maps.att.shape[0]) if layers is None else layers)}  # fmt: skip
+    if words:
+        spans = word_spans(maps.labels)
+        by_word, names = word_maps(maps.att, spans), word_labels(maps.labels, spans)
+        writers |= {f"layer_{layer}_words.png": functools.partial(save_layer_png, by_word, names, layer, captions,
+                                                                  lang=lang)
+                    for layer in (range(maps.att.shape[0]) if layers is None else layers)}  # fmt: skip
     page = functools.partial(attention_page, maps.att, maps.labels, title, layers=layers, prefill=maps.prefill,
                              lang=lang, views=views)
     writers["attention.html"] = lambda path: write_text_atomic(path, page())

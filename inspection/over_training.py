@@ -14,6 +14,7 @@ from pathlib import Path
 
 from inference.runs import load_run
 from inspection.heads import measure_heads, roles_from_record
+from inspection.words import word_start_ids
 from inspection.heldout import held_out_ids, usable_ids
 from inspection.html import frame_data
 from inspection.labels import pad
@@ -42,7 +43,8 @@ def snapshot_frames(snapshots: list[Path], prompt: str, records: list[dict], dev
         step = snapshot_step(directory)
         roles = recorded_roles(recorded.get(step), directory, (run.model.config.n_layer, run.model.config.n_head))
         if roles is None:  # a snapshot whose evaluation record is gone: score it the same way now
-            roles = measure_heads(run.model, held_out_ids(run)[0], usable_ids(run), run.eot_id)
+            roles = measure_heads(run.model, held_out_ids(run)[0], usable_ids(run), run.eot_id,
+                                  word_starts=word_start_ids(run.token_bytes))
         chosen = list(range(run.model.config.n_layer)) if layers is None else layers
         frames.append(frame_data(maps.att, chosen, trace=maps.trace, roles=roles, step=step))
     return frames, labels, run

@@ -119,6 +119,32 @@ def draw_head(att: np.ndarray, labels: list[str], layer: int, head: int, lang: s
     return draw_layer(att, labels, layer, heads=[head], lang=lang)
 
 
+def draw_patch(record: dict, labels: list[str], lang: str = "en"):
+    """A Figure of a patching record's grid (inspection/patching.py; its "token" and "versus" as they are to be
+    shown): a row per stage of the residual stream, a column per token of the clean text, coloured by the share of
+    the logit difference that comes back."""
+    from matplotlib import rc_context
+
+    font_paths()
+    say = messages(lang)
+    grid = np.asarray(record["grid"])  # (S, T)
+    stages = [say("lens.embeddings")] + [say("lens.block", layer=s) for s in range(len(grid) - 1)]
+    T = grid.shape[1]
+    with rc_context({"font.family": FONT_FAMILIES, "axes.unicode_minus": False}):
+        fig = _new_figure(min(16.0, 2.5 + 0.35 * T), 1.6 + 0.45 * len(grid))
+        ax = fig.subplots()
+        image = ax.imshow(grid, cmap="RdBu", vmin=-1.0, vmax=1.0, interpolation="nearest", aspect="auto")
+        step = max(1, math.ceil(T / 64))
+        ticks = np.arange(0, T, step)
+        ax.set_xticks(ticks, [drawable(labels[i]) for i in ticks], rotation=45, ha="right", rotation_mode="anchor",
+                      fontsize=max(4.0, min(9.0, 300.0 / len(ticks))))
+        ax.set_yticks(range(len(grid)), [drawable(s) for s in stages], fontsize=8)
+        fig.colorbar(image, ax=ax, label=say("patch.colour"), shrink=0.9)
+        ax.set_title(say("patch.png_title", token=drawable(str(record["token"])), versus=drawable(str(record["versus"]))),
+                     fontsize=10)
+    return fig
+
+
 def save_figure(fig, path: str | os.PathLike) -> Path:
     """Write `fig` as PNG atomically (a temporary file, then a rename)."""
     from matplotlib import rc_context

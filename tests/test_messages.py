@@ -162,9 +162,20 @@ def test_every_command_under_korean_prints_no_english_prose(tmp_path, capsys, mo
                  ["--prompt", prompt, "--attention", tmp_path / "a", "--head", "0.1", "--explain", "1.0"],
                  ["--prompt", prompt, "--explain", "path", "--repetition-penalty", 1.3],
                  ["--heads"], ["--prompt", prompt, "--lens", "--ablate", "0.1"],
+                 ["--prompt", prompt, "--why"], ["--prompt", prompt, "--words", "--head", "0.1", "--explain", "0.1"],
                  ["--prompt", prompt, "--attention", tmp_path / "o", "--over-training", run]):
         lines += command_lines(generate.main, (["--ckpt", run] if "--over-training" not in argv else []) + argv, capsys)
     assert any(line.startswith("경고: prompt의 토큰이") for line in lines)
+    from inspection import patching
+
+    monkeypatch.setattr(patching, "MIN_GAP", 1e-9)  # this tiny run predicts nearly alike after any two texts
+    from inference.runs import load_run
+
+    loaded = load_run(run, device="cpu")
+    clean, corrupt = next((a, b) for a, b in (("국회는 법률을", "국회는 법률로"), ("국회는 법률을", "정부는 법률을"),
+                                              ("대한민국 국회", "대한민국 정부"), ("법률을", "법률로"))
+                          if len(loaded.encode_prompt(a)) == len(loaded.encode_prompt(b)))
+    lines += command_lines(generate.main, ["--ckpt", run, "--prompt", clean, "--patch", corrupt], capsys)
     assert [line for line in lines if english_prose(line)] == []
 
 

@@ -44,7 +44,7 @@ def test_every_evaluation_records_every_heads_role_scores_and_the_run_draws_them
     records = evaluations(run)
     assert [r["step"] for r in records] == [10, 20, 30, 40]
     for r in records:
-        assert set(r["heads"]["scores"]) == set(ROLES)
+        assert set(r["heads"]["scores"]) == {*ROLES, "same-word", "word-start", "previous-word"}  # the word roles: word starts known
         assert all(np.array(r["heads"]["scores"][role]).shape == (2, 2) for role in ROLES)  # (layers, heads)
         assert r["heads"]["repeat"] == 7  # (block_size 16 - 1) // 2 random tokens, twice
         assert 0 < r["heads"]["seconds"] < 5
@@ -144,7 +144,7 @@ def test_the_slider_steps_the_page_through_the_snapshots(run, tmp_path, capsys, 
         np.testing.assert_allclose(shown, expected[step][1, :, 5], atol=6e-4)
         roles = page.evaluate("document.getElementById('roles').textContent").splitlines()
         assert roles[0].startswith(f"role scores at step {step} ")
-        induction = [float(line.split()[-1]) for line in roles[2:4]]  # heads 0 and 1 of layer 1
+        induction = [float(line.split()[5]) for line in roles[2:4]]  # heads 0 and 1 of layer 1; word roles after
         np.testing.assert_allclose(induction, recorded[step]["scores"]["induction"][1], atol=5e-4)
     assert page.problems() == ([], "")
 

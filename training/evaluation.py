@@ -30,9 +30,11 @@ import torch.distributed as dist
 
 from cli.messages import messages
 from data.loader import BatchLoader, load_tokens
+from data.token_bytes import token_bytes
 from data.tokenizer import ordinary_ids
 from model.nll import bits_per_char, stream_nll, windows_read
 from inspection.importance import ablation_means, head_importance
+from inspection.words import word_start_ids
 from inspection.heads import DROP_FORMED, FORMED, Circuit, copying_circuit, measure_heads, roles_from_record, roles_record
 from model.errors import UserError
 from model.sampling import generate
@@ -78,7 +80,8 @@ def score_heads(model, data_dir: Path, meta: dict, tokenizer, importance: bool =
     model.eval()
     val, usable = load_tokens(data_dir / "val.bin", meta["dtype"]), ordinary_ids(tokenizer, model.config.vocab_size)
     try:
-        roles = measure_heads(model, val, usable, meta["eot_id"])
+        starts = word_start_ids(token_bytes(tokenizer, model.config.vocab_size))
+        roles = measure_heads(model, val, usable, meta["eot_id"], word_starts=starts)
         if importance:
             roles.importance = head_importance(model, val, usable, meta["eot_id"], ablation_means(model, val))
     except UserError:  # fewer than 5 positions: no two copies of 2 random tokens fit

@@ -49,6 +49,7 @@ function setLanguage(lang) {
   frameText();
   renderBars();
   renderGlossary();
+  renderPatch();
   render();
 }
 
@@ -60,6 +61,9 @@ function fillControls() {
   const lang = document.getElementById("lang");
   lang.addEventListener("change", () => setLanguage(lang.value));
   layer.addEventListener("change", () => { state.li = Number(layer.value); render(); });
+  const words = document.getElementById("words");
+  document.getElementById("words-switch").hidden = !DATA.words;
+  words.addEventListener("change", () => setWords(words.checked));
   head.addEventListener("change", () => { state.head = head.value; render(); });
   if (FRAMES.length > 1) {  // snapshots of a training run: step through them
     const frame = document.getElementById("frame");

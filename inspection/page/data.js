@@ -52,9 +52,11 @@ function bytesOf(b64) {
 // base64 (att = value / 65535), decoded when the frame is first shown.
 let FRAME, ATT, EX;
 const decoded = [];
+let WORDS_ON = false;  // the maps read by word (why.js setWords)
 
 function useFrame(i) {
-  if (!decoded[i]) decoded[i] = { att: new Uint16Array(bytesOf(FRAMES[i].att)), ex: explainOf(FRAMES[i].explain) };
+  if (!decoded[i]) decoded[i] = WORDS_ON ? { att: new Uint16Array(bytesOf(FRAMES[i].words_att)), ex: null }
+    : { att: new Uint16Array(bytesOf(FRAMES[i].att)), ex: explainOf(FRAMES[i].explain) };
   FRAME = FRAMES[i];
   ATT = decoded[i].att;
   EX = decoded[i].ex;

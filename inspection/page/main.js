@@ -1,6 +1,6 @@
 // A link can choose the view: attention.html#layer=1&head=0&focus=3&explain=1 (head=all: all heads; focus: a
 // pinned token; explain=1: open that head's walkthrough at it; step=500: the snapshot of that training step;
-// lang=ko or lang=en: the language).
+// lang=ko or lang=en: the language; words=1: the maps by word).
 function readHash() {
   const params = new URLSearchParams(location.hash.slice(1));
   if (params.get("lang") === "ko" || params.get("lang") === "en") LANG = params.get("lang");
@@ -23,4 +23,5 @@ readHash();
 document.getElementById("frame").value = String(state.frame);
 useFrame(state.frame);
 setLanguage(LANG);  // draws the view
+if (new URLSearchParams(location.hash.slice(1)).get("words") === "1") setWords(true);
 document.body.dataset.readyMs = String(Math.round(performance.now()));  // read by bench/page_speed.py

@@ -111,21 +111,24 @@ function renderStats() {
 function renderRoles() {
   const box = document.getElementById("roles"), r = FRAME.scores;
   if (!r) { box.textContent = ""; return; }
-  const num = (x) => (x === null ? "-" : x.toFixed(3)).padStart(11);  // 11: two spaces before "이전 토큰"
-  const names = t("page.roles_columns").split("|");
+  const keys = ROLE_KEYS.concat(WORD_ROLE_KEYS.filter((k) => r.scores[k]));  // word roles: when measured
+  const names = t("page.roles_columns").split("|").concat(t("roles.word_columns").split("|").slice(0, keys.length - 5));
+  const widths = names.slice(1).map((n) => Math.max(11, columns(n) + 2));  // two spaces before "이전 토큰"
+  const num = (x, c) => (x === null ? "-" : x.toFixed(3)).padStart(widths[c]);
   const at = FRAMES.length > 1 ? t("page.roles_at", { step: stepName(FRAME.step) }) : "";
   const imp = r.importance, signed = (x) => ((x < 0 ? "" : "+") + x.toFixed(3)).padStart(11);
   const off = imp ? t("roles.off_columns").split("|").map((n) => padTo(n, 11, true)).join("") : "";
-  const lines = [t("page.roles_title", { at: at }), padTo(names[0], 6, true) + names.slice(1).map((n) => padTo(n, 11, true)).join("") + off];
-  for (const h of shownHeads()) lines.push(String(h).padStart(6) + ROLE_KEYS.map((k) => num(r.scores[k][state.li][h])).join("") +
+  const lines = [t("page.roles_title", { at: at }), padTo(names[0], 6, true) + names.slice(1).map((n, c) => padTo(n, widths[c], true)).join("") + off];
+  for (const h of shownHeads()) lines.push(String(h).padStart(6) + keys.map((k, c) => num(r.scores[k][state.li][h], c)).join("") +
     (imp ? signed(imp.loss[state.li][h]) + signed(imp.drop[state.li][h]) : ""));
-  lines.push(padTo(t("page.chance"), 6) + ROLE_KEYS.map((k) => num(r.chance[k])).join(""));
-  lines.push(t("page.drop", { drop: num(r.loss_drop).trim(),
-    first: num(r.loss_first_copy).trim(), second: num(r.loss_second_copy).trim() }));
+  lines.push(padTo(t("page.chance"), 6) + keys.map((k, c) => num(r.chance[k], c)).join(""));
+  lines.push(t("page.drop", { drop: num(r.loss_drop, 0).trim(),
+    first: num(r.loss_first_copy, 0).trim(), second: num(r.loss_second_copy, 0).trim() }));
   if (imp) lines.push(t("roles.off", { mode: t("ablate." + imp.mode), loss: imp.full_loss.toFixed(3), drop: imp.full_drop.toFixed(3) }));
   box.textContent = lines.join("\n");
 }
 const ROLE_KEYS = ["previous-token", "first-token", "self", "duplicate-token", "induction"];
+const WORD_ROLE_KEYS = ["same-word", "word-start", "previous-word"];  // inspection/words.py
 
 function stepName(step) { return step.toLocaleString("en-US"); }  // 3000 -> "3,000", in either language
 
@@ -185,6 +188,7 @@ function update() {
   renderLens();
   renderLines();
   renderPath();
+  renderWhy();
 }
 
 // ---- the logit lens (inspection/lens.py): the focused token's next-token guess after each stage --------

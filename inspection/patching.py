@@ -1,0 +1,179 @@
+"""Patching between two texts: which residual streams and which heads carry the difference between two predictions.
+
+    record = patch(run.model, clean_ids, corrupt_ids)           # the grid and every head, one forward per layer
+    record = patch(run.model, clean_ids, corrupt_ids, heads=[(1, 0), (1, 2)])   # and those heads together
+    print(format_patch(record, label, labels, lang="ko"))
+
+Two texts of the same number of tokens: the clean one, whose next token is A, and a corrupted one that differs in
+a few tokens, whose next token is B (if both predict A, B is the corrupted run's runner-up). The measure is the
+logit difference logit(A) − logit(B) at the last token: `clean_diff` on the clean text, `corrupt_diff` on the
+corrupted one. Then the corrupted text is run again with one piece of the clean run put in its place, and the
+recovered fraction is (patched − corrupt_diff) / (clean_diff − corrupt_diff): 1 where that piece alone carries
+the whole difference, 0 where it carries none.
+
+- `grid[s][t]`: the residual stream at stage s and token t (stage 0: tok + pos, entering block 0; stage s: the
+  output of block s − 1, entering block s or, for the last, ln_f), taken from the clean run. A stream changed at
+  token t and stage s can only change later stages at tokens from t on (attention looks back, never ahead): the
+  causal cone. So the cells left of the first changed token are 0, and the last stage's cells are 0 but at the
+  last token, whose stream is the prediction itself (1).
+- `heads["L.H"]`: the head's output y, before W_O, at every token, taken from the clean run.
+- `together`: the heads named in `heads=`, all patched at once.
+
+Each patch is a forward of the corrupted text with a forward pre-hook (as model/ablation.py switches heads off);
+the rows of a batch patch different cells, so one forward covers a stage's every token, and one covers every head.
+"""
+
+import numpy as np
+import torch
+
+from cli.messages import messages
+from inspection.attribution import choice_and_runner_up
+from inspection.labels import display_width, pad
+from model.ablation import check_heads
+from model.errors import UserError
+
+MIN_GAP = 0.1  # logits: the least gap between the two texts' logit differences that patching measures
+
+
+def logit_diff(logits: torch.Tensor, token: int, versus: int) -> torch.Tensor:
+    """logits (..., V) at the last token -> logit(token) − logit(versus), (...)."""
+    return logits[..., token] - logits[..., versus]
+
+
+@torch.inference_mode()
+def inputs_of(model, idx: torch.Tensor, modules) -> torch.Tensor:
+    """What each of `modules` takes in during one forward over idx (1, T), stacked: (len(modules), T, C)."""
+    found = []
+    hooks = [m.register_forward_pre_hook(lambda m, args: found.append(args[0][0])) for m in modules]
+    try:
+        model(idx)
+    finally:
+        for hook in hooks:
+            hook.remove()
+    return torch.stack(found)
+
+
+def streams_of(model, idx: torch.Tensor) -> torch.Tensor:
+    """The residual stream at every stage (the module docstring), (L + 1, T, C): each block's input, then ln_f's."""
+    return inputs_of(model, idx, [*model.blocks, model.ln_f])
+
+
+def head_inputs(model, idx: torch.Tensor) -> torch.Tensor:
+    """Every layer's heads side by side before W_O (the input of c_proj), (L, T, C), of one forward over idx (1, T)."""
+    return inputs_of(model, idx, [b.attn.c_proj for b in model.blocks])
+
+
+def last_logits(model, idx: torch.Tensor) -> torch.Tensor:
+    """(B, V): the logits after the last token of each row."""
+    return model(idx)[0][:, -1].double()
+
+
+@torch.inference_mode()
+def patch_stage(model, corrupt: torch.Tensor, clean_stream: torch.Tensor, stage: int) -> torch.Tensor:
+    """(T, V): the corrupted text run T times, row t with the clean stream of `stage` at token t."""
+    T = corrupt.size(1)
+    rows = torch.arange(T, device=corrupt.device)
+
+    def put(module, args):
+        x = args[0].clone()  # (T, T, C)
+        x[rows, rows] = clean_stream[rows].to(x.dtype)
+        return (x, *args[1:])
+
+    module = model.blocks[stage] if stage < len(model.blocks) else model.ln_f
+    hook = module.register_forward_pre_hook(put)
+    try:
+        return last_logits(model, corrupt.expand(T, -1))
+    finally:
+        hook.remove()
+
+
+@torch.inference_mode()
+def patch_heads(model, corrupt: torch.Tensor, clean_heads: torch.Tensor, groups: list[list[tuple[int, int]]]) -> torch.Tensor:
+    """(G, V): the corrupted text run once per group of heads, row g with those heads' output y (every token)
+    taken from the clean run (`clean_heads`, head_inputs's (L, T, C))."""
+    d = model.config.n_embd // model.config.n_head
+    hooks = []
+    for layer, block in enumerate(model.blocks):
+        mask = torch.zeros(len(groups), clean_heads.size(-1), dtype=torch.bool, device=corrupt.device)  # (G, C)
+        for g, heads in enumerate(groups):
+            for h in (h for l, h in heads if l == layer):
+                mask[g, h * d : (h + 1) * d] = True
+        if not mask.any():
+            continue
+
+        def put(module, args, mask=mask, clean=clean_heads[layer]):
+            return (torch.where(mask[:, None, :], clean.to(args[0].dtype), args[0]),)  # (G, T, C)
+
+        hooks.append(block.attn.c_proj.register_forward_pre_hook(put))
+    try:
+        return last_logits(model, corrupt.expand(len(groups), -1))
+    finally:
+        for hook in hooks:
+            hook.remove()
+
+
+def patch(model, clean_ids: list[int], corrupt_ids: list[int], heads: list[tuple[int, int]] | None = None) -> dict:
+    """The patching record of the module docstring: {"token", "versus", "clean_diff", "corrupt_diff", "grid":
+    [[recovered per token] per stage], "heads": {"L.H": recovered}, "together": recovered or None, "changed":
+    [tokens where the texts differ]}."""
+    if len(clean_ids) != len(corrupt_ids):
+        raise UserError(f"the clean text has {len(clean_ids)} tokens and the corrupted one {len(corrupt_ids)}; "
+                        "patching needs the same number of tokens in both (change words for words of the same length)")
+    device = model.tok_emb.weight.device
+    clean = torch.tensor([clean_ids], device=device)
+    corrupt = torch.tensor([corrupt_ids], device=device)
+    with torch.inference_mode():
+        clean_logits, corrupt_logits = last_logits(model, clean)[0], last_logits(model, corrupt)[0]
+    token = choice_and_runner_up(clean_logits.cpu().numpy())[0]
+    first, second = choice_and_runner_up(corrupt_logits.cpu().numpy())
+    versus = second if first == token else first
+    clean_diff = float(logit_diff(clean_logits, token, versus))
+    corrupt_diff = float(logit_diff(corrupt_logits, token, versus))
+    if abs(clean_diff - corrupt_diff) < MIN_GAP:  # a fraction of almost nothing: noise, not a measure
+        raise UserError(f"the two texts' logit differences are {clean_diff:.4f} and {corrupt_diff:.4f}, less than "
+                        f"{MIN_GAP} apart, so nothing is left to recover; corrupt a token the prediction depends on")
+
+    def recovered(logits):
+        return ((logit_diff(logits, token, versus) - corrupt_diff) / (clean_diff - corrupt_diff)).cpu().numpy()
+
+    streams = streams_of(model, clean)  # (L + 1, T, C)
+    grid = [recovered(patch_stage(model, corrupt, streams[s], s)) for s in range(len(streams))]
+    L, H = model.config.n_layer, model.config.n_head
+    groups = [[(layer, head)] for layer in range(L) for head in range(H)]
+    heads = check_heads(model, heads) if heads else []
+    clean_heads = head_inputs(model, clean)
+    fractions = recovered(patch_heads(model, corrupt, clean_heads, groups + ([heads] if heads else [])))
+    return {"token": token, "versus": versus, "clean_diff": clean_diff, "corrupt_diff": corrupt_diff,
+            "grid": np.round(np.stack(grid), 6).tolist(),
+            "heads": {f"{l}.{h}": round(float(f), 6) for (l, h), f in zip((g[0] for g in groups), fractions)},
+            "ranked_heads": sorted(([f"{l}.{h}", round(float(f), 6)] for (l, h), f in zip((g[0] for g in groups),
+                                                                                            fractions)), key=lambda hf: -hf[1]),
+            "together": round(float(fractions[-1]), 6) if heads else None,
+            "together_heads": [f"{l}.{h}" for l, h in heads],
+            "changed": [t for t, (a, b) in enumerate(zip(clean_ids, corrupt_ids)) if a != b]}
+
+
+def named_patch(record: dict, label, clean_ids: list[int], corrupt_ids: list[int]) -> dict:
+    """A `patch` record with its tokens named by their labels, as patch.json and the page hold it."""
+    return {**record, "token_id": record["token"], "versus_id": record["versus"], "token": label(record["token"]),
+            "versus": label(record["versus"]), "labels": [label(i) for i in clean_ids],
+            "corrupt_labels": [label(i) for i in corrupt_ids]}
+
+
+def format_patch(record: dict, label, labels: list[str], lang: str = "en") -> str:
+    """The record as text in `lang`: the logit differences, the grid (a row per stage, a column per token), the
+    heads that recover the most, and the causal cone's why. `labels`: the clean text's token labels."""
+    say = messages(lang)
+    lines = [say("patch.title", token=repr(label(record["token"])), versus=repr(label(record["versus"])),
+                 clean=f"{record['clean_diff']:.4f}", corrupt=f"{record['corrupt_diff']:.4f}"),
+             say("patch.changed", tokens=", ".join(f"{t} {labels[t]!r}" for t in record["changed"]) or "-"), ""]
+    names = [say("lens.embeddings")] + [say("lens.block", layer=s) for s in range(len(record["grid"]) - 1)]
+    first, width = max(display_width(n) for n in names) + 2, 7
+    lines.append(" " * first + "".join(f"{t:>{width}}" for t in range(len(labels))))
+    for name, row in zip(names, record["grid"]):
+        lines.append(pad(name, first) + "".join(f"{x:>{width}.2f}" for x in row))
+    lines += ["", say("patch.heads", heads=", ".join(f"{h} {f:.2f}" for h, f in record["ranked_heads"][:5]))]
+    if record["together"] is not None:
+        lines.append(say("patch.together", heads=", ".join(record["together_heads"]), share=f"{record['together']:.2f}"))
+    lines += ["", say("patch.cone")]
+    return "\n".join(lines)

@@ -1,0 +1,84 @@
+"""Korean words as units (inspection/words.py): the words of a text from its token labels, a word-level map worked
+out by hand, and the word roles' keys.
+
+python -m pytest tests/test_words.py -q
+"""
+
+import numpy as np
+import pytest
+import torch
+
+from inspection.html import save_html
+from inspection.trace import trace_ids
+from inspection.words import word_key_sets, word_maps, word_role_sums, word_spans
+from tests.conftest import CHROMIUM, biased_model
+
+LABELS = ["<|endoftext|>", "␣대한", "민국", "의", "␣국회", "는"]  # three words: [0], [1, 2, 3], [4, 5]
+# one head's attention, rows = query tokens
+ATT = np.array([[1.0, 0, 0, 0, 0, 0],
+                [0.5, 0.5, 0, 0, 0, 0],
+                [0.2, 0.6, 0.2, 0, 0, 0],
+                [0.1, 0.3, 0.3, 0.3, 0, 0],
+                [0.4, 0.1, 0.1, 0.2, 0.2, 0],
+                [0.2, 0.0, 0.0, 0.2, 0.4, 0.2]])
+
+
+def test_words_begin_at_a_space_or_the_text_s_start():
+    assert word_spans(LABELS) == [[0], [1, 2, 3], [4, 5]]
+    assert word_spans(["␣가", "나", "↵다"]) == [[0, 1], [2]]
+    assert word_spans([]) == []
+
+
+def test_a_word_map_sums_over_the_key_word_and_averages_over_the_query_word_by_hand():
+    # query word 1 (tokens 1, 2, 3) on key word 1: (0.5, 0.6 + 0.2, 0.3 + 0.3 + 0.3) -> mean (0.5 + 0.8 + 0.9) / 3
+    # query word 2 (tokens 4, 5) on key word 0: (0.4, 0.2) -> 0.3; on word 1: (0.1 + 0.1 + 0.2, 0.2) -> 0.3;
+    # on word 2: (0.2, 0.4 + 0.2) -> 0.4
+    expected = np.array([[1.0, 0.0, 0.0],
+                         [(0.5 + 0.2 + 0.1) / 3, (0.5 + 0.8 + 0.9) / 3, 0.0],
+                         [0.3, 0.3, 0.4]])
+    got = word_maps(ATT[None, None], word_spans(LABELS))[0, 0]
+    np.testing.assert_allclose(got, expected, atol=1e-12)
+    np.testing.assert_allclose(got.sum(-1), 1.0)
+
+
+def test_the_word_roles_look_at_the_keys_their_names_say_the_previous_token_left_to_its_own_role():
+    starts = torch.tensor([[True, True, False, False, True, False]])
+    keys = {role: k[0].nonzero().tolist() for role, k in word_key_sets(starts).items()}
+    assert keys["same-word"] == [[3, 1]]  # token 3's own word begins at 1; token 2's only earlier one is its previous
+    assert keys["word-start"] == [[3, 1]]
+    assert keys["previous-word"] == [[4, 1], [4, 2], [5, 1], [5, 2], [5, 3]]  # word 3's tokens on word 2, not q - 1
+    sums = word_role_sums(torch.tensor(ATT)[None, None, None], starts)
+    total, n = sums["same-word"]
+    assert n == 1 and abs(float(total[0, 0]) - 0.3) < 1e-12  # token 3 puts 0.3 on token 1
+    total, n = sums["previous-word"]  # token 4: 0.1 + 0.1 on tokens 1, 2; token 5: 0.0 + 0.0 + 0.2 on 1, 2, 3
+    assert n == 2 and abs(float(total[0, 0]) / n - (0.2 + 0.2) / 2) < 1e-12
+
+
+def test_the_first_word_is_the_end_of_text_token_alone():
+    assert word_spans(["<|endoftext|>", "대한", "민국", "␣국회"]) == [[0], [1, 2], [3]]
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install chromium)")
+def test_the_page_s_switch_reads_the_maps_by_word_in_both_languages(tmp_path, browser):
+    """The switch swaps the token line for the words and every map for Python's word-level one; off again, the
+    tokens come back; the hint says what is summed and averaged, in the language shown."""
+    model = biased_model(2)
+    ids = [0, 5, 17, 3, 42, 17, 9]
+    labels = ["<|endoftext|>", "대한", "민국", "␣국회", "는", "␣법률", "을"]
+    trace = trace_ids(model, ids)
+    words = word_spans(labels)
+    page = browser(save_html(trace.att, labels, tmp_path / "attention.html", trace=trace, words=words),
+                   "#layer=1&head=0&lang=ko")
+    assert page.evaluate("document.getElementById('words-switch').hidden") is False
+    page.evaluate("{ const w = document.getElementById('words'); w.checked = true; w.dispatchEvent(new Event('change')) }")
+    assert page.texts("#tokens .t") == ["<|endoftext|>", "대한민국", "␣국회는", "␣법률을"]
+    shown = np.array([float(w) for w in page.texts("#outgoing .w")])  # head 1.0, the last word's row
+    np.testing.assert_allclose(shown, word_maps(trace.att, words)[1, 0, -1], atol=6e-4)
+    assert "key 어절의 토큰들" in page.texts("#words-hint")[0] and page.texts("#explain") == [""]
+    page.evaluate("const s = document.getElementById('lang'); s.value = 'en'; s.dispatchEvent(new Event('change'))")
+    assert "summed over the key word's tokens" in page.texts("#words-hint")[0]
+    assert page.texts("#tokens .t") == ["<|endoftext|>", "대한민국", "␣국회는", "␣법률을"]  # still by word
+    page.evaluate("{ const w = document.getElementById('words'); w.checked = false; w.dispatchEvent(new Event('change')) }")
+    assert page.texts("#tokens .t") == labels
+    assert page.problems() == ([], "")
