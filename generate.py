@@ -31,30 +31,30 @@ from cli.command import ArgumentParser, integer, run_command
 from inference.runs import check_text, load_run, warn
 from inference.scoring import read_text, score_text
 from inference.textgen import check_batch, stream_text
-from inspection.explain import explain_head, resolve_query
-from inspection.heads import format_roles_table, measure_heads, save_roles
-from inspection.heldout import held_out_ids, usable_ids
-from inspection.importance import MODES, ablation_means, head_importance
-from inspection.lens import format_lens, labeller, lens_table, logit_lens
-from inspection.html import Views, frames_page
+from inspection.explain import resolve_query
+from inspection.heads import format_roles_table, save_roles
+from inspection.heldout import held_out_ids
+from inspection.importance import MODES, ablation_means
+from inspection.lens import format_lens, labeller, logit_lens
 from inspection.live_server import LiveServer
-from inspection.maps import attention_for_ids, attention_from_decoding, check_head, make_out_dir, write_attention
-from inspection.over_training import format_snapshot_table, snapshot_frames
-from inspection.path import format_path, forward_path
+from inspection.maps import (attention_for_ids, attention_from_decoding, check_head, make_out_dir, parse_head, parse_heads,
+                             write_attention)
+from inspection.of_run import head_walkthrough, page_title, page_views, run_roles, token_path
+from inspection.over_training import format_snapshot_table, over_training_page, run_snapshots
+from inspection.path import format_path
 from inspection.stats import format_stats_table, format_top_attended, head_stats
-from inspection.attribution import attribute, format_attribution, labels_to_ids, named, page_record, token_id
+from inspection.attribution import attribute, format_attribution, labels_to_ids, named, token_id
 from inspection.patching import format_patch, named_patch, patch
 from inspection.plot import draw_patch, save_figure
 from inspection.trace import trace_ids
-from inspection.words import format_word_sums, word_labels, word_maps, word_spans, word_start_ids
+from inspection.words import format_word_sums, word_labels, word_maps, word_spans
 from cli.messages import LANGUAGES, locale_language, messages
 from model.ablation import ablated, check_heads
 from model.speed.decode_weights import FORMATS
 from model.sampling import TEMPERATURE, Sampling
 from model.errors import UserError
 from storage.atomic import write_files, write_json, write_text_atomic
-from storage.checkpoint import read_config, snapshots_of_run
-from training.metrics import read_metrics
+from storage.checkpoint import read_config
 
 
 def parse_args(argv):
@@ -109,22 +109,6 @@ def parse_args(argv):
     p.add_argument("--over-training", metavar="RUN", help="with --prompt and --attention DIR: one page with a slider over "
                    "the snapshots of RUN (train.snapshots), DIR/over_training.html")
     return p.parse_args(argv)
-
-
-def parse_head(text: str, option: str = "--head") -> tuple[int, int]:
-    layer, dot, head = text.partition(".")
-    try:
-        return integer(layer), integer(head if dot else "")
-    except ValueError:
-        path = " or path (one token's whole way to the next token)" if option == "--explain" else ""
-        raise UserError(f"{option} {text!r} must be LAYER.HEAD with two numbers, e.g. {option} 0.1{path}") from None
-
-
-def parse_heads(text: str, option: str = "--ablate") -> list[tuple[int, int]]:
-    """--ablate "1.0,1.2" -> [(1, 0), (1, 2)]; the model checks they exist (model.ablation.check_heads)."""
-    if not text.strip(" ,"):
-        raise UserError(f"{option} needs at least one head, e.g. {option} 1.0 or {option} 1.0,1.2")
-    return [parse_head(part.strip(), option) for part in text.split(",")]
 
 
 def parse_why(text: str | None) -> tuple[str | None, str | None] | None:
@@ -263,18 +247,13 @@ def inspect_attention(run, ids: list[int], look: Look, sampling: Sampling, recor
     trace = maps.trace if maps.trace is not None else trace_ids(run.model, maps.ids)  # the maps' own forward, or one
     query = resolve_query(look.query, len(maps.ids)) if look.explain else None  # before any file is written
     label = labeller(run.tokenizer)
-    decoding = replace(sampling, eos_token_id=run.eot_id)  # as stream_text decodes: the end-of-text token unpenalised
-    record = forward_path(run.model, trace, label, decoding) if look.out_dir or look.explain == "path" else None
+    record = token_path(run, trace, sampling) if look.out_dir or look.explain == "path" else None
     why = why_record(run, trace, look, label) if look.why is not None else None  # before any file is written
-    words = word_spans(maps.labels) if look.words or look.out_dir else None
+    words = word_spans(maps.labels) if look.words else None
     if look.out_dir:
-        # The window may start inside a character; its leftover bytes are left out of the title.
-        text = b"".join(run.token_bytes[i] for i in maps.ids).decode("utf-8", errors="ignore")
-        title = say("maps.title", ckpt=run.ckpt_dir, text=text[:60] + "…" if len(text) > 60 else text)
-        views = Views(trace=trace, roles=roles, lens=lens_table(run.model, trace, label), paths=record,
-                      why=page_record(run.model, trace, label), words=words, patch=patched)
-        written = write_attention(maps, look.out_dir, title, layers=look.layers, lang=look.lang, views=views,
-                                  words=look.words)
+        views = page_views(run, maps, trace, record, roles, patched)
+        written = write_attention(maps, look.out_dir, page_title(run, maps.ids, look.lang), layers=look.layers,
+                                  lang=look.lang, views=views, words=look.words)
         if why is not None:
             written.append(write_json(Path(look.out_dir) / "why.json", named(why, label)))
         print(say("wrote", files=", ".join(str(p) for p in written)))
@@ -292,8 +271,7 @@ def inspect_attention(run, ids: list[int], look: Look, sampling: Sampling, recor
         print(format_path(record, query, look.lang))
     elif look.explain:
         layer, h = look.explain
-        w_o = run.model.blocks[layer].attn.c_proj.weight.detach().T.float().cpu().numpy()  # out = y W_O + b_O
-        print(explain_head(trace, maps.labels, layer, h, query, w_o, look.lang, run.model.config.mlp))
+        print(head_walkthrough(run, trace, maps.labels, layer, h, query, look.lang))
         if look.words:
             print(format_word_sums(maps.head(layer, h)[query], maps.labels, words, look.lang))
     if why is not None:
@@ -310,9 +288,7 @@ def why_record(run, trace, look: Look, label) -> dict:
 def print_heads(run, heads_text: str | None, out_dir: str | None, lang: str, means):
     """Score every head's role and what switching it off alone costs (`means`: of --ablate-mode mean), print the
     ranked table, write heads.json into `out_dir` (--attention) if given."""
-    ids, where = held_out_ids(run, heads_text, lang)
-    roles = measure_heads(run.model, ids, usable_ids(run), run.eot_id, where, word_start_ids(run.token_bytes))
-    roles.importance = head_importance(run.model, ids, usable_ids(run), run.eot_id, means)
+    roles, where = run_roles(run, heads_text, lang, means)
     print(messages(lang)("roles.title", where=where))
     print(format_roles_table(roles, lang))
     if out_dir:
@@ -322,21 +298,11 @@ def print_heads(run, heads_text: str | None, out_dir: str | None, lang: str, mea
 
 def write_over_training(r: Request) -> None:
     """--over-training RUN: the prompt's maps at every snapshot of RUN on one page, and each one's strongest heads."""
-    run_dir = Path(r.over_training)
-    snapshots, skipped = snapshots_of_run(run_dir) if run_dir.is_dir() else ([], [])
-    for line in skipped:  # copied in from another run, or not a snapshot at all: named, never drawn as this run's
-        print(line, file=sys.stderr)
-    if not snapshots:
-        raise UserError(f"{run_dir} holds no snapshots/ of a training run; train it with --train.snapshots=8 "
-                        "(evenly spaced copies of the weights), then look again")
+    snapshots = run_snapshots(Path(r.over_training))
     n_layer = read_config(snapshots[0]).n_layer
     layers = parse_layers(r.layers_text, n_layer) if r.layers_text else list(range(n_layer))
-    frames, labels, run = snapshot_frames(snapshots, r.prompt, read_metrics(run_dir / "metrics.jsonl"), r.device,
-                                          layers, r.lang)  # fmt: skip
+    page, frames, labels = over_training_page(snapshots, r.over_training, r.prompt, r.device, layers, r.lang)
     say = messages(r.lang)
-    title = say("snapshots.page_title", text=r.prompt[:60] + ("…" if len(r.prompt) > 60 else ""), n=len(frames),
-                run=run_dir)
-    page = frames_page(frames, labels, title, layers, run.model.config.n_head, lang=r.lang)
     written = write_files(make_out_dir(r.look.out_dir), {"over_training.html": lambda path: write_text_atomic(path, page)},
                           UserError)  # fmt: skip
     print(say("snapshots.title", path=written[0], n=len(frames), T=len(labels)))

@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from cli.command import integer
 from cli.messages import messages
 from inspection.words import word_labels, word_maps, word_spans
 from inference.runs import Run, crop, warn
@@ -51,6 +52,22 @@ def check_head(n_layer: int, n_head: int, layer: int, head: int) -> None:
     if not (0 <= layer < n_layer and 0 <= head < n_head):
         raise UserError(f"head {layer}.{head} does not exist; this model has layers 0..{n_layer - 1} "
                         f"and heads 0..{n_head - 1} (write --head LAYER.HEAD, e.g. --head 0.1)")
+
+
+def parse_head(text: str, option: str = "--head") -> tuple[int, int]:
+    layer, dot, head = text.partition(".")
+    try:
+        return integer(layer), integer(head if dot else "")
+    except ValueError:
+        path = " or path (one token's whole way to the next token)" if option == "--explain" else ""
+        raise UserError(f"{option} {text!r} must be LAYER.HEAD with two numbers, e.g. {option} 0.1{path}") from None
+
+
+def parse_heads(text: str, option: str = "--ablate") -> list[tuple[int, int]]:
+    """--ablate "1.0,1.2" -> [(1, 0), (1, 2)]; the model checks they exist (model.ablation.check_heads)."""
+    if not text.strip(" ,"):
+        raise UserError(f"{option} needs at least one head, e.g. {option} 1.0 or {option} 1.0,1.2")
+    return [parse_head(part.strip(), option) for part in text.split(",")]
 
 
 @torch.inference_mode()

@@ -1,7 +1,7 @@
 """One text through every snapshot of a run (`train.snapshots`): a page with a slider over the training steps.
 
-    frames, labels = snapshot_frames(snapshot_dirs("runs/lesson"), "국회는 법률을", records, device="cpu")
-    page = frames_page(frames, labels, title, layers, n_head)   # inspection/html.py
+    snapshots = run_snapshots(Path("runs/heads"))               # its snapshots/, in order
+    page, frames, labels = over_training_page(snapshots, "runs/heads", "국회는 법률을")   # the page's HTML
 
 Each frame is the page's view of one snapshot: the maps of the same tokens, the walkthrough's tensors and
 each head's role scores at that step. The scores are the run's own, recorded at the evaluation that took
@@ -16,12 +16,37 @@ from inference.runs import load_run
 from inspection.heads import measure_heads, roles_from_record
 from inspection.words import word_start_ids
 from inspection.heldout import held_out_ids, usable_ids
-from inspection.html import frame_data
+from inspection.html import frame_data, frames_page
 from inspection.labels import pad
 from cli.messages import messages
 from inspection.maps import attention_for_ids
 from model.errors import UserError
-from storage.checkpoint import read_meta, snapshot_step
+from storage.checkpoint import read_meta, snapshot_step, snapshots_of_run
+from training.metrics import read_metrics
+
+
+def run_snapshots(run_dir: Path) -> list[Path]:
+    """The snapshots of a run, in order (the folders that are not one are named on stderr, never drawn as the
+    run's); a UserError that says how to take them when it has none."""
+    snapshots, skipped = snapshots_of_run(run_dir) if run_dir.is_dir() else ([], [])
+    for line in skipped:  # copied in from another run, or not a snapshot at all
+        print(line, file=sys.stderr)
+    if not snapshots:
+        raise UserError(f"{run_dir} holds no snapshots/ of a training run; train it with --train.snapshots=8 "
+                        "(evenly spaced copies of the weights), then look again")
+    return snapshots
+
+
+def over_training_page(snapshots: list[Path], run_dir, prompt: str, device: str = "auto",
+                       layers: list[int] | None = None, lang: str = "en") -> tuple[str, list[dict], list[str]]:
+    """The page of `prompt` through `snapshots` (of the run `run_dir`, its metrics.jsonl's role scores), opening in
+    `lang`, with its frames and token labels (for format_snapshot_table)."""
+    frames, labels, run = snapshot_frames(snapshots, prompt, read_metrics(Path(run_dir) / "metrics.jsonl"), device,
+                                          layers, lang)  # fmt: skip
+    layers = list(range(run.model.config.n_layer)) if layers is None else layers
+    title = messages(lang)("snapshots.page_title", text=prompt[:60] + ("…" if len(prompt) > 60 else ""),
+                           n=len(frames), run=run_dir)
+    return frames_page(frames, labels, title, layers, run.model.config.n_head, lang=lang), frames, labels
 
 
 def snapshot_frames(snapshots: list[Path], prompt: str, records: list[dict], device: str = "auto",

@@ -20,6 +20,10 @@ class UserError(Exception):
 
     exit_code = 2
 
+    def _render_traceback_(self) -> list[str]:
+        """What IPython (Jupyter, Colab) shows for it: the one line, not a page of the library's internals."""
+        return [f"{type(self).__name__}: {self}"]
+
 
 def check_utf8(text: str, what: str, fix: str) -> None:
     """UserError "`what` is not valid UTF-8 (byte 0xB4 at position 2); `fix`" if `text` holds a lone surrogate."""

@@ -5,6 +5,7 @@ No model is built.
     python -m pytest tests/test_glossary.py -q
 """
 
+import json
 import re
 from pathlib import Path
 
@@ -59,12 +60,14 @@ def test_readme_ko_carries_the_glossary_in_its_order():
 
 
 def korean_texts() -> dict[str, str]:
-    """Every Korean text a learner reads: the commands' and the page's (cli/messages.py), the glossary, README.ko.md
-    and the Korean docs."""
+    """Every Korean text a learner reads: the commands' and the page's (cli/messages.py), the glossary, README.ko.md,
+    the Korean docs and the Korean lesson notebook."""
     texts = {f"messages {key}": ko for key, (_, ko) in MESSAGES.items()}
     texts |= {f"glossary {term}": ko for term, _, ko in GLOSSARY}
     for path in [README_KO, *sorted((README_KO.parent / "docs").glob("*.ko.md"))]:
         texts[path.name] = path.read_text(encoding="utf-8")
+    for path in sorted((README_KO.parent / "notebooks").glob("*.ko.ipynb")):  # its cells, text and code
+        texts[path.name] = "\n".join("".join(cell["source"]) for cell in json.loads(path.read_text(encoding="utf-8"))["cells"])
     return texts
 
 

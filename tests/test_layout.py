@@ -151,9 +151,10 @@ def test_the_readme_s_import_lines_work_in_a_fresh_interpreter():
 
 @pytest.mark.slow
 def test_the_readme_s_notebook_example_runs_on_a_trained_run(tmp_path, data_cache):
-    # the README's first Python block, as written, in a directory whose runs/ holds one tiny run
+    # the README's notebook block, as written, in a directory whose runs/ holds two tiny runs (runs/heads the newer)
     args = ["--config", str(TINY), f"--data.cache_dir={data_cache}", "--train.threads=1", "--train.sample_tokens=0"]
-    assert train.main([*args, "--out", str(tmp_path / "runs" / "small")]) == 0
+    for name in ("small", "heads"):
+        assert train.main([*args, "--out", str(tmp_path / "runs" / name)]) == 0
     block = next(b for b in python_blocks(README) if "from inference import" in b)
     result = subprocess.run([sys.executable, "-c", block], cwd=tmp_path, capture_output=True, text=True, timeout=120,
                             env={**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"})  # fmt: skip

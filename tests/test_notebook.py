@@ -1,0 +1,220 @@
+"""Every view in a notebook (inspection/notebook.py): the command line's numbers (inspection/of_run.py computes them
+for both), each one rendered in Chromium, two pages side by side, bad input as one line in a real kernel, and both
+lesson notebooks (notebooks/) run top to bottom.
+
+    python -m pytest tests/test_notebook.py -q
+"""
+
+import base64
+import json
+import struct
+from pathlib import Path
+
+import nbformat
+import numpy as np
+import pytest
+
+import generate
+import train
+from inference import load_run
+from inspection import attention_for_text
+from inspection import notebook as nb
+from model.errors import UserError
+from tests.conftest import CHROMIUM, ROOT, TINY
+
+PROMPT = "대한민국 국회는 법률을 제정한다"
+NOTEBOOKS = ROOT / "notebooks"
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory, data_cache):
+    """configs/tiny.toml for 20 steps, an evaluation every 10 and 2 snapshots: heads.png and snapshots/."""
+    out = tmp_path_factory.mktemp("notebook") / "run"
+    assert train.main(["--config", str(TINY), f"--data.cache_dir={data_cache}", "--train.threads=1",
+                       "--train.sample_tokens=0", "--train.max_steps=20", "--train.eval_interval=10",
+                       "--train.snapshots=2", "--out", str(out)]) == 0  # fmt: skip
+    return out
+
+
+@pytest.fixture
+def english():
+    nb.language("en")
+    yield
+    nb.language("en")
+
+
+def printed(argv, capsys) -> str:
+    assert generate.main([str(a) for a in argv]) == 0
+    return capsys.readouterr().out
+
+
+def test_each_text_view_is_what_generate_prints(run_dir, english, capsys):
+    """The same text as the command line's, in both languages, with heads switched off too."""
+    score_file = run_dir.parent / "text.txt"
+    score_file.write_text(PROMPT + ". " + PROMPT + ".", encoding="utf-8")
+    base = ["--ckpt", run_dir, "--prompt", PROMPT]
+    for lang in ("en", "ko"):
+        nb.language(lang)
+        views = {"--explain 1.0": nb.walkthrough(run_dir, PROMPT, "1.0"), "--explain path": nb.path(run_dir, PROMPT),
+                 "--lens": nb.lens(run_dir, PROMPT), "--why": nb.why(run_dir, PROMPT)}  # fmt: skip
+        for option, view in views.items():
+            assert isinstance(view, nb.Text) and len(view.splitlines()) > 3
+            assert view in printed([*base, *option.split(), "--lang", lang], capsys), option
+        table = nb.heads(run_dir)
+        assert table in printed(["--ckpt", run_dir, "--heads", "--lang", lang], capsys)
+        off = nb.why(run_dir, PROMPT, 2, off="1.0,0.1")
+        assert off != nb.why(run_dir, PROMPT, 2)
+        assert off in printed([*base, "--why", "--query", "2", "--ablate", "1.0,0.1", "--lang", lang], capsys)
+        scored = nb.score(run_dir, score_file.read_text(encoding="utf-8"), off=[(1, 1)])
+        assert scored in printed(["--ckpt", run_dir, "--score", score_file, "--ablate", "1.1", "--lang", lang], capsys)
+    assert "끈 head 1.1" in scored
+
+
+def test_the_roles_table_names_the_heads_of_a_role(run_dir, english):
+    table = nb.heads(run_dir)
+    roles = table.roles
+    for role in ("self", "mixed", "induction"):
+        named = table.with_role(role)
+        expected = [f"{l}.{h}" for l in range(2) for h in range(2) if roles.strongest(l, h)[0] == role]
+        assert named == ",".join(expected)
+    with pytest.raises(UserError, match="role 'copying' is not one of previous-token"):
+        table.with_role("copying")
+
+
+def png_size(data: bytes) -> tuple[int, int]:
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    return struct.unpack(">II", data[16:24])
+
+
+def loaded_frames(page, count: int) -> list[int]:
+    """Once the page's `count` frames have loaded: how many tokens each draws."""
+    return page.wait_for("(() => { const d = Array.from(document.querySelectorAll('iframe'), f => f.contentDocument);"
+                         f" return d.length === {count} && d.every(x => x.readyState === 'complete') && d.map(x => "
+                         "x.querySelectorAll('#tokens .tok').length); })()")  # fmt: skip
+
+
+def hover_in_frame(page, frame: int, token: int) -> list[float]:
+    """Move the mouse onto token `token` of the page in frame `frame` (real input, through the frame): the weights
+    the page then shows on its tokens (every head's row of that query)."""
+    x, y = page.evaluate(f"""(() => {{ const f = document.querySelectorAll('iframe')[{frame}];
+        f.scrollIntoView({{block: 'start'}}); const e = f.contentDocument.querySelectorAll('#tokens .tok')[{token}];
+        const a = f.getBoundingClientRect(), b = e.getBoundingClientRect();
+        return [a.left + b.left + b.width / 2, a.top + b.top + b.height / 2]; }})()""")
+    page.move(x, y)
+    return page.evaluate(f"Array.from(document.querySelectorAll('iframe')[{frame}].contentDocument"
+                         ".querySelectorAll('#outgoing .w'), e => Number(e.textContent))")
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install chromium); CI installs it")
+def test_every_view_renders_and_two_pages_work_side_by_side(run_dir, english, tmp_path, browser):
+    """A cell's output as a notebook inserts it: each text view is its text in a <pre>, heads.png an image of its
+    size, and the attention page and the over-training page each work in their own frame: every token drawn, a
+    hovered token's weights those of the model's map, no error, neither page's ids or scripts in the other's way."""
+    texts = [nb.walkthrough(run_dir, PROMPT, "1.1"), nb.path(run_dir, PROMPT), nb.lens(run_dir, PROMPT),
+             nb.why(run_dir, PROMPT), nb.heads(run_dir), nb.score(run_dir, PROMPT)]
+    picture = nb.heads_over_training(run_dir)._repr_png_()
+    pages = [nb.page(run_dir, PROMPT), nb.over_training(run_dir, PROMPT)]
+    cells = [t._repr_html_() for t in texts] + [f'<img src="data:image/png;base64,{base64.b64encode(picture).decode()}">']
+    cells += [p._repr_html_() for p in pages]
+    (tmp_path / "outputs.html").write_text("<!DOCTYPE html><meta charset='utf-8'><body>" + "".join(
+        f"<div class='output'>{c}</div>" for c in cells) + "</body>", encoding="utf-8")
+    page = browser(tmp_path / "outputs.html")
+    shown = page.evaluate("Array.from(document.querySelectorAll('pre'), e => e.textContent)")
+    assert shown == [str(t) for t in texts]
+    assert page.wait_for("document.querySelector('img').complete && [document.querySelector('img').naturalWidth, "
+                         "document.querySelector('img').naturalHeight]") == list(png_size(picture))
+    maps = attention_for_text(load_run(run_dir), PROMPT)
+    assert loaded_frames(page, 2) == [len(maps.labels)] * 2
+    for index in (0, 1):
+        weights = hover_in_frame(page, index, 4)
+        if index == 0:  # layer 0 as the page opens, every head's row 4: the model's own maps
+            np.testing.assert_allclose(np.reshape(weights, (2, -1)), maps.att[0, :, 4], atol=6e-4)
+        else:  # the last snapshot's frame is not the one shown first: its own weights, a row of them
+            assert len(weights) == 2 * len(maps.labels) and sum(weights[:5]) == pytest.approx(1, abs=3e-3)
+    assert page.evaluate("document.querySelectorAll('iframe')[1].contentDocument.getElementById('trainer').hidden") is False
+    errors = page.evaluate("Array.from(document.querySelectorAll('iframe'), f => f.contentDocument"
+                           ".getElementById('errors').textContent)")
+    assert errors == ["", ""]
+    assert [e for e in page.events if e.get("method") == "Runtime.exceptionThrown"] == []
+
+
+def execute(book, tmp_path, allow_errors=False):
+    """Run a notebook in a real IPython kernel (ipykernel), from notebooks/ as Jupyter would."""
+    from nbclient import NotebookClient
+
+    NotebookClient(book, timeout=600, kernel_name="python3", allow_errors=allow_errors,
+                   resources={"metadata": {"path": str(NOTEBOOKS)}}).execute()
+    return book
+
+
+def errors_of(book) -> list:
+    return [o for c in book.cells for o in c.get("outputs", []) if o.output_type == "error"]
+
+
+@pytest.mark.slow
+def test_bad_input_in_a_kernel_is_one_line(run_dir, tmp_path):
+    """What the learner sees in the cell: the error's one line, no page of the library's internals."""
+    from nbformat.v4 import new_code_cell, new_notebook
+
+    book = new_notebook(cells=[new_code_cell(source) for source in (
+        "import sys; sys.path.insert(0, '..')\nfrom inspection import notebook as nb",
+        f"nb.page({str(tmp_path / 'nowhere')!r}, 'x')",
+        f"nb.walkthrough({str(run_dir)!r}, '가나', '9.9')",
+        f"nb.lens({str(run_dir)!r}, '가나', off='1.x')",
+        f"nb.path({str(run_dir)!r}, '가나', query=40)")])
+    seen = [o["traceback"] for o in errors_of(execute(book, tmp_path, allow_errors=True))]
+    assert seen == [[f"CheckpointError: {tmp_path / 'nowhere'} does not exist; pass a run directory (runs/<name>) "
+                     "or a checkpoint directory"],
+                    ["UserError: head 9.9 does not exist; this model has layers 0..1 and heads 0..1 (write --head "
+                     "LAYER.HEAD, e.g. --head 0.1)"],
+                    ["UserError: off '1.x' must be LAYER.HEAD with two numbers, e.g. off 0.1"],
+                    ["UserError: --query 40 is outside the 3 tokens of the text; give 0..2 or -1..-3 (from the end)"]]
+
+
+def fast(book, runs: Path, data_cache) -> nbformat.NotebookNode:
+    """The notebook with its parameter cell shrunk to seconds: tiny runs on the tests' data cache, one thread."""
+    cell = next(c for c in book.cells if "parameters" in c.metadata.get("tags", []))
+    shrink = [f"--data.cache_dir={data_cache}", "--train.threads=1", "--train.sample_tokens=0", "--train.max_steps=20",
+              "--train.eval_interval=10", "--train.snapshots=2"]
+    small = ["--model.n_layer=2", "--model.n_head=2", "--model.n_embd=32", "--data.vocab_size=512"]
+    cell.source = f'RUNS = {str(runs)!r}\nLESSON = {shrink!r}\nDEFAULT = {shrink + small!r}\nPROJECT = ""'
+    return book
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("lang", ["ko", "en"])
+def test_the_lesson_notebook_runs_top_to_bottom_and_its_pages_work(lang, tmp_path, data_cache, browser):
+    """Kept without outputs in git; executed in a kernel with the parameter cell shrunk, no cell fails, every
+    view shows itself, and converted to HTML (nbconvert) its three pages work in Chromium."""
+    from nbconvert import HTMLExporter
+
+    book = nbformat.read(NOTEBOOKS / f"lesson.{lang}.ipynb", as_version=4)
+    nbformat.validate(book)
+    code = [c for c in book.cells if c.cell_type == "code"]
+    assert all(c.outputs == [] and c.execution_count is None for c in code)  # outputs stripped
+    shipped = {}
+    exec(next(c for c in code if "parameters" in c.metadata.get("tags", [])).source, shipped)  # the real settings
+    assert (shipped["RUNS"], shipped["LESSON"], shipped["DEFAULT"], shipped["PROJECT"]) == ("runs", [], [], "")
+    execute(fast(book, tmp_path / "runs", data_cache), tmp_path)
+    assert errors_of(book) == []
+    shown = [o for c in code for o in c.outputs if o.output_type == "execute_result"]
+    assert [sorted(o.data) for o in shown] == [["image/png", "text/plain"]] + [["text/html", "text/plain"]] * 9
+    training = "".join(o.text for c in code for o in c.outputs if o.output_type == "stream" and o.name == "stdout")
+    assert ("검증 텍스트 전체" if lang == "ko" else "whole validation split") in training
+    html, _ = HTMLExporter().from_notebook_node(book)
+    (tmp_path / "lesson.html").write_text(html, encoding="utf-8")
+    page = browser(tmp_path / "lesson.html")
+    counts = loaded_frames(page, 3)
+    assert counts[0] == counts[1] and counts[2] > 1
+    for index in (0, 2):
+        weights = hover_in_frame(page, index, 1)
+        assert len(weights) > 0 and all(w >= 0 for w in weights) and max(weights) > 0
+    frame = "document.querySelectorAll('iframe')[2].contentDocument"
+    page.evaluate(f"{{ const w = {frame}.getElementById('words'); w.checked = true; w.dispatchEvent(new Event('change')) }}")
+    assert page.evaluate(f"Array.from({frame}.querySelectorAll('#tokens .t'), e => e.textContent)") == [
+        "<|endoftext|>", "대한민국", "␣국회는", "␣법률을", "␣제정한다"]
+    assert page.evaluate(f"{frame}.documentElement.lang") == lang
+    assert [e for e in page.events if e.get("method") == "Runtime.exceptionThrown"] == []
+    assert json.loads(json.dumps(page.evaluate("Array.from(document.querySelectorAll('iframe'), f => "
+                                               "f.contentDocument.getElementById('errors').textContent)"))) == [""] * 3
