@@ -41,7 +41,8 @@ from storage.atomic import write_json
 from training.checkpoints import save_checkpoint, save_snapshot, snapshot_due, snapshots_taken
 from training.config import RunConfig, TrainConfig, load_config
 from training.distributed import Distributed
-from training.evaluation import copy_loss, evaluate, final_report, final_scores, sample_text, score_heads
+from training.evaluation import (copy_loss, evaluate, final_report, final_scores, head_costs_due, measure_kept_off,
+                                 sample_text, score_heads)
 from training.early_stop import overfitting, stop_line, stops_early
 from training.hardware import peak_flops
 from training.lock import RunLock
@@ -160,9 +161,12 @@ def evaluate_and_save(run: TrainingRun, p: Progress, speed: Speedometer, bar: tq
     last/ (and best/), the log. True when train.patience ends the run here."""
     tc, ddp, raw, prepared = run.cfg.train, run.ddp, run.raw, run.prepared
     t_eval = time.perf_counter()
+    measure_kept_off(raw, prepared.dir, prepared.meta)  # train.heads_off: their outputs from now to the next one
     losses = evaluate(raw, prepared.dir, tc, ddp.device, run.autocast, ddp.rank, ddp.world)
     t_scored = time.perf_counter()
-    p.heads = score_heads(raw, prepared.dir, prepared.meta, run.tokenizer) if ddp.master else None  # --heads's roles
+    snapshot = ddp.master and snapshot_due(p.step, tc.max_steps, len(snapshots_taken(run.out_dir, run.cfg)), tc.snapshots)
+    costs = head_costs_due(tc, raw.config, snapshot)  # what switching each head off costs, as --heads prints it
+    p.heads = score_heads(raw, prepared.dir, prepared.meta, run.tokenizer, costs) if ddp.master else None
     check_finite("the validation loss", losses["val"], p.step, run.out_dir)
     score = losses["val"] if tc.best_by == "val_loss" else ddp.from_master(lambda: copy_loss(p.heads))
     improved = score < p.best_val  # best/ keeps the lowest train.best_by
@@ -171,7 +175,7 @@ def evaluate_and_save(run: TrainingRun, p: Progress, speed: Speedometer, bar: tq
     p.evals_since_best = 0 if improved else p.evals_since_best + 1
     overfit = overfitting(tc, losses, p.last_val, p.best_val, p.evals_since_best, run.lang)  # training/early_stop.py
     p.last_val = losses["val"]  # before the save: a resumed run compares its next evaluation with it
-    if ddp.master and snapshot_due(p.step, tc.max_steps, len(snapshots_taken(run.out_dir, run.cfg)), tc.snapshots):
+    if snapshot:
         save_snapshot(run.out_dir, p.step, raw, run.cfg.to_dict(), prepared.dir)  # before last/: see drop_snapshots_after
     save(run, p, ["last", "best"] if improved else ["last"])
     if run.log:

@@ -391,6 +391,13 @@ MESSAGES: dict[str, tuple[str, str]] = {
                    "{what}의 토큰이 {n}개로 모델의 context {block}개보다 많아, 마지막 {block}개만 씁니다"),
     "cut.prompt": ("the prompt", "prompt"),
     "cut.maps": ("the text for the attention maps", "attention map의 텍스트"),
+    "note.kept_off": ("this run kept heads {heads} off from its first step (train.heads_off), {how}: they are off "
+                      "here too",
+                      "이 run은 head {heads}을(를) 첫 step부터 끈 채 학습했습니다(train.heads_off, {how}). 여기서도 "
+                      "꺼져 있습니다"),
+    "kept_off.mean": ("each giving its mean output on held-out text as the run measured it",
+                      "각 head는 run이 잰 검증 텍스트에서의 평균 출력을 냄"),
+    "kept_off.zero": ("each giving zeros", "각 head는 영벡터를 냄"),
     "note.top_k": ("--top-k {k} keeps the whole vocabulary of {V} tokens: the same as no --top-k",
                    "--top-k {k}: 어휘 전체({V}개)를 남기므로 --top-k를 주지 않은 것과 같습니다"),
     "scoring": ("scoring", "평가 중"),

@@ -132,6 +132,8 @@ def export(path, out_dir, force: bool = False) -> Path:
     """Write the checkpoint at `path` (a run or checkpoint dir) as a transformers GPT-2 directory; returns it."""
     ckpt = find_checkpoint(path)
     model = load_model(ckpt)
+    if getattr(model, "kept_off", None) is not None:  # train.heads_off: GPT-2 has no hooks, so into the weights
+        model.kept_off.fold(model)
     check_expressible(model.config)
     tok, eot_id = checkpoint_tokenizer(ckpt, model.config.vocab_size, need_eot=True)
     eot = tok.id_to_token(eot_id)

@@ -112,4 +112,9 @@ def load_run(path: str | Path | None = None, runs_dir: str | Path = "runs", devi
     if speed:
         speed_up(model)
     tokenizer, eot_id = checkpoint_tokenizer(ckpt, model.config.vocab_size)
+    kept = getattr(model, "kept_off", None)  # train.heads_off: said once, as every number below is without them
+    if kept is not None:
+        say = messages(lang)
+        print(say("note", text=say("note.kept_off", heads=", ".join(f"{l}.{h}" for l, h in kept.heads),
+                                   how=say("kept_off." + kept.mode))), file=sys.stderr)
     return Run(model, tokenizer, ckpt, eot_id, lang)

@@ -53,6 +53,16 @@ SEQUENCES, MAX_REPEAT = 16, 50
 
 
 @dataclass
+class Importance:
+    """What switching each head off alone costs (inspection/importance.py measures it)."""
+    mode: str               # "mean" or "zero": what a switched-off head outputs
+    loss: np.ndarray        # (L, H): held-out loss with the head off minus the full model's, nats per token
+    drop: np.ndarray        # (L, H): the full model's in-context loss drop minus the drop with the head off
+    full_loss: float        # the full model's held-out loss
+    full_drop: float        # the full model's in-context loss drop
+
+
+@dataclass
 class HeadRoles:
     scores: dict[str, np.ndarray]   # role -> (L, H): ROLES, and WORD_ROLES when measured
     chance: dict[str, float]        # role -> the score of an even spread
@@ -300,15 +310,20 @@ def roles_record(roles: HeadRoles) -> dict:
 
 
 def roles_from_record(record: dict, text: str = "") -> HeadRoles:
-    """A HeadRoles from `roles_record`'s dict (null scores back to NaN)."""
+    """A HeadRoles from `roles_record`'s dict (null scores back to NaN), with its importance if it holds one."""
     def array(x):
         return np.array(x, dtype=np.float64)  # None -> nan
 
     measured = ROLES + tuple(r for r in WORD_ROLES if r in record["scores"])  # a record of before the word roles: none
-    return HeadRoles({r: array(record["scores"][r]) for r in measured},
-                     {r: float(array(record["chance"][r])) for r in measured},
-                     float(array(record["loss_first_copy"])), float(array(record["loss_second_copy"])),
-                     text, int(record["repeat"]))
+    roles = HeadRoles({r: array(record["scores"][r]) for r in measured},
+                      {r: float(array(record["chance"][r])) for r in measured},
+                      float(array(record["loss_first_copy"])), float(array(record["loss_second_copy"])),
+                      text, int(record["repeat"]))
+    imp = record.get("importance")  # what switching each head off cost, where that evaluation measured it
+    if imp:
+        roles.importance = Importance(imp["mode"], array(imp["loss"]), array(imp["drop"]), float(array(imp["full_loss"])),
+                                      float(array(imp["full_drop"])))
+    return roles
 
 
 def save_roles(roles: HeadRoles, path: str | os.PathLike) -> Path:

@@ -136,6 +136,8 @@ def roles_json_of(roles, layers: list[int]) -> dict | None:
         return None
     record = roles_record(roles)
     record["scores"] = {r: [rows[layer] for layer in layers] for r, rows in record["scores"].items()}
+    if "importance" in record:  # the page reads the costs by the same layer index as the scores
+        record["importance"] |= {k: [record["importance"][k][layer] for layer in layers] for k in ("loss", "drop")}
     return record
 
 

@@ -11,25 +11,14 @@ next-token loss over the same windows the role scores read; the in-context loss 
 switches heads off to zeros instead of their mean output (`--ablate-mode zero`).
 """
 
-from dataclasses import dataclass
-
 import numpy as np
 import torch
 import torch.nn.functional as F
 
-from inspection.heads import WINDOW, copy_losses, induction_sequences, windows_of
+from inspection.heads import WINDOW, Importance, copy_losses, induction_sequences, windows_of
 from model.ablation import ablated, head_means
 
 MODES = ("mean", "zero")
-
-
-@dataclass
-class Importance:
-    mode: str               # "mean" or "zero": what a switched-off head outputs
-    loss: np.ndarray        # (L, H): held-out loss with the head off minus the full model's, nats per token
-    drop: np.ndarray        # (L, H): the full model's in-context loss drop minus the drop with the head off
-    full_loss: float        # the full model's held-out loss
-    full_drop: float        # the full model's in-context loss drop
 
 
 def held_out_windows(model, text_ids) -> torch.Tensor:

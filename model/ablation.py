@@ -18,6 +18,7 @@ forward outside the block, run no extra code. The speed layer's one-token decodi
 """
 
 import contextlib
+from types import SimpleNamespace
 
 import torch
 
@@ -60,6 +61,119 @@ def ablated(model, heads, means: torch.Tensor | None = None):
     finally:
         for hook in hooks:
             hook.remove()
+
+
+def parse_heads_off(names, n_layer: int, n_head: int) -> list[tuple[int, int]]:
+    """train.heads_off ["1.0", "0"] -> [(0, 0), ..., (0, H-1), (1, 0)]: "L.H" one head, "L" every head of layer L;
+    ModelInputError for a name that is neither, a head the model lacks, one named twice, or every head."""
+    heads = []
+    for name in names:
+        layer, dot, head = str(name).partition(".")
+        if not layer.isdigit() or (dot and not head.isdigit()):
+            raise ModelInputError(f'train.heads_off names "{name}"; name a head as "LAYER.HEAD" (e.g. "0.2") or a '
+                                  'whole layer as "LAYER" (e.g. "0")')
+        if not 0 <= int(layer) < n_layer:
+            raise ModelInputError(f'train.heads_off names layer {layer}; this model has layers 0..{n_layer - 1}')
+        heads += [(int(layer), int(head))] if dot else [(int(layer), h) for h in range(n_head)]
+    try:
+        checked = check_heads(SimpleNamespace(config=SimpleNamespace(n_layer=n_layer, n_head=n_head)), heads)
+    except ModelInputError as e:
+        raise ModelInputError(f"train.heads_off: {e}") from None
+    if len(checked) == n_layer * n_head:
+        raise ModelInputError("train.heads_off names every head of the model; keep at least one on")
+    return checked
+
+
+class KeptOff:
+    """Heads kept off for good (train.heads_off): the heads' output y is replaced for every forward of `model`
+    from the moment this is made, by forward pre-hooks on the layers' c_proj (as `ablated` does).
+
+    mode "zero": zeros. mode "mean": while the model trains (c_proj.training), each head's mean output over the
+    forward's batch, every token of it, with no gradient through it: the mean follows the model as it changes,
+    the way batch norm's batch statistics do; in evaluation, `means`, its mean over held-out text, measured by
+    `measure` (the training loop does it at every evaluation) and saved with each checkpoint, so every command
+    that opens one computes what that evaluation did. `model.kept_off` is this object."""
+
+    def __init__(self, model, heads, mode: str = "mean", means: dict | None = None):
+        if mode not in ("mean", "zero"):
+            raise ModelInputError(f'train.heads_off_mode = "{mode}" is not one of "mean", "zero"')
+        self.heads, self.mode, self.head_dim = check_heads(model, heads), mode, model.config.head_dim
+        hs = self.head_dim
+        device = model.tok_emb.weight.device
+        self.means = torch.zeros(model.config.n_layer, model.config.n_embd, device=device)  # (L, C)
+        for name, values in (means or {}).items():  # "L.H" -> the head's hs values
+            layer, head = (int(x) for x in name.split("."))
+            self.means[layer, head * hs : (head + 1) * hs] = torch.tensor(values, dtype=torch.float32)
+        self.sums, self.count = None, 0  # while `measure` runs: each layer's summed raw y, and the tokens
+        self.hooks = []
+        for layer in sorted({layer for layer, _ in self.heads}):
+            off = torch.zeros(model.config.n_embd, dtype=torch.bool, device=device)
+            for head in (h for l, h in self.heads if l == layer):
+                off[head * hs : (head + 1) * hs] = True
+            self.hooks.append(model.blocks[layer].attn.c_proj.register_forward_pre_hook(self.hook(layer, off)))
+        model.kept_off = self
+
+    def hook(self, layer: int, off: torch.Tensor):
+        def replace(module, args):
+            y = args[0]  # (B, T, C): the heads side by side
+            if self.sums is not None:
+                self.sums[layer] += y.detach().double().sum((0, 1))
+            if self.mode == "zero":
+                fill = torch.zeros((), dtype=y.dtype, device=y.device)
+            elif module.training:
+                fill = y.detach().mean((0, 1))  # this batch's mean output of every head
+            else:
+                fill = self.means[layer].to(y.dtype)
+            return (torch.where(off, fill, y),)
+
+        return replace
+
+    @torch.inference_mode()
+    def measure(self, model, windows: torch.Tensor, batch: int = 16) -> None:
+        """`means` of mode "mean": each kept-off head's mean raw output over every token of `windows` (N, T), a
+        layer at a time in order, so that a later layer's mean is taken with the earlier layers' new means."""
+        if self.mode != "mean":
+            return
+        was_training = model.training
+        model.eval()
+        try:
+            for layer in sorted({layer for layer, _ in self.heads}):
+                self.sums, self.count = torch.zeros_like(self.means, dtype=torch.float64), 0
+                for chunk in windows.split(batch):
+                    model(chunk.to(self.means.device))
+                    self.count += chunk.numel()
+                self.means[layer] = (self.sums[layer] / self.count).float()
+        finally:
+            self.sums = None
+            model.train(was_training)
+
+    def record(self) -> dict:
+        """What a checkpoint's config.json keeps of it ("kept_off"): the heads, the mode, each head's mean."""
+        return {"heads": [f"{l}.{h}" for l, h in self.heads], "mode": self.mode,
+                "means": {f"{l}.{h}": self.means[l, h * self.head_dim : (h + 1) * self.head_dim].tolist()
+                          for l, h in self.heads}}
+
+    def remove(self) -> None:
+        for hook in self.hooks:
+            hook.remove()
+
+    @torch.no_grad()
+    def fold(self, model) -> None:
+        """Write the kept-off heads into the weights and drop the hooks, for a format with no hooks (a Hugging Face
+        export): a head's W_O columns become zeros and what its fill adds through them, W_O·fill, goes into
+        c_proj's bias. The same function of the input, evaluation's, up to float rounding."""
+        hs = self.head_dim
+        for layer, head in self.heads:
+            proj = model.blocks[layer].attn.c_proj
+            cols = slice(head * hs, (head + 1) * hs)
+            if self.mode == "mean":
+                if proj.bias is None:
+                    raise ModelInputError("a head kept off by its mean needs c_proj's bias to fold into; this model "
+                                          "has none (model.bias = false)")
+                proj.bias += proj.weight[:, cols] @ self.means[layer, cols]
+            proj.weight[:, cols] = 0
+        self.remove()
+        del model.kept_off
 
 
 @torch.inference_mode()

@@ -30,6 +30,7 @@ import torch
 
 from data.tokenizer import check_fits, load_tokenizer, special_ids, tokenizer_hash
 from model import GPT, GPTConfig, ModelConfigError
+from model.ablation import KeptOff
 from model.errors import UserError, check_utf8
 from storage.atomic import atomic_write, write_json
 
@@ -55,7 +56,9 @@ def save_model(model: GPT, directory, extra_config: dict | None = None) -> None:
     directory.mkdir(parents=True, exist_ok=True)
     tensors = {k: t.detach().cpu().contiguous() for k, t in model.state_dict().items() if k != TIED}
     atomic_write(directory / WEIGHTS, lambda tmp: safetensors.torch.save_file(tensors, tmp))
-    write_json(directory / CONFIG, {"model": asdict(model.config), **(extra_config or {})})
+    kept = getattr(model, "kept_off", None)  # train.heads_off: which heads, and what they output (model/ablation.py)
+    write_json(directory / CONFIG, {"model": asdict(model.config), **(extra_config or {}),
+                                    **({"kept_off": kept.record()} if kept else {})})
 
 
 SNAPSHOTS = "snapshots"  # RUN/snapshots/step_<step>/: a run's train.snapshots, checkpoint dirs without train_state.pt
@@ -269,7 +272,21 @@ def load_model(path, device="cpu") -> GPT:
     tensors = read_weights(ckpt, config)  # the header is checked first: a config that lies allocates nothing
     model = GPT(config)
     put_weights(model, tensors)
-    return model.to(device).eval()
+    model = model.to(device).eval()
+    keep_heads_off(model, ckpt)
+    return model
+
+
+def keep_heads_off(model: GPT, ckpt: Path) -> None:
+    """The heads the run kept off (its config.json's "kept_off", train.heads_off) kept off in `model` too, each
+    giving the output that checkpoint's evaluation gave it (model.ablation.KeptOff)."""
+    kept = (read_json(ckpt / CONFIG, "restore it or use another checkpoint") or {}).get("kept_off")
+    if not kept:
+        return
+    try:
+        KeptOff(model, [tuple(int(x) for x in name.split(".")) for name in kept["heads"]], kept["mode"], kept["means"])
+    except (KeyError, TypeError, ValueError, AttributeError, RuntimeError) as e:
+        raise CheckpointError(f"{ckpt / CONFIG} has a damaged \"kept_off\" ({e}); restore it from the run") from None
 
 
 def checkpoint_step(ckpt: Path) -> int | None:

@@ -1,13 +1,16 @@
-"""Switching heads off (model/ablation.py) and what each head is worth (inspection/importance.py).
+"""Switching heads off (model/ablation.py), for a look or for good (train.heads_off), and what each head is worth
+(inspection/importance.py).
 
     python -m pytest tests/test_ablation.py -q
 """
+
+import re
 
 import pytest
 import torch
 
 from inspection.importance import head_importance
-from model.ablation import ablated, check_heads, has_hooks, head_means
+from model.ablation import KeptOff, ablated, check_heads, has_hooks, head_means, parse_heads_off
 from model.config import ModelInputError
 from model.sampling import generate
 from model.speed import speed_up
@@ -96,3 +99,50 @@ def test_importance_of_the_hand_built_copying_model():
     assert imp.full_drop > 13
     assert imp.drop[0, 0] > 0.8 * imp.full_drop and imp.drop[1, 0] > 0.99 * imp.full_drop
     assert imp.loss[0, 1] == imp.drop[0, 1] == imp.loss[1, 1] == imp.drop[1, 1] == 0
+
+
+def test_a_kept_off_head_gives_its_batch_mean_while_training_and_the_measured_mean_after():
+    """train.heads_off's hook (KeptOff): in training, head 1.0's dims of every token are that batch's mean of its
+    own raw output, with no gradient into its q, k and v; in evaluation they are `means`, which `measure` takes
+    over every token of the windows; the other head is untouched either way."""
+    model, x = biased_model(), ids()
+    c, hs = model.config.n_embd, model.config.head_dim
+    kept = KeptOff(model, [(1, 0)], "mean")
+    raw, given = [], []
+    proj = model.blocks[1].attn.c_proj
+    hooks = [proj.register_forward_pre_hook(lambda m, a: raw.append(a[0].detach().clone()), prepend=True),
+             proj.register_forward_pre_hook(lambda m, a: given.append(a[0].detach().clone()))]
+    model.train()
+    loss = model(x, x)[1]
+    batch_mean = raw[0][..., :hs].mean((0, 1))
+    torch.testing.assert_close(given[0][..., :hs], batch_mean.expand(*x.shape, hs), rtol=0, atol=1e-6)
+    assert torch.equal(given[0][..., hs:], raw[0][..., hs:])
+    loss.backward()
+    grad = model.blocks[1].attn.c_attn.weight.grad  # rows: W_Q, W_K, W_V of every head, side by side
+    for part in range(3):
+        assert torch.count_nonzero(grad[part * c : part * c + hs]) == 0  # head 1.0 learns nothing
+        assert torch.count_nonzero(grad[part * c + hs : (part + 1) * c]) > 0  # head 1.1 does
+    windows = ids(1, 4, 16)
+    kept.measure(model, windows)
+    raw.clear()
+    model.eval()
+    with torch.no_grad():
+        model(windows)
+    torch.testing.assert_close(kept.means[1, :hs], raw[0][..., :hs].mean((0, 1)), rtol=0, atol=1e-6)
+    given.clear()
+    with torch.no_grad():
+        model(x)
+    assert torch.equal(given[0][..., :hs], kept.means[1, :hs].expand(*x.shape, hs))
+    for hook in hooks:
+        hook.remove()
+    record = kept.record()
+    assert record["heads"] == ["1.0"] and record["mode"] == "mean" and record["means"]["1.0"] == kept.means[1, :hs].tolist()
+
+
+def test_train_heads_off_names_heads_and_layers_and_refuses_what_cannot_be():
+    assert parse_heads_off(["1.1", "0"], 2, 3) == [(0, 0), (0, 1), (0, 2), (1, 1)]
+    for names, message in ((["2.0"], "layer 2; this model has layers 0..1"), (["1.3"], "head 1.3 is not in this model"),
+                           (["1.0", "1.0"], "head 1.0 is given twice"), (["0", "1"], "names every head"),
+                           (["x"], 'names "x"'), (["1.a"], 'names "1.a"')):
+        with pytest.raises(ModelInputError, match=re.escape(message)):
+            parse_heads_off(names, 2, 3)

@@ -120,6 +120,9 @@ CASES = [
     (T, ["--out", "{run}", "--resume", "--model.n_embd=64"], "the model differs (model.n_embd 32 -> 64)"),
     (T, ["--out"], "argument --out: expected one argument"),
     (T, ["--out", "{root}/fresh", "--model.block_size=8000"], "the val split holds"),
+    (T, ["--out", "{root}/fresh", "--train.heads_off=1.7"], "train.heads_off: head 1.7 is not in this model"),
+    (T, ["--out", "{root}/fresh", "--train.heads_off=0.1,0"], "train.heads_off: head 0.1 is given twice"),
+    (T, ["--out", "{root}/fresh", "--train.heads_off=0,1"], "train.heads_off names every head of the model"),
     # train.py: the config file and its values
     (T, ["--config", "{root}/dir"], "is a directory"),
     (T, ["--config", "{root}/bad.toml"], "is not valid TOML"),

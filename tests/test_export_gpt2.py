@@ -2,7 +2,8 @@
 is the same model in transformers, token for token.
 
 For a random model (every weight drawn, LayerNorms included, so a wrong name or a missing transpose
-shows), a briefly trained one and one without biases: transformers loads the export with no warnings,
+shows), a briefly trained one, one without biases and two with heads kept off (train.heads_off, folded into the
+weights): transformers loads the export with no warnings,
 and its logits, attention maps, greedy continuations and tokenizer equal ours. Then the CLI's refusals.
 Needs the `hf` extra (transformers); skipped without it.
 
@@ -26,6 +27,7 @@ transformers = pytest.importorskip("transformers")
 from data.tokenizer import EOT, train_tokenizer  # noqa: E402
 from model import GPT, GPTConfig  # noqa: E402
 from hf.export_gpt2 import ExportError, check_expressible, export, gpt2_weights, main  # noqa: E402
+from model.ablation import KeptOff  # noqa: E402
 from model.sampling import generate  # noqa: E402
 from storage.checkpoint import load_model, save_model  # noqa: E402
 
@@ -110,11 +112,22 @@ def load_hf(out: Path, **kwargs):
     return hf, info, messages + [str(w.message) for w in caught]
 
 
-@pytest.fixture(scope="module", params=["random", "trained", "no_bias", "attention_only"])
+def kept_off(tok, mode: str) -> GPT:
+    """A random model with heads 0.1 and 1.0 kept off (train.heads_off), by random means or zeros: the export
+    folds them into the weights (KeptOff.fold)."""
+    model = random_model(tok)
+    kept = KeptOff(model, [(0, 1), (1, 0)], mode)
+    kept.means.normal_(0.0, 0.5, generator=torch.Generator().manual_seed(2))
+    return model
+
+
+@pytest.fixture(scope="module", params=["random", "trained", "no_bias", "attention_only", "heads_off_mean",
+                                        "heads_off_zero"])
 def exported(request, tok, tmp_path_factory):
     """(our model as load_model returns it, its transformers twin (eager attention), the export dir)."""
     make = {"random": random_model, "trained": trained_model, "no_bias": lambda t: random_model(t, bias=False),
-            "attention_only": lambda t: random_model(t, mlp=False)}
+            "attention_only": lambda t: random_model(t, mlp=False), "heads_off_mean": lambda t: kept_off(t, "mean"),
+            "heads_off_zero": lambda t: kept_off(t, "zero")}
     base = tmp_path_factory.mktemp(request.param)
     run = save_run(make[request.param](tok), tok, base / "run")
     out = export(run, base / "hf")

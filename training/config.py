@@ -27,6 +27,7 @@ from cli.messages import messages
 from data.config import DataConfig
 from hf.pretrained import open_pretrained
 from model.config import GPTConfig
+from model.ablation import parse_heads_off
 from model.device import check_device_name
 from model.errors import UserError
 from model.sampling import MAX_SEED
@@ -74,6 +75,9 @@ class TrainConfig:
     copy_lessons: float = 0.0  # share of training windows with a repeated run of random tokens (data/lessons.py)
     best_by: str = "val_loss"  # what best/ keeps (BEST_BY): the lowest validation loss, or the lesson's copy_loss
     speed_up: bool = True  # the speed layer (model/speed/); false: model/gpt.py and attention.py alone, slower
+    heads_off: str = ""  # heads kept off from step 0, "L.H" or "L" (a whole layer), e.g. "0.2,1" (model/ablation.py)
+    heads_off_mode: str = "mean"  # what a kept-off head outputs: "mean" (while training, its batch's mean) or "zero"
+    head_costs: str | bool = "auto"  # each evaluation records each head's cost when off: auto (when cheap) | true | false
 
     def __post_init__(self):
         for name in ("max_steps", "batch_size", "grad_accum", "eval_interval", "eval_iters", "log_interval"):
@@ -110,6 +114,10 @@ class TrainConfig:
         if self.compile not in ("auto", "on", "off", True, False):
             raise ConfigError(f'train.compile = {self.compile!r} is not one of "auto", "on", "off", true, false')
         check_device_name(self.device)
+        if self.heads_off_mode not in ("mean", "zero"):
+            raise ConfigError(f'train.heads_off_mode = "{self.heads_off_mode}" is not one of "mean", "zero"')
+        if self.head_costs not in ("auto", True, False):
+            raise ConfigError(f'train.head_costs = {self.head_costs!r} is not one of "auto", true, false')
         if self.threads > MAX_THREADS:
             raise ConfigError(f"train.threads = {self.threads} is more than {MAX_THREADS}; 0 uses one per core")
 
@@ -187,11 +195,22 @@ def load_config(path, overrides: list[str] = ()) -> RunConfig:
     raw = read_toml(path)
     for arg in overrides:
         section, key, value = parse_override(arg)
+        if text_only(section, key) and isinstance(value, (int, float)) and not isinstance(value, bool):
+            value = arg.partition("=")[2]  # as typed: "0.10" stays "0.10"
         table = raw.setdefault(section, {})
         if not isinstance(table, dict):
             raise ConfigError(f"[{section}] in {path} is not a table; fix the file")
         table[key] = value
     return build_config(raw, source=str(path))
+
+
+# Settings whose value reads as a number but is text: --train.heads_off=0.10 is head 10 of layer 0, not 0.1
+TEXT_KEYS = {("train", "heads_off")}
+
+
+def text_only(section: str, key: str) -> bool:
+    """Whether an override of [section] key is its text as typed (TEXT_KEYS)."""
+    return (section, key) in TEXT_KEYS
 
 
 def read_toml(path: Path) -> dict:
@@ -252,6 +271,8 @@ def build_config(raw: dict, source: str = "config") -> RunConfig:
     else:
         vocab = 2048 if data.vocab_size == "auto" else data.vocab_size  # a placeholder until the tokenizer says
         model = GPTConfig(vocab_size=vocab, **values["model"])  # checked now, before any data work
+    if train.heads_off:  # checked against the model now: a head it lacks, one named twice, every head
+        parse_heads_off(train.heads_off.split(","), model.n_layer, model.n_head)
     if train.best_by == "copy_loss" and model.block_size < 5:  # <|endoftext|> and two copies of two tokens
         raise ConfigError(f'train.best_by = "copy_loss" needs model.block_size of at least 5 to repeat random tokens '
                           f'in (it is {model.block_size}); raise block_size or keep best_by = "val_loss"')

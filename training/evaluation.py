@@ -33,9 +33,10 @@ from data.loader import BatchLoader, load_tokens
 from data.token_bytes import token_bytes
 from data.tokenizer import ordinary_ids
 from model.nll import bits_per_char, stream_nll, windows_read
-from inspection.importance import ablation_means, head_importance
+from inspection.importance import ablation_means, head_importance, held_out_windows
 from inspection.words import word_start_ids
-from inspection.heads import DROP_FORMED, FORMED, Circuit, copying_circuit, measure_heads, roles_from_record, roles_record
+from inspection.heads import (DROP_FORMED, FORMED, SEQUENCES, WINDOW, WINDOWS, Circuit, copying_circuit, measure_heads,
+                              roles_from_record, roles_record)
 from model.errors import UserError
 from model.sampling import generate
 from model.speed import is_sped_up, speed_up
@@ -75,7 +76,7 @@ def evaluate(model, data_dir: Path, tc, device, autocast=None, rank: int = 0, wo
 def score_heads(model, data_dir: Path, meta: dict, tokenizer, importance: bool = False) -> dict | None:
     """Every head's role scores on the validation split (`inspection.heads.roles_record`) and the "seconds"
     they took, or None for a model whose context is too short to measure them. `importance`: what switching
-    each head off alone costs too (inspection/importance.py: L x H forwards more, so at the end of a run only)."""
+    each head off alone costs too (inspection/importance.py: L x H forwards more: `head_costs_due` says when)."""
     started, was_training = time.perf_counter(), model.training
     model.eval()
     val, usable = load_tokens(data_dir / "val.bin", meta["dtype"]), ordinary_ids(tokenizer, model.config.vocab_size)
@@ -89,6 +90,34 @@ def score_heads(model, data_dir: Path, meta: dict, tokenizer, importance: bool =
     finally:
         model.train(was_training)
     return roles_record(roles) | {"seconds": round(time.perf_counter() - started, 3)}
+
+
+COSTS_SHARE = 0.1  # train.head_costs = "auto": at every evaluation while they cost at most this share of training
+
+
+def cost_share(tc, c) -> float:
+    """What the head costs take at an evaluation, against the training between two: the tokens of their forwards
+    (each head off in turn, and none: the held-out windows and the repeated random tokens) over three times the
+    tokens trained (a forward and a backward). The lesson run: 0.03; configs/small.toml's default run: 0.33 or more."""
+    T = min(WINDOW, c.block_size)
+    return (c.n_layer * c.n_head + 1) * (WINDOWS + SEQUENCES) * T / (3 * tc.eval_interval * tc.batch_size
+                                                                     * tc.grad_accum * c.block_size)
+
+
+def head_costs_due(tc, c, snapshot: bool) -> bool:
+    """Whether this evaluation records what switching each head off costs (train.head_costs): always, never, or
+    ("auto") when they are cheap (`cost_share`), else at the evaluations that take a snapshot (`snapshot`)."""
+    if tc.head_costs != "auto":
+        return bool(tc.head_costs)
+    return snapshot or cost_share(tc, c) <= COSTS_SHARE
+
+
+def measure_kept_off(model, data_dir: Path, meta: dict) -> None:
+    """train.heads_off = ... in "mean" mode: each kept-off head's mean output over the validation split's windows
+    (the ones --heads and --ablate read), which the evaluation and every checkpoint saved until the next use."""
+    kept = getattr(model, "kept_off", None)
+    if kept is not None:
+        kept.measure(model, held_out_windows(model, load_tokens(data_dir / "val.bin", meta["dtype"])))
 
 
 def copy_loss(heads: dict | None) -> float:

@@ -9,6 +9,9 @@ heads.png shares one step axis between the loss curves (top), one panel per role
 in-context loss drop on repeated random tokens (bottom), so the evaluation at which a head forms, and the
 change in the loss that often comes with an induction head, line up. A head is marked where its score first
 passes the bar (at least `ROLE_MIN` and twice chance), and each panel lists those heads ("layer.head at step").
+Where evaluations measured what switching each head off costs (train.head_costs), two panels more: the held-out
+loss it adds and the in-context loss drop it takes away, so the step a head becomes needed lines up with the step
+its role score rises.
 """
 
 from math import nan
@@ -56,6 +59,36 @@ def plot_losses(records: list[dict], png: Path) -> None:
     save_png(fig, png)
 
 
+NECESSARY = 1.0  # nats of the in-context loss drop a head takes away when off: from there on the model needs it
+
+
+def draw_costs(axes, costed: list[dict], n_layer: int, n_head: int, colours) -> None:
+    """Two panels: what switching each head off alone costs at each evaluation that measured it, the held-out loss
+    it adds and the in-context loss drop it takes away, a line per head; each head marked where its drop lost
+    first reaches NECESSARY."""
+    steps = [r["step"] for r in costed]
+    necessary = []
+    for ax, key, label in zip(axes, ("loss", "drop"), ("held-out loss\nadded off (nats)", "drop lost\noff (nats)")):
+        for layer in range(n_layer):
+            for head in range(n_head):
+                ys = [r["heads"]["importance"][key][layer][head] for r in costed]
+                ys = [nan if y is None else y for y in ys]
+                ax.plot(steps, ys, lw=1, color=colours[layer], label=f"layer {layer}" if head == 0 else None)
+                step = next((s for s, y in zip(steps, ys) if y >= NECESSARY), None) if key == "drop" else None
+                if step is not None:
+                    ax.plot(step, NECESSARY, "v", color=colours[layer], ms=6)
+                    necessary.append((step, f"{layer}.{head}"))
+        ax.axhline(0, lw=0.8, color="grey")
+        ax.set_ylabel(label, fontsize=9)
+        ax.grid(alpha=0.3)
+    if necessary:
+        names = [f"{name} at {step:,}" for step, name in sorted(necessary)]
+        axes[1].axhline(NECESSARY, ls=":", lw=0.8, color="black")
+        axes[1].text(0.99, 0.95, f"needed (drop lost >= {NECESSARY:g}): " + ", ".join(names[:6])
+                     + (", ..." if len(names) > 6 else ""), transform=axes[1].transAxes, ha="right", va="top",
+                     fontsize=8, bbox={"boxstyle": "round", "fc": "white", "ec": "0.8"})
+
+
 def plot_heads(records: list[dict], png: Path) -> bool:
     """heads.png as the module docstring describes it; False (and no file) when no evaluation scored heads."""
     scored = [r for r in records if r.get("kind") == "eval" and r.get("heads")]
@@ -66,7 +99,9 @@ def plot_heads(records: list[dict], png: Path) -> bool:
     first = scored[0]["heads"]
     n_layer, n_head = len(first["scores"][ROLES[0]]), len(first["scores"][ROLES[0]][0])
     colours = plt.get_cmap("viridis")([0.85 * layer / max(1, n_layer - 1) for layer in range(n_layer)])
-    fig, axes = plt.subplots(len(ROLES) + 2, 1, figsize=(8, 2.2 * (len(ROLES) + 2)), sharex=True)
+    costed = [r for r in scored if r["heads"].get("importance")]  # train.head_costs: what each head off costs
+    panels = len(ROLES) + 2 + (2 if costed else 0)
+    fig, axes = plt.subplots(panels, 1, figsize=(8, 2.2 * panels), sharex=True)
     draw_losses(axes[0], records)
     spent = sum(r["heads"].get("seconds", 0.0) for r in scored)
     wall = next((r["wall_s"] for r in reversed(records) if r.get("kind") == "final"), None)
@@ -96,12 +131,15 @@ def plot_heads(records: list[dict], png: Path) -> bool:
         ax.set_ylabel(role, fontsize=9)
         ax.grid(alpha=0.3)
     axes[1].legend(fontsize=8, ncol=min(n_layer, 6), loc="upper left")
+    drop_axis = axes[len(ROLES) + 1]
     drop = [(r["heads"]["loss_first_copy"] or nan) - (r["heads"]["loss_second_copy"] or nan) for r in scored]
-    axes[-1].plot(steps, drop, "o-", ms=3, color="C3")
-    axes[-1].axhline(0, lw=0.8, color="grey")
-    axes[-1].set_ylabel("in-context loss\ndrop (nats)", fontsize=9)
+    drop_axis.plot(steps, drop, "o-", ms=3, color="C3")
+    drop_axis.axhline(0, lw=0.8, color="grey")
+    drop_axis.set_ylabel("in-context loss\ndrop (nats)", fontsize=9)
+    drop_axis.grid(alpha=0.3)
+    if costed:
+        draw_costs(axes[-2:], costed, n_layer, n_head, colours)
     axes[-1].set_xlabel("step")
-    axes[-1].grid(alpha=0.3)
     fig.tight_layout()
     save_png(fig, png)
     return True

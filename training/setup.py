@@ -25,6 +25,7 @@ from data.prepare import Prepared, check_splits, prepare
 from data.tokenizer import load_tokenizer, ordinary_ids
 from hf.pretrained import open_pretrained
 from model import GPT
+from model.ablation import KeptOff, parse_heads_off
 from model.nll import windows_read
 from model.speed import speed_up
 from storage.atomic import write_json
@@ -94,6 +95,8 @@ def set_up(cfg: RunConfig, out_dir: Path, resume: bool, overwrite: bool, ddp: Di
     # the model and the optimizer
     raw = initial_model(cfg, ddp.rank, saved, start, out_dir, prepared.meta, lang)
     raw.to(device)
+    if tc.heads_off:  # kept off from the first step to the last, and in every command that opens the run
+        KeptOff(raw, parse_heads_off(tc.heads_off.split(","), raw.config.n_layer, raw.config.n_head), tc.heads_off_mode)
     if tc.speed_up:
         speed_up(raw)  # faster variants of some parts, the same numbers (model/speed/)
     optimizer = make_optimizer(raw, tc, device)
