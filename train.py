@@ -43,12 +43,12 @@ from training.config import RunConfig, TrainConfig, load_config
 from training.distributed import Distributed
 from training.evaluation import (copy_loss, evaluate, final_report, final_scores, head_costs_due, measure_kept_off,
                                  sample_text, score_heads)
-from training.early_stop import overfitting, stop_line, stops_early
+from training.early_stop import stop_line, stops_early
 from training.hardware import peak_flops
 from training.lock import RunLock
 from training.metrics import Speedometer
 from training.recipe import replan
-from training.setup import Progress, TrainingRun, set_up, train_state
+from training.setup import Progress, TrainingRun, first_compiled_step, set_up, train_state
 from training.stopping import StopSignals, check_finite
 
 
@@ -101,7 +101,10 @@ def loop(run: TrainingRun, p: Progress, signals: StopSignals, speed: Speedometer
         while p.step < run.cfg.train.max_steps and not stop:
             tc = run.cfg.train
             lr = get_lr(p.step, tc)
-            optimisation_step(run, p, lr)
+            if run.compiling:  # the first step compiles; a compiler that fails leaves the run eager, with a warning
+                first_compiled_step(run, p, lr, optimisation_step)
+            else:
+                optimisation_step(run, p, lr)
             speed.add(run.tokens_per_step)
             bar.update()
             after_step(p.step)
@@ -130,8 +133,8 @@ def optimisation_step(run: TrainingRun, p: Progress, lr: float) -> None:
         group["lr"] = lr
     for micro in range(tc.grad_accum):  # teacher forcing: y is x shifted by one token
         x, y = run.loader.next_batch()
-        if run.ddp.world > 1:  # DDP averages the gradients over the ranks in the last micro-step's backward only
-            run.model.require_backward_grad_sync = micro == tc.grad_accum - 1
+        if run.ddp.world > 1:  # DDP (under a compile: its _orig_mod) averages the gradients in the last backward only
+            getattr(run.model, "_orig_mod", run.model).require_backward_grad_sync = micro == tc.grad_accum - 1
         with run.autocast:
             loss = run.model(x, y, loss_only=True)[1] / tc.grad_accum
         scaler.scale(loss).backward()
@@ -173,8 +176,6 @@ def evaluate_and_save(run: TrainingRun, p: Progress, speed: Speedometer, bar: tq
     if improved:
         p.best_val, p.best_step = score, p.step
     p.evals_since_best = 0 if improved else p.evals_since_best + 1
-    overfit = overfitting(tc, losses, p.last_val, p.best_val, p.evals_since_best, run.lang)  # training/early_stop.py
-    p.last_val = losses["val"]  # before the save: a resumed run compares its next evaluation with it
     if snapshot:
         save_snapshot(run.out_dir, p.step, raw, run.cfg.to_dict(), prepared.dir)  # before last/: see drop_snapshots_after
     save(run, p, ["last", "best"] if improved else ["last"])
@@ -190,9 +191,9 @@ def evaluate_and_save(run: TrainingRun, p: Progress, speed: Speedometer, bar: tq
                   + (f" | {record['sample'][:100]}" if tc.sample_tokens else ""))  # fmt: skip
     run.budget.evaluated(time.perf_counter() - t_eval, t_scored - t_eval, losses["tokens"])
     speed.pause(run.budget.seconds_per_eval)  # evaluation time is not training time
-    stops = stops_early(run.cfg, p.step, p.evals_since_best, overfit)  # train.patience
+    stops = stops_early(run.cfg, p.step, p.evals_since_best)  # train.patience (training/early_stop.py)
     if stops and run.log:
-        bar.write(stop_line(tc, p.step, p.best_step, p.evals_since_best, run.budget.seconds_per_step, overfit, run.lang))
+        bar.write(stop_line(tc, p.step, p.best_step, p.evals_since_best, run.budget.seconds_per_step, run.lang))
     return stops
 
 
@@ -211,8 +212,10 @@ def replan_steps(run: TrainingRun, step: int, bar: tqdm) -> None:
 def save(run: TrainingRun, p: Progress, names: list[str]) -> None:
     """Save last/ (and best/) once the train loss and the weights are checked finite: every rank gives its
     RNG and loader states; rank 0 writes."""
-    check_finite("the training loss", (p.loss_sum / max(1, p.n_summed)).item(), p.step, run.out_dir)
+    loss = (p.loss_sum / max(1, p.n_summed)).item()
     biggest = torch.stack([w.detach().abs().max().float() for w in run.raw.parameters()]).max().item()
+    loss, biggest = run.ddp.worst([loss, biggest])  # a NaN on one rank stops every rank, before the gather below
+    check_finite("the training loss", loss, p.step, run.out_dir)
     check_finite("a weight", biggest, p.step, run.out_dir)
     state = train_state(run, p)
     for name in names if run.ddp.master else []:

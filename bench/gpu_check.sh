@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
-# The GPU check: training (bf16, compile, fp32 + TF32), flash attention, decoding and torchrun on one CUDA
-# GPU, each step timed, all of it inside 8 minutes. bench/gpu_check.py holds the steps and says what each
-# measures.
+# The GPU check: training (compiled against eager, a resume in the run's own bf16), flash attention (the gpu
+# tests), decoding and DDP under torchrun (two ranks) on one CUDA GPU, each step timed, all of it inside 5
+# minutes: the steps' caps add up to 290 s of a 300 s budget (`--dry-run` lists them). bench/gpu_check.py holds
+# the steps and says what each measures.
 #
 #   bash bench/gpu_check.sh                       # every step; results in $OUT if set, else bench/out/
 #   bash bench/gpu_check.sh --only train,decode   # some steps (with the ones they need)
-#   bash bench/gpu_check.sh --budget 300          # seconds for all steps (default 450)
+#   bash bench/gpu_check.sh --budget 240          # seconds for all steps (default 300)
+#   bash bench/gpu_check.sh --dry-run             # each step's need and cap, and their totals; runs nothing
 #
 # Prints one JSON line per step and a table at the end; writes gpu_check.log (every command's output)
 # and gpu_check.json (every figure). Exit 0 when every step passed, 1 otherwise; 2, with one error line,
-# on a machine without a CUDA device.
+# on a machine without a CUDA device (--dry-run needs none: exit 0).
 #
 # Offline machines: packages the machine lacks travel as wheels in .whl/ (keep it out of git: add
 # `/.whl/` to .git/info/exclude); the check installs them into /tmp/site first. Only konlpy (the built-in

@@ -8,8 +8,9 @@
 one line and gives its exit_code (2 for bad input); Ctrl-C gives 130 and SIGTERM 143, each after the
 `finally` blocks on the way out have removed what was half-written, with one line (an `Interrupted`
 names what to do next); a reader that went away (`| head`) ends it quietly with 0, as other Unix tools
-do. Anything else is a bug and keeps its traceback. `integer` reads every whole number of an argument
-(`--seed 1`, `--head 1.0`, `--layers 0-3`): ASCII digits within 64 bits, before anything is built from it.
+do; a GPU out of memory is one line too, naming the settings that need less. Anything else is a bug and
+keeps its traceback. `integer` reads every whole number of an argument (`--seed 1`, `--head 1.0`,
+`--layers 0-3`): ASCII digits within 64 bits, before anything is built from it.
 """
 
 import argparse
@@ -109,6 +110,11 @@ def run_command(work: Callable[[], int | None], interrupted: str = "") -> int:
         else:
             print(file=sys.stderr)
         return getattr(e, "exit_code", 130)
+    except RuntimeError as e:
+        if not is_out_of_memory(e):
+            raise
+        print_error(out_of_memory_line(e))
+        return 2
     except BrokenPipeError:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error when Python flushes
         return 0
@@ -127,3 +133,15 @@ def directory_command(argv, prog: str, description: str, src: tuple[str, str], o
         print(run(args[src[0]], args[out], args["force"]))
 
     return run_command(work)
+
+
+def is_out_of_memory(error: BaseException) -> bool:
+    """A GPU that ran out of memory: torch's OutOfMemoryError (CUDA), or MPS's RuntimeError saying so."""
+    return type(error).__name__ == "OutOfMemoryError" or "MPS backend out of memory" in str(error)
+
+
+def out_of_memory_line(error: BaseException) -> str:
+    """The one line for an out-of-memory error: what ran out, and the settings that need less."""
+    first = " ".join(". ".join(str(error).split(". ")[:2]).split())  # "CUDA out of memory. Tried to allocate 2.00 GiB"
+    return (f"the GPU ran out of memory ({first}); lower train.batch_size (raise train.grad_accum to keep the batch), "
+            f"model.block_size or the model's size, or generate fewer --num-samples at once")

@@ -413,6 +413,13 @@ MESSAGES: dict[str, tuple[str, str]] = {
     "page.big": ("{page} is {mb} MB and may load slowly; keep fewer layers with --layers (for example --layers "
                  "0,{last})",
                  "{page}: 크기가 {mb} MB라 느리게 열릴 수 있습니다. --layers로 layer를 줄이세요(예: --layers 0,{last})"),
+    "corpus.download": ("corpus {name}: downloading the package {package} with apt-get",
+                        "코퍼스 {name}: apt-get으로 {package} 패키지를 내려받습니다"),
+    "corpus.built": ("corpus {name}: {documents} documents, {chars} characters, {hangul} of the letters Hangul -> "
+                     "{out} ({how})",
+                     "코퍼스 {name}: 문서 {documents}개, {chars}자, 글자의 {hangul}가 한글 -> {out} ({how})"),
+    "corpus.reused": ("reused", "재사용"),
+    "corpus.made": ("built from {package} {version} in {seconds} s", "{package} {version}에서 {seconds}초 만에 만듦"),
     "train.data": ("data: {name} -> {out} ({how} in {seconds} s)", "데이터: {name} -> {out} ({seconds}초 만에 {how})"),
     "train.data_reused": ("reused", "재사용"),
     "train.data_built": ("built", "준비"),
@@ -438,11 +445,6 @@ MESSAGES: dict[str, tuple[str, str]] = {
                    "계획: train.time_budget = {budget} 안에 {steps} step이 들어갑니다 (최근 step당 {seconds}초, 평가 포함)"),
     "train.stopped": ("stopped at step {step}; saved {path}; resume with: {command}",
                       "step {step}에서 멈췄습니다. {path}에 저장했습니다. 이어서 학습하려면: {command}"),
-    "train.overfit": ("val loss {previous}, then {val} ({rise} above best/'s), with the train loss {train} {gap} "
-                      "below it",
-                      "검증 loss {previous} → {val}(best/보다 {rise} 높음), 학습 loss {train}(그보다 {gap} 낮음)"),
-    "train.stop_overfit": ("{why}: the model is learning its training text by heart; best/ is step {best}",
-                           "{why}: 모델이 학습 텍스트를 외우고 있습니다. best/는 step {best}입니다"),
     "train.stop_patience": ("no better {what} in {evals} evaluations since step {best} (best/)",
                             "step {best}(best/) 이후 평가 {evals}번 동안 {what} 값이 나아지지 않았습니다"),
     "train.stop_saved": (", about {minutes} minutes of train.time_budget", ", train.time_budget 중 약 {minutes}분"),
@@ -484,6 +486,10 @@ MESSAGES: dict[str, tuple[str, str]] = {
                            "{first} s of compilation (timed)",
                            "compile {choice}: step 수 {gain}배, 컴파일한 step {compiled}초 대 eager {eager}초, 컴파일 {first}초 "
                            "(시간을 재서)"),
+    "train.compile_step_failed": ("torch.compile failed at the first step ({error}: {detail}), so the run goes on "
+                                  "eager (train.compile = false skips the attempt)",
+                                  "첫 step에서 torch.compile이 실패했으므로({error}: {detail}) run은 eager로 계속합니다"
+                                  "(train.compile = false면 시도하지 않습니다)"),
     "train.compile_failed": ("torch.compile failed in the trial ({error}), so the run stays eager",
                              "시험 실행에서 torch.compile이 실패해({error}) eager로 학습합니다"),
     "train.ranks": ("{saved} processes saved this run, {world} resume it: the batches will differ",

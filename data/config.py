@@ -31,7 +31,7 @@ def auto_vocab_size(train_chars: int) -> int:
 
 @dataclass
 class DataConfig:
-    source: str = "builtin"  # "builtin", a path (.txt, directory, .jsonl, .json, .csv, .parquet) or "hf:NAME"
+    source: str = "builtin"  # "builtin", a path (.txt, directory, .jsonl, .json, .csv, .parquet), "hf:NAME", "corpus:NAME"
     val_source: str = ""  # held-out text read like `source`; replaces the split when set
     val_fraction: float = 0.1  # share of characters held out: whole documents from the end, else the tail
     encoding: str = "utf-8"  # text file encoding, e.g. "cp949" for Korean Windows files

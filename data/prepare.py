@@ -34,6 +34,7 @@ from cli.command import ArgumentParser, run_command
 from cli.messages import messages
 from data.cache import build_dir, cache_problem, file_records, remove_orphans
 from data.config import DataConfig, DataError, auto_vocab_size
+from data.corpora.build import build_corpus, report_line
 from data.sources import Source, open_source
 from data.split import plan_split, split_chunks
 from data.tokenizer import EOT, WORDS, continuation_tokenizer, tokenizer_hash, train_tokenizer
@@ -61,9 +62,20 @@ class Prepared:
 def prepare(cfg: DataConfig, verbose: bool = True, lang: str = "en") -> Prepared:
     """Prepare (or reuse) the tokenizer and token shards for `cfg`; bad input raises DataError. `verbose`: print
     what was prepared, in `lang`."""
+    for spec in (cfg.source, cfg.val_source):
+        if spec.startswith("corpus:"):  # fetched and extracted once, into data.cache_dir/corpora/NAME
+            build_named_corpus(spec[len("corpus:") :], cfg, verbose, lang)
     train = open_source(cfg.source, cfg)
     val = open_source(cfg.val_source, cfg) if cfg.val_source else None
     return prepare_sources(cfg, train, val, verbose, lang)
+
+
+def build_named_corpus(name: str, cfg: DataConfig, verbose: bool, lang: str) -> None:
+    say = messages(lang)
+    tell = (lambda key, **fields: print(say(key, **fields), flush=True)) if verbose else None
+    out, note, reused = build_corpus(name, cache_dir=cfg.cache_dir, say=tell)
+    if verbose:
+        print(report_line(name, out, note, reused, lang))
 
 
 def prepare_sources(cfg: DataConfig, train: Source, val: Source | None = None, verbose: bool = True,

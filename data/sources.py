@@ -1,4 +1,5 @@
-"""Corpus sources: the built-in Korean corpus, text files, directories, JSON lines, CSV/Parquet and `hf:NAME`.
+"""Corpus sources: the built-in Korean corpus, text files, directories, JSON lines, CSV/Parquet, `hf:NAME` and
+`corpus:NAME` (a folder data/corpora built).
 
 `open_source(spec, cfg)` checks a source and returns a `Source`; each call of `source.chunks()` is a fresh
 pass over its text as `(starts_document, text)` chunks, NFC-normalised, in a fixed order. Big files come in
@@ -41,7 +42,7 @@ def open_source(spec: str, cfg: DataConfig) -> Source:
         return Source("builtin", digest, reading(lambda: text_files_chunks(files, "utf-8"), "builtin"))
     if spec.startswith("hf:"):
         return dataset_source(load_hf(spec[3:], cfg), cfg.text_field, spec)
-    path = Path(spec).expanduser()
+    path = built_corpus(spec[len("corpus:") :], cfg) if spec.startswith("corpus:") else Path(spec).expanduser()
     is_dir = check_source_path(path, spec)
     files = sorted(f for f in path.rglob("*.txt") if f.is_file()) if is_dir else [path]
     if not files:
@@ -54,6 +55,17 @@ def open_source(spec: str, cfg: DataConfig) -> Source:
     if kind in (".jsonl", ".json"):
         return Source(spec, fingerprint, reading(lambda: json_chunks(path, cfg.encoding, cfg.text_field), spec))
     return Source(spec, fingerprint, reading(lambda: text_files_chunks(files, cfg.encoding), spec))
+
+
+def built_corpus(name: str, cfg: DataConfig) -> Path:
+    """The folder of a built `corpus:NAME` (data.prepare builds it first, `python -m data.corpora NAME` alone)."""
+    from data.corpora import corpus_folder, finished_build  # the corpora's package is needed only here
+
+    folder = corpus_folder(name, cfg.cache_dir)
+    if finished_build(folder) is None:
+        raise DataError(f"the corpus {name} is not built in {folder}; build it with python -m data.corpora {name} "
+                        f"(train.py builds it itself)")
+    return folder
 
 
 SPECIAL_FILES = {stat.S_ISFIFO: "a FIFO (named pipe)", stat.S_ISCHR: "a character device", stat.S_ISBLK: "a block device",

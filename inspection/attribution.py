@@ -35,12 +35,12 @@ def stream_parts(model, trace) -> tuple[list[dict], np.ndarray]:
                                                                 {"name": "pos_emb", "kind": "embedding"}]
     H, d = c.n_head, c.n_embd // c.n_head
     for layer, block in enumerate(model.blocks):
-        w_o = block.attn.c_proj.weight.detach().double().cpu().numpy().T  # (C, C): out = concat(y) W_O + b_O
+        w_o = block.attn.c_proj.weight.detach().cpu().double().numpy().T  # (C, C): out = concat(y) W_O + b_O
         for head in range(H):
             vectors.append(trace.y[layer, head].astype(np.float64) @ w_o[head * d:(head + 1) * d])  # (T, C)
             parts.append({"name": f"head {layer}.{head}", "kind": "head", "layer": layer, "head": head})
         if block.attn.c_proj.bias is not None:
-            vectors.append(np.broadcast_to(block.attn.c_proj.bias.detach().double().cpu().numpy(), trace.tok.shape))
+            vectors.append(np.broadcast_to(block.attn.c_proj.bias.detach().cpu().double().numpy(), trace.tok.shape))
             parts.append({"name": f"attention bias {layer}", "kind": "bias", "layer": layer})
         if block.mlp is not None:
             vectors.append(trace.mlp[layer])
@@ -54,8 +54,8 @@ def through_ln_f(model, trace, vectors: np.ndarray, tokens=slice(None)) -> tuple
     ln_f = model.ln_f
     stream = trace.block[-1][tokens].astype(np.float64)  # (T', C): what ln_f reads
     sigma = np.sqrt(stream.var(-1) + ln_f.eps)  # (T,): LayerNorm's biased variance
-    gain = ln_f.weight.detach().double().cpu().numpy()
-    bias = np.zeros_like(gain) if ln_f.bias is None else ln_f.bias.detach().double().cpu().numpy()
+    gain = ln_f.weight.detach().cpu().double().numpy()
+    bias = np.zeros_like(gain) if ln_f.bias is None else ln_f.bias.detach().cpu().double().numpy()
     centred = vectors - vectors.mean(-1, keepdims=True)  # (P, T, C)
     return centred / sigma[None, :, None] * gain, bias, sigma
 
@@ -85,7 +85,7 @@ def attribute(model, trace, query: int = -1, token: int | None = None, versus: i
         raise UserError(f"the two tokens to compare are the same ({token}); name two different ones")
     parts, vectors = stream_parts(model, trace)
     outputs, bias, sigma = through_ln_f(model, trace, vectors[:, i : i + 1], slice(i, i + 1))  # (P, 1, C)
-    E = model.tok_emb.weight.detach().double().cpu().numpy()  # (V, C), the tied head
+    E = model.tok_emb.weight.detach().cpu().double().numpy()  # (V, C), the tied head
     direction = E[token] - E[versus]  # (C,)
     shares = outputs[:, 0] @ direction  # (P,)
     heads = [p for p in range(len(parts)) if parts[p]["kind"] == "head"]
@@ -109,7 +109,7 @@ def shares_per_token(model, trace) -> dict:
     parts, vectors = stream_parts(model, trace)
     outputs, bias, _ = through_ln_f(model, trace, vectors)  # (P, T, C)
     order = np.argsort(-trace.logits, axis=-1, kind="stable")[:, :2]  # (T, 2)
-    E = model.tok_emb.weight.detach().double().cpu().numpy()
+    E = model.tok_emb.weight.detach().cpu().double().numpy()
     directions = E[order[:, 0]] - E[order[:, 1]]  # (T, C)
     shares = np.concatenate([np.einsum("ptc,tc->pt", outputs, directions), (directions @ bias)[None]])  # (P + 1, T)
     rows = np.arange(len(order))

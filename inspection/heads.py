@@ -40,6 +40,7 @@ import torch.nn.functional as F
 from inspection.labels import display_width, pad
 from inspection.words import word_role_sums
 from cli.messages import messages
+from model.device import sum_dtype
 from model.errors import UserError
 from storage.atomic import write_json
 
@@ -143,7 +144,7 @@ def text_role_sums(maps: torch.Tensor, ids: torch.Tensor) -> dict[str, tuple[tor
     """maps (B, L, H, T, T) of windows ids (B, T) -> role: (summed score (L, H), number of queries)."""
     B, T = ids.shape
     q = torch.arange(2, T)
-    maps = maps.double()
+    maps = maps.to(sum_dtype(maps.device))
     sums = {
         "previous-token": (maps[..., q, q - 1].sum((0, 3)), B * len(q)),
         "first-token": (maps[..., q, 0].sum((0, 3)), B * len(q)),
@@ -232,7 +233,7 @@ def induction_roles(model, vocab_ids, eot_id=None, seed: int = 0):
     logits, maps = model.forward_with_attention(seqs)  # (S, T, V), (S, L, H, T, T)
     i = torch.arange(n)
     query, target = o + n + i, o + i + 1  # each second-copy token -> the token after its first occurrence
-    scores = maps[..., query, target].double().mean((0, 3)).cpu().numpy()  # (L, H)
+    scores = maps[..., query, target].cpu().double().mean((0, 3)).numpy()  # (L, H)
     chance = float((1.0 / (query + 1)).double().mean())
     return scores, chance, *copy_losses(logits, seqs, n, o), n
 

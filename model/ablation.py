@@ -23,6 +23,7 @@ from types import SimpleNamespace
 import torch
 
 from model.config import ModelInputError
+from model.device import sum_dtype
 
 
 def check_heads(model, heads) -> list[tuple[int, int]]:
@@ -117,7 +118,7 @@ class KeptOff:
         def replace(module, args):
             y = args[0]  # (B, T, C): the heads side by side
             if self.sums is not None:
-                self.sums[layer] += y.detach().double().sum((0, 1))
+                self.sums[layer] += y.detach().to(self.sums.dtype).sum((0, 1))
             if self.mode == "zero":
                 fill = torch.zeros((), dtype=y.dtype, device=y.device)
             elif module.training:
@@ -138,7 +139,7 @@ class KeptOff:
         model.eval()
         try:
             for layer in sorted({layer for layer, _ in self.heads}):
-                self.sums, self.count = torch.zeros_like(self.means, dtype=torch.float64), 0
+                self.sums, self.count = torch.zeros_like(self.means, dtype=sum_dtype(self.means.device)), 0
                 for chunk in windows.split(batch):
                     model(chunk.to(self.means.device))
                     self.count += chunk.numel()
@@ -181,12 +182,13 @@ def head_means(model, windows: torch.Tensor, batch: int = 16) -> torch.Tensor:
     """Each layer's attention output before W_O (every head's y) averaged over every token of `windows`
     (N, T): a (L, C) tensor, float32, on the model's device."""
     L, C = model.config.n_layer, model.config.n_embd
-    sums = torch.zeros(L, C, dtype=torch.float64, device=model.tok_emb.weight.device)
+    device = model.tok_emb.weight.device
+    sums = torch.zeros(L, C, dtype=sum_dtype(device), device=device)  # float64 where the device has it
     count = 0
 
     def add(layer):
         def hook(module, args):
-            sums[layer] += args[0].double().sum((0, 1))  # (B, T, C) -> (C,)
+            sums[layer] += args[0].to(sums.dtype).sum((0, 1))  # (B, T, C) -> (C,)
         return hook
 
     hooks = [block.attn.c_proj.register_forward_pre_hook(add(i)) for i, block in enumerate(model.blocks)]

@@ -4,6 +4,7 @@
     resolve_device("cuda", local_rank=1)   # under torchrun: this process's GPU
     resolve_device("cpu", option="--device")  # `option` names the setting in the error message
     check_device_name("cuda:1", "train.device")   # the name alone, when a config is read
+    sum_dtype(device)                 # float64 for sums, where the device has it (not MPS)
 """
 
 import re
@@ -23,7 +24,8 @@ def check_device_name(name: str, option: str = "train.device") -> None:
 
 
 def resolve_device(name: str, local_rank: int = 0, option: str = "train.device") -> torch.device:
-    """"auto" -> cuda, then mps, then cpu; "cuda" -> cuda:<local_rank>; any other name must compute here."""
+    """"auto" -> cuda, then mps, then cpu; "cuda" -> cuda:<local_rank>; any other name must compute here. On CUDA
+    it turns TF32 on (the one place: training's evaluation and generate.py --score compute alike)."""
     check_device_name(name, option)
     if name == "auto":
         name = "cuda" if torch.cuda.is_available() else "mps" if torch.backends.mps.is_available() else "cpu"
@@ -37,4 +39,11 @@ def resolve_device(name: str, local_rank: int = 0, option: str = "train.device")
         (torch.ones(2, device=device) * 2).sum().item()
     except (RuntimeError, AssertionError) as e:
         raise UserError(f"{option} = {name!r} is not usable here ({str(e).splitlines()[0]}); use auto or cpu") from None
+    if device.type == "cuda":  # TF32 matmuls for fp32 on Ampere and later, in training and every command alike,
+        torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True  # so their numbers agree
     return device
+
+
+def sum_dtype(device: torch.device) -> torch.dtype:
+    """The dtype to add up many small numbers in on `device`: float64, but float32 on MPS, which has no float64."""
+    return torch.float32 if device.type == "mps" else torch.float64

@@ -28,12 +28,15 @@ def param_count(c: GPTConfig) -> int:
     return (c.vocab_size + c.block_size) * c.n_embd + c.n_layer * per_block + (2 if c.bias else 1) * c.n_embd
 
 
-def training_bytes(c: GPTConfig, batch_size: int) -> int:
+def training_bytes(c: GPTConfig, batch_size: int, fused_attention: bool = False) -> int:
     """fp32 weights, gradients and AdamW's two moments, plus the activations a step keeps for its backward:
     per layer at least the block's input, q, k, v, the attention output and the MLP's 4C (B, T, 10C), the
-    attention weights (B, nh, T, T) and the logits with their gradient (B, T, V, twice)."""
+    attention weights (B, nh, T, T) unless a fused kernel computes them (`fused_attention`: it keeps only a
+    row's log-sum-exp), and the logits with their gradient (B, T, V, twice). tests/test_memory.py holds it
+    under what a fused step keeps, measured."""
     tokens = batch_size * c.block_size
-    activations = c.n_layer * tokens * (10 * c.n_embd + c.n_head * c.block_size) + 2 * tokens * c.vocab_size
+    per_token = 10 * c.n_embd + (0 if fused_attention else c.n_head * c.block_size)
+    activations = c.n_layer * tokens * per_token + 2 * tokens * c.vocab_size
     return 16 * param_count(c) + 4 * activations
 
 

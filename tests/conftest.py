@@ -314,3 +314,14 @@ def browser(tmp_path):
     yield open_page
     for b in opened:
         b.close()
+
+
+def read_only_dir(path: Path):
+    """A directory nothing can be written to, even by root (a read-only tmpfs); None if none can be made."""
+    path.mkdir()
+    if os.geteuid() != 0:
+        path.chmod(0o555)
+        return path
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "ro,size=64k", "tmpfs", str(path)], capture_output=True).returncode:
+        return None
+    return path

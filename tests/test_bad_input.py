@@ -57,21 +57,10 @@ from inspection.html import save_html
 from inspection.trace import trace_ids
 from model.config import GPTConfig
 from storage.checkpoint import load_model
-from tests.conftest import CHROMIUM, ROOT, TINY, biased_model, common_args, copy_run, korean_texts, refused
+from tests.conftest import CHROMIUM, ROOT, TINY, biased_model, common_args, copy_run, korean_texts, read_only_dir, refused
 from training.config import LogConfig, TrainConfig
 
 NOT_UTF8 = b"\xb4\xeb\xc7\xd1".decode("utf-8", "surrogateescape")  # "대한" in cp949, as it arrives in sys.argv
-
-
-def read_only_dir(path: Path):
-    """A directory nothing can be written to, even by root (a read-only tmpfs); None if none can be made."""
-    path.mkdir()
-    if os.geteuid() != 0:
-        path.chmod(0o555)
-        return path
-    if subprocess.run(["mount", "-t", "tmpfs", "-o", "ro,size=64k", "tmpfs", str(path)], capture_output=True).returncode:
-        return None
-    return path
 
 
 @pytest.fixture(scope="module")
@@ -664,7 +653,7 @@ def test_8_a_unicode_error_that_is_not_a_decode_error_is_the_encoding_line(tmp_p
     (lambda s: {"step": s["step"]}, "it lacks best_val_loss"),
     (lambda s: {**s, "ranks": [{"rng": s["ranks"][0]["rng"]}]}, "it lacks ranks[].loader"),
     (lambda s: {**s, "best_step": "2"}, "best_step is str"),
-    (lambda s: {**s, "last_val_loss": None}, "last_val_loss is NoneType"),
+    (lambda s: {**s, "evals_since_best": None}, "evals_since_best is NoneType"),
     (lambda s: {**s, "optimizer": {**s["optimizer"], "state": {0: {"step": torch.tensor(2.0), "exp_avg": torch.zeros(3),
                                                                      "exp_avg_sq": torch.zeros(3)}}}},
      "optimizer.state[0].exp_avg is not a tensor of shape (1024, 32)"),
@@ -791,3 +780,19 @@ def test_an_entry_of_snapshots_that_is_not_this_runs_is_named_and_left_alone(env
         assert code == 0, capsys.readouterr().err
         assert (run / "snapshots" / "step_000004").is_dir()  # its second, counted without the entry
     assert (snapshot(entry) if entry.is_dir() else entry.read_bytes()) == before  # left as it was
+
+
+def test_u5_a_gpu_out_of_memory_is_one_line_that_names_the_settings_and_saves_nothing(env, tmp_path, capsys, monkeypatch):
+    def out_of_memory(run, p, lr):  # what torch raises when a CUDA allocation fails
+        raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 20.00 GiB. GPU 0 has a total capacity "
+                                          "of 14.74 GiB of which 3.06 MiB is free. Including non-PyTorch memory, ...")
+
+    monkeypatch.setattr(train, "optimisation_step", out_of_memory)
+    capsys.readouterr()
+    assert train.main([*env.base, "--train.max_steps=4", "--out", str(tmp_path / "run")]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and err.rstrip().splitlines()[-1] == (
+        "error: the GPU ran out of memory (CUDA out of memory. Tried to allocate 20.00 GiB); lower train.batch_size "
+        "(raise train.grad_accum to keep the batch), model.block_size or the model's size, or generate fewer "
+        "--num-samples at once")
+    assert not (tmp_path / "run" / "last").exists()

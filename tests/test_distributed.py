@@ -13,13 +13,14 @@ from tests.conftest import ROOT, TINY, hooked_train
 pytestmark = pytest.mark.slow  # two trainers under torchrun, three times
 
 
-def torchrun(run, data_cache, *extra, signal_after=None):
+def torchrun(run, data_cache, *extra, signal_after=None, nan_after=None):
     args = ["--config", str(TINY), f"--data.cache_dir={data_cache}", "--train.threads=1", "--train.max_steps=12",
             "--train.eval_interval=6", "--train.sample_tokens=0", "--train.grad_accum=2", "--out", str(run), *extra]  # fmt: skip
-    script = hooked_train(args, "--signal-after", signal_after)[1:] if signal_after else ["train.py", *args]
+    hooks = ["--signal-after", signal_after] if signal_after else ["--nan-after", nan_after] if nan_after else []
+    script = hooked_train(args, *hooks)[1:] if hooks else ["train.py", *args]
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", *script]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    return subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    return subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)  # a hang fails
 
 
 def test_two_processes_with_gradient_accumulation_train_checkpoint_and_resume_exactly(tmp_path, data_cache):
@@ -47,3 +48,20 @@ def test_two_processes_with_gradient_accumulation_train_checkpoint_and_resume_ex
 
     assert logged(interrupted) == logged(straight)
     assert (interrupted / "last" / "model.safetensors").read_bytes() == (straight / "last" / "model.safetensors").read_bytes()
+
+
+def test_a_nan_on_one_rank_stops_every_rank_with_the_error_line_not_a_hang(tmp_path, data_cache):
+    # rank 1 diverges after step 5: the log (every 4 steps) has not seen it when the save of step 6 checks it, and
+    # each rank checks its own loss there; before, rank 1 ended alone and rank 0 waited in the gather for good
+    result = torchrun(tmp_path / "run", data_cache, "--train.log_interval=4", nan_after="5:1")
+    assert result.returncode != 0
+    assert result.stderr.count("error: the training loss is nan at step 6, so training stopped") == 2, result.stderr[-3000:]
+
+
+def test_cuda_n_under_torchrun_is_refused_since_every_rank_would_take_that_gpu(monkeypatch):
+    from model.errors import UserError
+    from training.distributed import Distributed
+
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    with pytest.raises(UserError, match='train.device = "cuda:1" puts every rank of torchrun on one GPU; use "cuda"'):
+        Distributed("cuda:1")

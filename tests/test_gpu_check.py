@@ -1,4 +1,5 @@
-"""bench/gpu_check.sh without a GPU: the one-line refusal, the time budget with fake steps, the speed figures."""
+"""bench/gpu_check.sh without a GPU: the one-line refusal, the plan (--dry-run) and the time budget with fake
+steps, the speed figures, the loss comparisons, the verdict on pytest's output and the closing table."""
 
 import os
 import subprocess
@@ -9,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from bench import gpu_check
-from bench.gpu_check import Context, Step, StepFailed, plan_timeout, run_command, run_steps, train_figures
+from bench.gpu_check import (BUDGET_S, STEPS, Context, Step, StepFailed, judge_pytest, loss_gap, plan_timeout,
+                              run_command, run_steps, train_figures)
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -101,3 +103,78 @@ def test_train_figures_separate_the_compile_from_the_step_time():
     assert (figures["loss_first"], figures["loss_last"], figures["val_bpc"]) == (7.0, 6.0, 3.21)
     with pytest.raises(StepFailed, match="1 logged intervals"):
         train_figures(records[:1], tokens_per_step=1000, flops_per_token=1e9, peak=4e12)
+
+
+def test_dry_run_lists_every_step_with_limits_inside_5_minutes_and_runs_nothing(monkeypatch, capsys, tmp_path):
+    monkeypatch.setattr(gpu_check, "cuda_available", lambda: False)  # as on a machine without a GPU
+    monkeypatch.setattr(gpu_check, "run_steps", lambda *a, **k: pytest.fail("--dry-run ran a step"))
+    monkeypatch.setenv("OUT", str(tmp_path / "out"))
+    assert gpu_check.main(["--dry-run"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    rows = [line.split()[:3] for line in lines[1:-1]]
+    assert [name for name, _, _ in rows] == [s.name for s in STEPS]  # every step, in order
+    assert [(float(need), float(cap)) for _, need, cap in rows] == [(s.need, s.cap) for s in STEPS]
+    total = lines[-1].split()
+    needs, caps = float(total[1]), float(total[2])
+    assert (needs, caps) == (sum(s.need for s in STEPS), sum(s.cap for s in STEPS))
+    assert needs <= caps <= 300 and BUDGET_S == 300 and lines[-1].endswith("of a 300 s budget")
+    assert not (tmp_path / "out").exists()  # nothing written
+
+
+def test_dry_run_of_some_steps_brings_what_they_need_and_says_when_the_budget_is_short(capsys):
+    assert gpu_check.main(["--dry-run", "--only", "resume", "--budget", "40"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split()[0] for line in lines[1:4]] == ["corpus", "eager", "resume"]  # eager's corpus too
+    assert lines[4].startswith("total") and lines[5].startswith("the needs exceed the budget")
+
+
+def test_at_the_default_budget_every_step_starts_and_may_run_to_its_cap():
+    now = [0.0]
+    timeouts = {}
+
+    def takes_its_whole_timeout(name):
+        def run(ctx, timeout):
+            timeouts[name] = timeout
+            now[0] += timeout
+            return {}
+
+        return run
+
+    steps = [Step(s.name, s.need, s.cap, run=takes_its_whole_timeout(s.name), requires=s.requires) for s in STEPS]
+    records = run_steps(steps, BUDGET_S, ctx=None, emit=lambda r: None, clock=lambda: now[0])
+    assert [r["status"] for r in records] == ["ok"] * len(STEPS)
+    assert timeouts == {s.name: s.cap for s in STEPS}
+    assert now[0] <= BUDGET_S
+
+
+def test_loss_gap_is_the_largest_relative_difference_at_the_same_steps():
+    reference = [(5, 10.0), (10, 8.0), (15, 6.0)]
+    assert loss_gap([(5, 10.05), (10, 8.0), (15, 5.97)], reference) == pytest.approx(0.005)
+    assert not loss_gap([(5, 10.0), (10, float("nan")), (15, 6.0)], reference) <= 1.0  # NaN passes no tolerance
+    with pytest.raises(StepFailed, match="logged steps"):
+        loss_gap([(5, 10.0), (10, 8.0)], reference)  # a run that stopped early does not pass on the steps it has
+
+
+def test_pytest_passes_with_a_skip_for_the_gpus_compute_capability_and_fails_with_any_other():
+    flash = "SKIPPED [3] tests/test_gpu.py:80: the flash kernel needs compute capability 8.0 or newer; this GPU has 7.5"
+    result = judge_pytest(0, f"{flash}\n12 passed, 3 skipped, 400 deselected in 20.1s\n")
+    assert result["counts"] == {"passed": 12, "skipped": 3, "deselected": 400}
+    assert result["figures"].startswith("12 passed, 3 skipped (") and "7.5" in result["figures"]
+    with pytest.raises(StepFailed, match="needs a CUDA device"):  # the module saw no GPU
+        judge_pytest(0, "SKIPPED [14] tests/test_gpu.py:24: needs a CUDA device\n1 passed, 14 skipped in 2.0s\n")
+    with pytest.raises(StepFailed, match="test_gpu.py::test_x"):
+        judge_pytest(1, "FAILED tests/test_gpu.py::test_x - assert 1 == 2\n1 failed, 3 passed in 5.0s\n")
+    with pytest.raises(StepFailed, match="exited 5"):
+        judge_pytest(5, "400 deselected in 3.0s\n")  # nothing selected: nothing passed
+
+
+def test_the_table_closes_with_the_headline_figures_and_the_unfinished_steps():
+    records = [{"step": "train", "status": "ok", "seconds": 60.0, "figures": "...", "mfu": 0.4123,
+                "tokens_per_s": 512345, "compile_s": 41.2},
+               {"step": "decode", "status": "ok", "seconds": 20.0, "figures": "...", "tok_s_b1": 180, "tok_s_b8": 1400},
+               {"step": "torchrun", "status": "failed", "seconds": 30.0, "why": "went wrong"}]  # fmt: skip
+    lines = gpu_check.table(records).splitlines()
+    assert lines[-2] == "MFU 41.2%, 512,345 tokens/s, compile 41 s, decode 180 tokens/s at batch 1 (1,400 at 8)"
+    assert lines[-1] == "skipped or unfinished: torchrun (failed: went wrong)"
+    records[0]["status"] = "timeout"  # no figures from a run that did not finish
+    assert gpu_check.table(records).splitlines()[-2].startswith("MFU -, - tokens/s, compile - s, decode 180")

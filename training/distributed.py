@@ -9,6 +9,8 @@ this module only starts and ends the process group and passes rank 0's decisions
 so no rank waits forever for one that failed. With one process every method is a plain call.
 """
 
+import datetime
+import math
 import os
 
 import torch
@@ -19,10 +21,20 @@ from model.device import resolve_device
 from model.errors import UserError
 
 
+COLLECTIVE_TIMEOUT = datetime.timedelta(hours=2)
+
+
 class Distributed:
     def __init__(self, device: str):
         self.world, self.rank = int(os.environ.get("WORLD_SIZE", 1)), int(os.environ.get("RANK", 0))
-        self.device = resolve_device(device, int(os.environ.get("LOCAL_RANK", 0)))
+        if self.world > 1 and device.startswith("cuda:"):  # every rank would take that one GPU
+            raise UserError(f'train.device = "{device}" puts every rank of torchrun on one GPU; use "cuda" (each rank '
+                            f'takes its LOCAL_RANK\'s GPU) and choose the GPUs with CUDA_VISIBLE_DEVICES')
+        # more ranks on a machine than GPUs (a check of the DDP code on one GPU): they share them, in turn
+        gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        local_rank = int(os.environ.get("LOCAL_RANK", 0))
+        self.device = resolve_device(device, local_rank % gpus if gpus else local_rank)
+        self.shares_gpu = self.device.type == "cuda" and int(os.environ.get("LOCAL_WORLD_SIZE", 1)) > gpus
 
     @property
     def master(self) -> bool:
@@ -32,7 +44,11 @@ class Distributed:
         if self.world > 1:
             if self.device.type == "cuda":
                 torch.cuda.set_device(self.device)
-            dist.init_process_group(backend="nccl" if self.device.type == "cuda" else "gloo")
+            # rank 0 alone prepares a new corpus and times the budget's trial while the others wait in a collective:
+            # NCCL's 10 minutes would kill a first run on a large corpus, so the wait is COLLECTIVE_TIMEOUT
+            # (NCCL refuses two ranks on one GPU; gloo moves their CUDA tensors through the host)
+            backend = "nccl" if self.device.type == "cuda" and not self.shares_gpu else "gloo"
+            dist.init_process_group(backend=backend, timeout=COLLECTIVE_TIMEOUT)
         return self
 
     def __exit__(self, error_type, error, traceback) -> None:
@@ -89,6 +105,14 @@ class Distributed:
         objects = [None] * self.world
         dist.all_gather_object(objects, obj)
         return objects
+
+    def worst(self, values: list[float]) -> list[float]:
+        """Each of `values` as the worst rank has it: a NaN or an infinity on any rank, else the largest. Every
+        rank then takes the same decision on them (a NaN on one rank stops all, not that rank alone)."""
+        if self.world == 1:
+            return values
+        ranks = self.gather(values)
+        return [next((v for v in column if not math.isfinite(v)), max(column)) for column in zip(*ranks)]
 
     def barrier(self) -> None:
         if self.world > 1:

@@ -30,14 +30,18 @@ GPU_PEAK_FLOPS = {
     "H200 NVL": 835e12, "H200": 989e12,
     "H100 PCIe": 756e12, "H100 NVL": 835e12, "H100": 989e12,
     "A100": 312e12, "L40S": 362e12, "L40": 181e12, "L4": 121e12, "A10": 125e12,
+    # no bf16 there: their fp16 tensor-core peaks, which their runs use (Colab's T4, older lab GPUs)
+    "T4": 65e12, "V100 PCIe": 112e12, "V100": 125e12,
 }  # fmt: skip
 
 
 def default_precision(device: torch.device) -> str:
     """What dtype = "auto" means: bf16 autocast where the hardware computes in bf16, else fp32."""
     if device.type == "cuda":
-        # emulated bf16 (pre-Ampere GPUs) is slow: those get fp16 with a GradScaler
-        return "bf16" if torch.cuda.is_bf16_supported(including_emulation=False) else "fp16"
+        # emulated bf16 (pre-Ampere GPUs: a T4, a V100) is slow: those get fp16 with a GradScaler. Asked of the
+        # run's GPU, not the current one (a machine may mix GPU kinds); ROCm's GPUs all compute bf16
+        native = bool(torch.version.hip) or torch.cuda.get_device_capability(device) >= (8, 0)
+        return "bf16" if native else "fp16"
     if device.type == "cpu" and cpu_has_native_bf16():
         return "bf16"
     return "fp32"
@@ -59,12 +63,11 @@ def compiles(device: torch.device, setting: str | bool) -> bool | None:
     return None if device.type == "cpu" else default_compile(device)
 
 
-def step_settings(device: torch.device, tc) -> tuple[str, torch.autocast]:
-    """The precision of the training step (train.dtype, "auto" resolved here) and its autocast context;
-    TF32 matmuls on CUDA."""
-    precision = default_precision(device) if tc.dtype == "auto" else tc.dtype
-    if device.type == "cuda":
-        torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
+def step_settings(device: torch.device, tc, resumed: str | None = None) -> tuple[str, torch.autocast]:
+    """The precision of the training step (train.dtype, "auto" resolved here: by `resumed`, the precision the
+    run was trained in, when it resumes, so that a run moved to another kind of GPU keeps it) and its autocast
+    context (TF32 matmuls on CUDA are model/device.py's, for every command)."""
+    precision = (resumed or default_precision(device)) if tc.dtype == "auto" else tc.dtype
     autocast = torch.autocast(device.type, dtype=PRECISIONS[precision], enabled=precision != "fp32")
     return precision, autocast
 
@@ -132,6 +135,7 @@ def check_memory(cfg, device: torch.device) -> None:
     """Refuse, before any of it is allocated, a run whose model, batch and evaluation buffers (the losses of
     eval_iters batches, the sample of sample_tokens) need more memory than `device` has free."""
     c, tc = cfg.model, cfg.train
-    needed = training_bytes(c, tc.batch_size) + decoding_bytes(c, 1, 1 + tc.sample_tokens) + 4 * tc.eval_iters
+    fused = tc.speed_up and device.type != "cpu"  # a GPU's speed layer never stores the attention weights
+    needed = training_bytes(c, tc.batch_size, fused) + decoding_bytes(c, 1, 1 + tc.sample_tokens) + 4 * tc.eval_iters
     check_fits(needed, device, f"a model of {param_count(c) / 1e6:,.1f}M parameters trained on {tc.batch_size} x "
                f"{c.block_size} tokens a step", "lower train.batch_size, the [model] sizes or train.sample_tokens")

@@ -177,8 +177,6 @@ def check_train_state(state, ckpt: Path) -> None:
     """CheckpointError naming the first field of train_state.pt that is missing or of the wrong type or size,
     checked against the checkpoint's own model before any of it is used."""
     problem = schema_problem(state, STATE, "")
-    if problem is None and "last_val_loss" in state:  # states saved before it have none (an early stop then waits)
-        problem = schema_problem(state["last_val_loss"], FLOAT, "last_val_loss.")
     ranks = state["ranks"] if problem is None else []
     problem = problem or ("it lists no process" if not ranks else None)
     for rank in ranks:

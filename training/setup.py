@@ -26,6 +26,7 @@ from data.tokenizer import load_tokenizer, ordinary_ids
 from hf.pretrained import open_pretrained
 from model import GPT
 from model.ablation import KeptOff, parse_heads_off
+from model.errors import UserError
 from model.nll import windows_read
 from model.speed import speed_up
 from storage.atomic import write_json
@@ -59,6 +60,8 @@ class TrainingRun:
     log: RunLog | None  # rank 0's only
     tokens_per_step: int
     lang: str = "en"  # the language of what the run prints (cli/messages.py)
+    precision: str = "fp32"  # train.dtype resolved: a resume keeps it (train_state's "precision")
+    compiling: bool = False  # the model is compiled and its first step has not run yet (first_compiled_step)
 
 
 @dataclass
@@ -70,7 +73,6 @@ class Progress:
     step: int = 0
     best_val: float = math.inf  # the lowest train.best_by so far
     best_step: int = 0
-    last_val: float = math.inf  # the validation loss of the last evaluation (training/early_stop.py)
     evals_since_best: int = 0
     heads: dict | None = None  # the last evaluation's head roles
 
@@ -88,7 +90,7 @@ def set_up(cfg: RunConfig, out_dir: Path, resume: bool, overwrite: bool, ddp: Di
     prepared = ddp.master_first(lambda: prepare(cfg.data, verbose=ddp.master, lang=lang))
     check_splits(prepared.meta, cfg.model.block_size)
     start = open_pretrained(cfg.train.init_from) if cfg.train.init_from and not saved else None  # a resume reads last/
-    precision, autocast = step_settings(device, cfg.train)
+    precision, autocast = step_settings(device, cfg.train, saved.get("precision") if saved else None)
     cfg = resolve_config(cfg, prepared.meta, saved, start, device, autocast, ddp, lang)
     tc, use_compile = cfg.train, bool(compiles(device, cfg.train.compile))
 
@@ -100,7 +102,9 @@ def set_up(cfg: RunConfig, out_dir: Path, resume: bool, overwrite: bool, ddp: Di
     if tc.speed_up:
         speed_up(raw)  # faster variants of some parts, the same numbers (model/speed/)
     optimizer = make_optimizer(raw, tc, device)
-    model = ddp.wrap(torch.compile(raw) if use_compile else raw)  # what the step calls; raw is saved
+    # what the step calls (raw is saved): DDP inside the compile, so that the compiler splits the backward at DDP's
+    # buckets and each bucket's all-reduce overlaps the rest of the backward (DDPOptimizer)
+    model = torch.compile(ddp.wrap(raw)) if use_compile else ddp.wrap(raw)
     scaler = torch.amp.GradScaler(device.type, enabled=precision == "fp16")
     tokenizer = load_tokenizer(prepared.tokenizer_path)
     lessons = CopyLessons(tc.copy_lessons, ordinary_ids(tokenizer, cfg.model.vocab_size)) if tc.copy_lessons else None
@@ -119,7 +123,7 @@ def set_up(cfg: RunConfig, out_dir: Path, resume: bool, overwrite: bool, ddp: Di
                       resuming=say("train.resuming", step=progress.step) if saved else "")
         log = open_log(cfg, out_dir, overwrite, progress.step if saved else None, summary, lang)
     run = TrainingRun(cfg, out_dir, ddp, raw, model, optimizer, scaler, loader, prepared, tokenizer, autocast, budget,
-                      log, tokens_per_step, lang)  # fmt: skip
+                      log, tokens_per_step, lang, precision, compiling=use_compile)  # fmt: skip
     return run, progress
 
 
@@ -174,13 +178,16 @@ def restore_progress(saved: dict | None, optimizer, scaler, loader: BatchLoader,
     if not saved:
         return Progress(loss_sum=torch.zeros((), device=ddp.device))
     progress = Progress(saved["loss_sum"].to(ddp.device), saved["n_summed"], saved["step"], saved["best_val_loss"],
-                        saved["best_step"], saved.get("last_val_loss", math.inf), saved["evals_since_best"])  # fmt: skip
+                        saved["best_step"], saved["evals_since_best"])
     optimizer.load_state_dict(saved["optimizer"])
     if saved["scaler"]:
         scaler.load_state_dict(saved["scaler"])
     if len(saved["ranks"]) == ddp.world:
-        set_rng_state(saved["ranks"][ddp.rank]["rng"])
-        loader.load_state_dict(saved["ranks"][ddp.rank]["loader"])
+        mine = saved["ranks"][ddp.rank]
+        if isinstance(mine.get("loss_sum"), torch.Tensor):  # states saved before it hold rank 0's alone
+            progress.loss_sum = mine["loss_sum"].to(ddp.device)
+        set_rng_state(mine["rng"], ddp.device)
+        loader.load_state_dict(mine["loader"])
     elif ddp.master:
         say = messages(lang)
         print(say("warning", text=say("train.ranks", saved=len(saved["ranks"]), world=ddp.world)))
@@ -192,11 +199,12 @@ def train_state(run: TrainingRun, progress: Progress) -> dict:
     and loader states (a gather: every rank calls it), the "auto" values and the time budget spent."""
     p, tc = progress, run.cfg.train
     return {"step": p.step, "best_val_loss": p.best_val, "best_by": tc.best_by,  # the lowest best_by so far
-            "best_step": p.best_step, "last_val_loss": p.last_val, "evals_since_best": p.evals_since_best,
+            "best_step": p.best_step, "evals_since_best": p.evals_since_best,
             "loss_sum": p.loss_sum.cpu(), "n_summed": p.n_summed, "optimizer": run.optimizer.state_dict(),
             "scaler": run.scaler.state_dict() if run.scaler.is_enabled() else {}, "world_size": run.ddp.world,
-            "ranks": run.ddp.gather({"rng": rng_state(), "loader": run.loader.state_dict()}),
-            "resolved": resolved_values(run.cfg), "budget_used_s": run.budget.used(), "run_id": run.cfg.run_id}  # fmt: skip
+            "ranks": run.ddp.gather({"rng": rng_state(run.ddp.device), "loader": run.loader.state_dict(),
+                                      "loss_sum": p.loss_sum.cpu()}),  # each rank's own, for its first log after a resume
+            "resolved": resolved_values(run.cfg), "precision": run.precision, "budget_used_s": run.budget.used(), "run_id": run.cfg.run_id}  # fmt: skip
 
 
 def open_log(cfg: RunConfig, out_dir: Path, overwrite: bool, resumed_at: int | None, summary: str,
@@ -211,3 +219,29 @@ def open_log(cfg: RunConfig, out_dir: Path, overwrite: bool, resumed_at: int | N
     print(cfg.describe(lang))
     print(summary)
     return RunLog(out_dir, cfg.to_dict(), resumed_at, cfg.log, lang)
+
+
+def first_compiled_step(run: TrainingRun, p: Progress, lr: float, step) -> None:
+    """`step(run, p, lr)` for the first step of a compiled run, where torch.compile compiles: where it cannot (no
+    C compiler or Python headers for Triton's launcher, an operator its backend lacks), the step's gradients,
+    loss, batches and random draws are taken back and the step runs eager, as the whole run then does, with one
+    warning instead of a traceback."""
+    loss_sum, n_summed = p.loss_sum.clone(), p.n_summed
+    loader, rng = run.loader.state_dict(), rng_state(run.ddp.device)
+    try:
+        step(run, p, lr)
+    except (UserError, KeyboardInterrupt):
+        raise
+    except Exception as e:  # noqa: BLE001 (whatever the compiler raises; the eager step below is the test)
+        run.optimizer.zero_grad(set_to_none=True)  # the step again from where it began: an eager run's first step
+        p.loss_sum, p.n_summed = loss_sum, n_summed
+        run.loader.load_state_dict(loader)
+        set_rng_state(rng, run.ddp.device)
+        run.model = run.ddp.wrap(run.raw)
+        if run.ddp.master:
+            say = messages(run.lang)
+            detail = (str(e).strip().splitlines() or [""])[0][:200]
+            print(say("warning", text=say("train.compile_step_failed", error=type(e).__name__, detail=detail)))
+        step(run, p, lr)
+    finally:
+        run.compiling = False
