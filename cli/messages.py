@@ -413,6 +413,10 @@ MESSAGES: dict[str, tuple[str, str]] = {
     "page.big": ("{page} is {mb} MB and may load slowly; keep fewer layers with --layers (for example --layers "
                  "0,{last})",
                  "{page}: 크기가 {mb} MB라 느리게 열릴 수 있습니다. --layers로 layer를 줄이세요(예: --layers 0,{last})"),
+    "data.same_val": ("data.val_source holds the same text as data.source: the held-out loss and bits/char then score "
+                      "text the model trained on, and measure memory, not learning; give a text kept out of the training",
+                      "data.val_source가 data.source와 같은 텍스트입니다. 그러면 검증 loss와 글자당 비트는 모델이 학습한 텍스트를 재므로 "
+                      "배운 정도가 아니라 외운 정도를 보여 줍니다. 학습 텍스트와 겹치지 않는 검증 텍스트를 주세요"),
     "corpus.download": ("corpus {name}: downloading the package {package} with apt-get",
                         "코퍼스 {name}: apt-get으로 {package} 패키지를 내려받습니다"),
     "corpus.built": ("corpus {name}: {documents} documents, {chars} characters, {hangul} of the letters Hangul -> "

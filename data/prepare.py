@@ -67,6 +67,9 @@ def prepare(cfg: DataConfig, verbose: bool = True, lang: str = "en") -> Prepared
             build_named_corpus(spec[len("corpus:") :], cfg, verbose, lang)
     train = open_source(cfg.source, cfg)
     val = open_source(cfg.val_source, cfg) if cfg.val_source else None
+    if verbose and val is not None and val.fingerprint == train.fingerprint:
+        say = messages(lang)
+        print(say("warning", text=say("data.same_val")), file=sys.stderr)
     return prepare_sources(cfg, train, val, verbose, lang)
 
 

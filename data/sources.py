@@ -12,7 +12,10 @@ import functools
 import hashlib
 import importlib.util
 import json
+import os
+import socket
 import stat
+import urllib.parse
 import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
@@ -154,6 +157,9 @@ def decode_file(path: Path, encoding: str) -> Iterator[str]:
         while True:
             data = f.read(READ_BYTES)
             if offset == 0 and b"\x00" in data[:8192] and not wide:
+                guess = wide_encoding(data[:8192])
+                if guess:
+                    raise DataError(f"{path} looks like {guess} text, not {encoding}; pass --data.encoding={guess}")
                 raise DataError(f"{path} looks binary (it contains NUL bytes); point data.source at text files")
             held = len(decoder.getstate()[0])  # bytes of a character split by the previous read
             try:
@@ -170,14 +176,45 @@ def decode_file(path: Path, encoding: str) -> Iterator[str]:
                 return
 
 
-def decode_error(path, encoding: str, e: UnicodeError, offset: int = 0) -> DataError:
+def decode_error(path, encoding: str, e: UnicodeError, offset: int = 0, where: str = "") -> DataError:
     """The one line for text that is not in its encoding: any UnicodeError (a codec may raise the bare type,
-    with no position), `offset` the position of the decoded bytes in the file."""
-    where = f" at byte {offset + e.start}" if isinstance(e, UnicodeDecodeError) else ""
+    with no position), `offset` the position of the decoded bytes in the file, `where` in it ("FILE line 3")."""
+    at = f" at byte {offset + e.start}" if isinstance(e, UnicodeDecodeError) else ""
     reason = e.reason if isinstance(e, UnicodeDecodeError) else str(e) or type(e).__name__
-    hint = ("if it is a Korean Windows (cp949/EUC-KR) file, pass --data.encoding=cp949"
+    guess = wide_encoding(read_head(path))
+    hint = (f"it looks like {guess} text: pass --data.encoding={guess}" if guess and not encoding.startswith(guess[:6])
+            else "if it is a Korean Windows (cp949/EUC-KR) file, pass --data.encoding=cp949"
             if codecs.lookup(encoding).name == "utf-8" else "check data.encoding (for UTF-8 pass --data.encoding=utf-8)")
-    return DataError(f"{path} is not valid {encoding}{where} ({reason}); {hint}")
+    return DataError(f"{where or path} is not valid {encoding}{at} ({reason}); {hint}")
+
+
+BOMS = ((codecs.BOM_UTF32_LE, "utf-32"), (codecs.BOM_UTF32_BE, "utf-32"), (codecs.BOM_UTF16_LE, "utf-16"),
+        (codecs.BOM_UTF16_BE, "utf-16"))  # UTF-32 LE's mark begins with UTF-16 LE's: it is tried first
+
+
+def wide_encoding(head: bytes) -> str | None:
+    """The UTF-16 or UTF-32 encoding the first bytes of a file show (what Windows Notepad's "Unicode" writes):
+    by its byte-order mark, else, for UTF-16 without one, by decoding: Korean text comes out as Hangul and
+    ASCII (at least 90% of it), where other bytes read as UTF-16 rarely do. "utf-16", "utf-32", "utf-16-le",
+    "utf-16-be", or None."""
+    for bom, name in BOMS:
+        if head.startswith(bom):
+            return name
+    pairs = head[: len(head) // 2 * 2]
+    for name in ("utf-16-le", "utf-16-be"):
+        text = pairs.decode(name, errors="replace")
+        readable = sum(1 for ch in text if "\uac00" <= ch <= "\ud7a3" or " " <= ch <= "~" or ch in "\n\r\t")
+        if len(text) >= 4 and readable >= 0.9 * len(text):
+            return name
+    return None
+
+
+def read_head(path: Path, size: int = 8192) -> bytes:
+    try:
+        with open(path, "rb") as f:
+            return f.read(size)
+    except OSError:
+        return b""
 
 
 def cut_point(text: str) -> int:
@@ -226,7 +263,7 @@ def jsonl_text(line: bytes, n: int, path: Path, encoding: str, field: str) -> st
     try:
         record = json.loads(line.decode(encoding).removeprefix("\ufeff"))
     except UnicodeError as e:
-        raise decode_error(f"{path} line {n}", encoding, e) from None
+        raise decode_error(path, encoding, e, where=f"{path} line {n}") from None
     except json.JSONDecodeError as e:
         raise DataError(f"{path} line {n} is not valid JSON ({e}); each line must be one JSON object") from None
     return record_text(record, field, f"{path} line {n}")
@@ -284,6 +321,8 @@ def load_table(path: Path, kind: str, cfg: DataConfig):
 def load_hf(name: str, cfg: DataConfig):
     import datasets
 
+    if not hub_reachable():  # from the local cache alone: no retries, each a line, over half a minute
+        datasets.config.HF_HUB_OFFLINE = datasets.config.HF_DATASETS_OFFLINE = True
     try:
         return datasets.load_dataset(name, cfg.hf_config or None, split=cfg.hf_split)
     except Exception as e:  # offline, unknown name, bad config or split: all end here
@@ -291,6 +330,16 @@ def load_hf(name: str, cfg: DataConfig):
             f"could not load Hugging Face data set {name!r} (config {cfg.hf_config or 'default'}, split "
             f"{cfg.hf_split}): {first_line(e)}; it is not in the local cache and could not be downloaded: "
             f"check the name, or run once with network access") from None
+
+
+def hub_reachable(timeout: float = 3.0) -> bool:
+    """Whether the Hugging Face hub (HF_ENDPOINT, else huggingface.co) answers a connection within `timeout`."""
+    endpoint = urllib.parse.urlsplit(os.environ.get("HF_ENDPOINT") or "https://huggingface.co")
+    try:
+        socket.create_connection((endpoint.hostname, endpoint.port or 443), timeout=timeout).close()
+        return True
+    except (OSError, ValueError):
+        return False
 
 
 def first_line(e: Exception) -> str:

@@ -98,7 +98,8 @@ def gpt2_config(model: GPT, eot_id: int) -> dict:
         "architectures": ["GPT2LMHeadModel"],
         "model_type": "gpt2",
         **{theirs: getattr(c, ours) for ours, theirs in gpt2_names.CONFIG.items()},
-        "n_inner": 4 * c.n_embd,  # an attention-only model is exported with MLPs of zeros
+        "n_inner": 4 * c.n_embd,  # an attention-only model is exported with MLPs of zeros,
+        **({} if c.mlp else {"mlp": False}),  # and says so, for the import (transformers keeps the key, unused)
         **{name: c.dropout for name in gpt2_names.DROPOUTS},
         "scale_attn_weights": True,  # scores / sqrt(head_dim), as in model/attention.py
         "scale_attn_by_inverse_layer_idx": False,

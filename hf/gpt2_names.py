@@ -64,8 +64,9 @@ def to_gpt2(state: dict[str, torch.Tensor], n_layer: int) -> dict[str, torch.Ten
 
 
 def from_gpt2(tensors: dict[str, torch.Tensor], n_layer: int) -> dict[str, torch.Tensor]:
-    """GPT-2's tensors (every name of the table present) under our names and layouts."""
+    """GPT-2's tensors (every name of the table present, but an attention-only model's MLPs) under our names and
+    layouts."""
     return {
         ours: (tensors[theirs].t() if linear else tensors[theirs]).contiguous()  # Conv1D (in, out) -> (out, in)
-        for ours, theirs, linear in weight_names(n_layer)
+        for ours, theirs, linear in weight_names(n_layer) if theirs in tensors
     }

@@ -128,7 +128,7 @@ def model_config(hf: dict, file: Path) -> GPTConfig:
         # GPT-2 has three dropout rates; ours is one (fine-tuning sets its own anyway). GPTConfig checks every
         # value's type and range (sizes bounded) before any of them reaches arithmetic.
         config = GPTConfig(**{ours: hf[theirs] for ours, theirs in gpt2_names.CONFIG.items()},
-                           dropout=hf["resid_pdrop"], bias=True)  # fmt: skip
+                           dropout=hf["resid_pdrop"], bias=True, mlp=hf.get("mlp", True))  # fmt: skip
     except (TypeError, ModelConfigError) as e:
         raise HFImportError(f"{file} has settings this model cannot take ({e})") from e
     if hf["n_inner"] is not None and hf["n_inner"] != 4 * config.n_embd:
@@ -170,9 +170,15 @@ def gpt2_tensors(tensors: dict[str, torch.Tensor], file: Path, config: GPTConfig
     # older transformers saved each layer's causal-mask buffers; they are not weights
     tensors = {k: t for k, t in tensors.items() if not re.fullmatch(r"transformer\.h\.\d+\.attn\.(masked_)?bias", k)}
     head = tensors.pop("lm_head.weight", None)
+    if not config.mlp:  # our export of an attention-only model: its MLPs (and their ln_2) are zeros, and go
+        for name in [k for k in tensors if re.fullmatch(r"transformer\.h\.\d+\.(mlp\.\w+|ln_2)\.(weight|bias)", k)]:
+            if bool(tensors[name].any()):
+                raise HFImportError(f"{file} says mlp = false, but {name} is not zeros; the weights and config.json "
+                                    "come from different models")
+            del tensors[name]
     ours = expected_shapes(config)
     expected = {theirs: ours[name][::-1] if linear else ours[name]
-                for name, theirs, linear in gpt2_names.weight_names(config.n_layer)}  # fmt: skip
+                for name, theirs, linear in gpt2_names.weight_names(config.n_layer) if name in ours}  # fmt: skip
     missing = sorted(expected.keys() - tensors.keys())
     unknown = sorted(tensors.keys() - expected.keys())
     if missing or unknown:

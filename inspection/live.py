@@ -88,8 +88,11 @@ class LiveInspector:
         # every head's roles do not depend on the text: measured once, on the run's held-out text, which also
         # gives a switched-off head its mean output and the held-out loss the page compares
         held_out = held_out_ids(run, lang=lang)[0]
-        self.roles = measure_heads(run.model, held_out, usable_ids(run), run.eot_id,
-                                   word_starts=word_start_ids(run.token_bytes))
+        try:
+            self.roles = measure_heads(run.model, held_out, usable_ids(run), run.eot_id,
+                                       word_starts=word_start_ids(run.token_bytes))
+        except UserError:  # a context under 5 tokens holds no induction test: the page shows no roles, as
+            self.roles = None  # --attention does for such a model, and everything else as for any other
         self.windows = held_out_windows(run.model, held_out)
         self.means = ablation_means(run.model, held_out)
         self.full_loss = self.held_out_loss()

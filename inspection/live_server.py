@@ -69,7 +69,9 @@ class JSON(JSONResponse):
 
 
 def error(status: int, message: str) -> JSONResponse:
-    return JSON({"error": message}, status, headers={"Cache-Control": "no-store"})
+    """A refusal, which ends its connection and says so (`Connection: close`): a request refused before its body
+    was read leaves that body on the connection, where the next request would be lost; a client told opens a new one."""
+    return JSON({"error": message}, status, headers={"Cache-Control": "no-store", "Connection": "close"})
 
 
 def split_host(header: str) -> tuple[str, int | None]:

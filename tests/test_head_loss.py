@@ -104,3 +104,37 @@ def test_compiled_the_slices_are_traced_into_the_graph_with_the_same_loss_and_gr
     torch.testing.assert_close(loss.detach(), plain)
     torch.testing.assert_close(xs.grad, plain_grads[0][0])
     torch.testing.assert_close(w.grad, plain_grads[1])
+
+
+def both_losses(N: int, targets: list[int], V: int = 7, C: int = 4):
+    """(the plain loss's outcome, the sliced loss's): each ("ok", loss, grad x, grad weight) or ("error", type)."""
+    torch.manual_seed(0)
+    x0, w0 = torch.randn(N, C), torch.randn(V, C)
+    outcomes = []
+    for loss_of in (lambda x, w, t: F.cross_entropy(x @ w.T, t, ignore_index=-1), sliced_loss):
+        x, w = x0.clone().requires_grad_(), w0.clone().requires_grad_()
+        try:
+            loss = loss_of(x, w, torch.tensor(targets, dtype=torch.long))
+            loss.backward()
+            outcomes.append(("ok", loss.detach(), x.grad, w.grad))
+        except (IndexError, RuntimeError) as e:
+            outcomes.append(("error", type(e).__name__))
+    return outcomes
+
+
+# targets x shapes: what the plain loss does at each edge, the sliced loss does too (nan where it gives nan, the
+# same zero gradients, the same refusal)
+@pytest.mark.parametrize("N, targets", [
+    (3, [1, 2, 0]), (3, [-1, 2, -1]), (3, [-1, -1, -1]), (1, [-1]), (0, []),  # some, all, the only one ignored; none
+    (2, [-100, 1]), (2, [1, 7]), (2, [-2, 1]), (1, [6]),  # out of range below and above; the last class
+])  # fmt: skip
+def test_every_edge_of_the_targets_is_the_plain_loss_s(N, targets):
+    plain, sliced = both_losses(N, targets)
+    assert plain[0] == sliced[0], (plain, sliced)
+    if plain[0] == "error":
+        assert plain[1] == sliced[1] == "IndexError"
+        return
+    torch.testing.assert_close(sliced[1], plain[1], equal_nan=True)
+    for got, want in zip(sliced[2:], plain[2:]):
+        assert torch.isfinite(got).all()  # all ignored: zero gradients, not 0/0
+        torch.testing.assert_close(got, want)

@@ -300,3 +300,23 @@ def test_the_module_runs_as_a_command(tmp_path):
                             cwd=root, capture_output=True, text=True, timeout=120,
                             env={**os.environ, "PYTHONPATH": str(root)})  # fmt: skip
     assert result.returncode == 2 and result.stderr.startswith("error: ") and result.stderr.count("\n") == 1
+
+
+def test_an_attention_only_model_comes_back_attention_only_and_fine_tunes_as_one(tmp_path, data_cache):
+    # exported, its MLPs are zeros that GPT-2 computes as nothing; imported, it is mlp = false again (not an MLP model
+    # of zeros), the same logits, and `train.init_from` of the export takes --model.mlp=false
+    import train
+    from tests.conftest import TINY
+
+    base = ["--config", str(TINY), f"--data.cache_dir={data_cache}", "--train.threads=1", "--train.sample_tokens=0",
+            "--train.max_steps=2", "--train.eval_interval=2"]
+    assert train.main([*base, "--model.mlp=false", "--out", str(tmp_path / "run")]) == 0
+    export(tmp_path / "run", tmp_path / "hf")
+    assert json.loads((tmp_path / "hf" / "config.json").read_text())["mlp"] is False
+    import_hf(tmp_path / "hf", tmp_path / "back")
+    original, back = load_model(tmp_path / "run" / "last"), load_model(tmp_path / "back")
+    assert back.config.mlp is False and not any("mlp" in name for name, _ in back.named_parameters())
+    ids = torch.tensor([[1, 5, 9, 2, 7]])
+    torch.testing.assert_close(back(ids, all_logits=True)[0], original(ids, all_logits=True)[0], atol=1e-5, rtol=1e-5)
+    assert train.main([*base, "--model.mlp=false", f"--train.init_from={tmp_path / 'hf'}", "--out",
+                       str(tmp_path / "tuned")]) == 0

@@ -443,3 +443,44 @@ def test_the_page_opens_for_a_tokenizer_with_an_unused_id(run_dir):
         assert status == 200 and 'id="live-text"' in page
     finally:
         server.shutdown()
+
+
+def test_a_model_whose_context_holds_no_induction_test_is_served_without_roles(tmp_path, data_cache):
+    # block_size 4: no two copies of 2 random tokens fit, so no head roles; training, --attention and --explain work on
+    # such a model, and the live page does too, its captions left out as --attention leaves them
+    import train
+    from tests.conftest import TINY
+
+    args = ["--config", str(TINY), f"--data.cache_dir={data_cache}", "--train.threads=1", "--train.sample_tokens=0",
+            "--train.max_steps=2", "--train.eval_interval=2", "--model.block_size=4", "--out", str(tmp_path / "run")]
+    assert train.main(args) == 0
+    server = LiveServer(load_run(tmp_path / "run", device="cpu"), "127.0.0.1", 0).start_in_thread()
+    try:
+        status, view = ask(server, body={"text": "국회"})
+    finally:
+        server.shutdown()
+    assert status == 200, view
+    assert view["frames"][0]["roles"] is None and view["T"] <= 4
+
+
+@pytest.mark.parametrize("refused", [
+    dict(body={"text": "국회"}, headers={"Content-Type": "text/plain"}),  # 415, its body unread
+    dict(path="/nowhere", method="GET"),  # 404
+    dict(body={"text": "국회", "temperature": -1}),  # 400 from the model's own checks
+])  # fmt: skip
+def test_after_a_refusal_the_same_client_s_next_request_is_answered(server, refused):
+    # one keep-alive connection, as a browser or http.client keeps it: a refusal that closed it without saying so lost
+    # the next request on it
+    connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=60)
+    method, path = refused.get("method", "POST"), refused.get("path", "/api/inspect")
+    body = None if "body" not in refused else json.dumps(refused["body"]).encode()
+    headers = {"Content-Type": "application/json"} | refused.get("headers", {}) if method == "POST" else {}
+    connection.request(method, path, body=body, headers=headers)
+    first = connection.getresponse()
+    first.read()
+    assert 400 <= first.status < 500 and first.getheader("Connection") == "close"
+    connection.request("POST", "/api/inspect", body=json.dumps({"text": PROMPT}).encode(),
+                       headers={"Content-Type": "application/json"})
+    second = connection.getresponse()
+    assert second.status == 200 and json.loads(second.read())["T"] > 0
+    connection.close()

@@ -16,7 +16,7 @@ from tokenizers import Tokenizer
 
 from data.config import DataConfig, DataError
 from data.loader import load_tokens
-from data.prepare import prepare, prepare_sources, publish
+from data.prepare import main as prepare_main, prepare, prepare_sources, publish
 from data.sources import builtin_files, dataset_source, open_source, read_documents
 from training.config import load_config
 
@@ -239,3 +239,16 @@ def test_cli_bad_input_is_one_line_and_exit_2(tmp_path, case):
     assert out.returncode == 2 and out.stdout == ""
     assert out.stderr.startswith("error: ") and out.stderr.count("\n") == 1 and message in out.stderr, out.stderr
     assert not (tmp_path / "cache").exists() or list((tmp_path / "cache").iterdir()) == []
+
+
+def test_a_validation_text_equal_to_the_training_text_is_said_to_measure_memory(tmp_path, capsys):
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("대한민국 헌법 제1조 대한민국은 민주공화국이다.\n" * 200, encoding="utf-8")
+    argv = ["--config", str(TINY), f"--data.cache_dir={tmp_path / 'cache'}", f"--data.source={corpus}",
+            "--data.vocab_size=300"]
+    assert prepare_main([*argv, f"--data.val_source={corpus}"]) == 0
+    assert "warning: data.val_source holds the same text as data.source" in capsys.readouterr().err
+    other = tmp_path / "held_out.txt"
+    other.write_text("국회는 법률을 제정한다.\n" * 50, encoding="utf-8")
+    assert prepare_main([*argv, f"--data.val_source={other}"]) == 0
+    assert "warning" not in capsys.readouterr().err

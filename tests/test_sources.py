@@ -194,3 +194,52 @@ def test_config_validation_and_overrides(tmp_path):
         DataConfig(vocab_size=100)
     with pytest.raises(DataError, match=r"unknown data\.encoding 'klingon'"):
         DataConfig(encoding="klingon")
+
+
+# encodings x readers: a corpus saved as UTF-16 or UTF-32 (Windows Notepad's "Unicode"), read as the default UTF-8 by
+# each reader, is named for what it is, with the setting that reads it; read with that setting, it is the text
+WIDE = ["utf-16", "utf-16-le", "utf-16-be", "utf-32"]
+
+
+@pytest.mark.parametrize("encoding", WIDE)
+@pytest.mark.parametrize("kind", [".txt", ".jsonl", ".json"])
+def test_a_wide_unicode_corpus_is_named_with_the_encoding_that_reads_it(tmp_path, encoding, kind):
+    text = "대한민국 헌법\n제1조 대한민국은 민주공화국이다.\n" * 40
+    body = {".txt": text, ".jsonl": json.dumps({"text": text}, ensure_ascii=False) + "\n",
+            ".json": json.dumps([{"text": text}], ensure_ascii=False)}[kind]
+    path = tmp_path / f"corpus{kind}"
+    path.write_bytes(body.encode(encoding))
+    with pytest.raises(DataError, match=rf"looks like {encoding} text.*--data\.encoding={encoding}$"):
+        list(open_source(str(path), DataConfig()).chunks())
+    if kind == ".txt":  # the setting it names reads it
+        read = "".join(piece for _, piece in open_source(str(path), DataConfig(encoding=encoding)).chunks())
+        assert read == text
+
+
+def test_binary_and_cp949_files_are_not_taken_for_wide_unicode(tmp_path):
+    from data.sources import wide_encoding
+
+    assert wide_encoding(bytes(range(256)) * 32) is None and wide_encoding(bytes(8192)) is None
+    assert wide_encoding("대한민국 헌법 제1조".encode("cp949")) is None
+    assert wide_encoding("대한민국 헌법 제1조".encode("utf-8")) is None
+
+
+def test_hf_with_the_hub_out_of_reach_fails_at_once_in_one_line(tmp_path, capsys, monkeypatch):
+    from data import prepare
+
+    monkeypatch.setattr(sources, "hub_reachable", lambda: False)  # as on a machine with no network
+    capsys.readouterr()
+    argv = ["--config", str(ROOT / "configs" / "tiny.toml"), f"--data.cache_dir={tmp_path}", "--data.source=hf:nobody/nothing"]
+    assert prepare.main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("error: could not load Hugging Face data set 'nobody/nothing'"), err
+
+
+def test_the_hub_counts_as_reachable_when_its_endpoint_takes_a_connection(monkeypatch):
+    import socket
+
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        port = server.getsockname()[1]
+        monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{port}")
+        assert sources.hub_reachable()
+    assert not sources.hub_reachable()  # the same endpoint, closed now

@@ -32,8 +32,11 @@ class ChunkedHeadLoss(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x, weight, targets, dtype):
         (N, C), V = x.shape, weight.size(0)
-        slices = -(-N // max(SLICE_LOGITS // V, C))  # rounded up; then rows split evenly between them
-        rows = -(-N // slices)
+        wrong = (targets < -1) | (targets >= V)  # refused as F.cross_entropy refuses it; on a CPU, where this runs
+        if not torch.compiler.is_compiling() and bool(wrong.any()):  # eager, the check costs no sync (a compiled
+            raise IndexError(f"Target {int(targets[wrong][0])} is out of bounds.")  # graph cannot branch on it)
+        slices = max(1, -(-N // max(SLICE_LOGITS // V, C)))  # rounded up; then rows split evenly between them
+        rows = max(1, -(-N // slices))  # an empty batch: no slice, and the loss 0 / 0 = nan, as F.cross_entropy's
         with torch.autocast(x.device.type, enabled=False):  # the dtypes are chosen here, explicitly
             xs, w = x.to(dtype), weight.to(dtype)
             kept = (targets != -1).float()[:, None]  # (N, 1): 0 for an ignored target
@@ -58,7 +61,7 @@ class ChunkedHeadLoss(torch.autograd.Function):
     @torch.autograd.function.once_differentiable
     def backward(ctx, grad_loss):
         grad_x, grad_w, count = ctx.saved_tensors
-        scale = grad_loss / count
+        scale = grad_loss / count.clamp(min=1)  # every target ignored: zero gradients (as F.cross_entropy's), not 0/0
         return (grad_x * scale).to(ctx.dtypes[0]), (grad_w * scale).to(ctx.dtypes[1]), None, None
 
 
