@@ -535,7 +535,12 @@ def locale_language() -> str:
 
 
 def messages(lang: str | None = None):
-    """say(key, **fields) -> the text of `key` in `lang` ("en" or "ko"; None: the locale's), fields filled in."""
+    """say(key, **fields) -> the text of `key` in `lang` ("en" or "ko"; None: the locale's), fields filled in. Any
+    other `lang` (a notebook's lang="fr") is one UserError naming the argument, where every function taking one ends."""
+    if lang and lang not in LANGUAGES:
+        from model.errors import UserError  # cli/ imports model.errors; here only for this refusal
+
+        raise UserError(f"lang = {lang!r} is not one of {', '.join(map(repr, LANGUAGES))}")
     index = LANGUAGES.index(lang or locale_language())
 
     def say(key: str, **fields) -> str:

@@ -222,3 +222,17 @@ def test_the_pngs_speak_the_language_asked_for():
         fig = draw_layer(weights, [f"t{i}" for i in range(6)], 1, lang=lang)
         assert (fig.axes[0].get_xlabel(), fig.axes[0].get_ylabel()) == (say("plot.key"), say("plot.query"))
         assert fig.get_suptitle() == say("plot.layer", layer=1) and fig.axes[-1].get_ylabel() == say("plot.weight")
+
+
+@pytest.mark.parametrize("lang", ["fr", "EN", "kr", "ko_KR"])
+def test_a_language_that_is_not_one_is_refused_in_one_line_that_names_the_argument(lang):
+    # every text of every view goes through messages(): a notebook's lang="fr" ended in "tuple.index(x): x not in tuple"
+    import torch
+
+    from inspection import format_stats_table, head_stats
+    from model.errors import UserError
+
+    with pytest.raises(UserError, match=rf"^lang = '{lang}' is not one of 'en', 'ko'$"):
+        messages(lang)
+    with pytest.raises(UserError, match="lang = "):
+        format_stats_table(head_stats(torch.softmax(torch.randn(1, 2, 3, 3), -1)), lang=lang)
