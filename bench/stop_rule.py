@@ -41,7 +41,6 @@ def run_name(source: str) -> str:
 def make_subsets(source: str, every: list[int]) -> None:
     """Folders of every N-th document of a built corpus (bench/out/stop/subsets/NAME-every-N)."""
     from data.config import DataConfig
-    from data.sources import open_source  # noqa: F401 (resolves corpus:NAME to its folder)
     from data.corpora import corpus_folder
 
     folder = corpus_folder(source.removeprefix("corpus:"), DataConfig().cache_dir)

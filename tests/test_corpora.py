@@ -254,3 +254,14 @@ def test_each_listed_corpus_builds_through_apt_and_a_second_build_reuses_it(name
         assert not re.search(r"<(p|div|span|a|h\d|td|li|img)\s[^>]*\b(class|id|href|src)=|</(div|p|span)>", text), document
     again = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert again.returncode == 0 and again.stdout.rstrip().endswith("(reused)"), again.stdout
+
+
+def test_a_package_with_a_damaged_control_member_is_one_line(tmp_path):
+    deb = faq_deb(tmp_path)
+    data = bytearray(deb.read_bytes())
+    at = data.index(b"control.tar.xz") + 60 + 20  # inside the compressed control member
+    data[at : at + 16] = b"\xff" * 16
+    deb.write_bytes(bytes(data))
+    with pytest.raises(CorpusError, match="is damaged .*; download it again"):
+        build_corpus("debian-faq", tmp_path / "faq", deb)
+    assert not (tmp_path / "faq").exists()

@@ -100,9 +100,12 @@ def member_tar(deb: Path, kind: str) -> tarfile.TarFile:
 
 def deb_field(deb: Path, field: str) -> str:
     """A field of the package's control file ("Package", "Version")."""
-    with member_tar(deb, "control") as tar:
-        member = next((m for m in tar.getmembers() if m.name.lstrip("./") == "control"), None)
-        text = tar.extractfile(member).read().decode("utf-8", "replace") if member else ""
+    try:
+        with member_tar(deb, "control") as tar:
+            member = next((m for m in tar.getmembers() if m.name.lstrip("./") == "control"), None)
+            text = tar.extractfile(member).read().decode("utf-8", "replace") if member else ""
+    except (tarfile.TarError, EOFError, OSError, lzma.LZMAError, zlib.error) as e:  # a cut or corrupted download
+        raise CorpusError(f"{deb} is damaged ({e}); download it again") from None
     found = re.search(rf"^{field}:\s*(.+)$", text, flags=re.M)
     if found is None:
         raise CorpusError(f"{deb} has no {field} in its control file; it is damaged or not a Debian package")
