@@ -92,6 +92,18 @@ def measure(port: int, clients: int, seconds: float, corpus: str) -> dict:
             "generated_tokens": sum(counts), "invalid_json": invalid}  # fmt: skip
 
 
+def serve(ckpt: str) -> tuple[subprocess.Popen, int]:
+    """`generate.py --serve` on ckpt in a process of its own: (process, port)."""
+    proc = subprocess.Popen([sys.executable, str(ROOT / "generate.py"), "--serve", "--ckpt", ckpt, "--port", "0"],
+                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    return proc, int(re.search(r":(\d+)/ ", proc.stdout.readline()).group(1))
+
+
+def typed_corpus() -> str:
+    """The built-in corpus on one line: what the typists cut their texts from."""
+    return " ".join(" ".join(f.read_text(encoding="utf-8") for f in builtin_files()).split())
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--ckpt", required=True, help="the run to serve (the default config's, for the figures)")
@@ -99,10 +111,8 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=20)
     parser.add_argument("--record", action="store_true", help="append the figures to bench/results/live_load.jsonl")
     args = parser.parse_args()
-    proc = subprocess.Popen([sys.executable, str(ROOT / "generate.py"), "--serve", "--ckpt", args.ckpt, "--port", "0"],
-                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
-    port = int(re.search(r":(\d+)/ ", proc.stdout.readline()).group(1))
-    corpus = " ".join(" ".join(f.read_text(encoding="utf-8") for f in builtin_files()).split())
+    proc, port = serve(args.ckpt)
+    corpus = typed_corpus()
     try:
         for clients in args.clients:
             result = measure(port, clients, args.seconds, corpus)

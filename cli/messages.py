@@ -47,6 +47,34 @@ MESSAGES: dict[str, tuple[str, str]] = {
                   "in-context loss 감소폭이 그만큼 줄어듦 (전체 모델 {drop})"),
     "ablate.mean": ("its output replaced by its mean on held-out text", "출력을 검증 텍스트에서의 평균으로 바꿈"),
     "ablate.zero": ("its output replaced by zeros", "출력을 영벡터로 바꿈"),
+    # a switched-off head wherever its numbers appear (inspection/trace.py records the y W_O receives)
+    "ablate.short_mean": ("mean", "평균"),
+    "ablate.short_zero": ("zero", "영벡터"),
+    "ablate.off": ("off ({mode})", "끔 ({mode})"),
+    "ablate.map_note": ("a switched-off head still attends as its map shows; only its output is replaced",
+                        "끈 head도 attention은 map 그대로 계산됩니다. 바뀌는 것은 출력뿐입니다"),
+    "explain.off": ("Head {layer}.{head} is switched off ({mode}). Its attention below is still computed as usual (its "
+                    "map shows where it looks), but W_O does not receive its y = Σ_j w_j v_j: step 7 shows what W_O "
+                    "receives instead.",
+                    "head {layer}.{head}는 꺼져 있습니다({mode}). 아래의 attention은 평소처럼 계산되지만(map은 이 head가 보는 곳을 "
+                    "보여 줍니다), W_O가 받는 것은 y = Σ_j w_j v_j가 아닙니다. W_O가 대신 받는 값은 7단계에 있습니다."),
+    "explain.step7_off": ("7. Switched off: in place of y = Σ_j w_j v_j, W_O receives y = {y}   |y| = {norm}. The "
+                          "terms below are those of Σ_j w_j v_j, which W_O no longer receives.",
+                          "7. 꺼져 있음: W_O는 y = Σ_j w_j v_j 대신 y = {y}를 받습니다   |y| = {norm}. 아래 항들은 W_O가 더는 받지 "
+                          "않는 Σ_j w_j v_j의 항입니다."),
+    "explain.off_mark": (" (off)", " (끔)"),
+    "explain.off_hint": ("A map shows where a head looked, not why the output changed. This head is switched off: "
+                         "what it hands on here is its replacement, so compare the next token and the loss with it "
+                         "on to see what its own output does.",
+                         "attention map은 head가 어디를 봤는지 보여 줄 뿐, 출력이 왜 그렇게 나왔는지는 알려 주지 않습니다. 이 head는 "
+                         "꺼져 있어 여기서 넘겨주는 값은 대신 넣은 값입니다. 이 head 자신의 출력이 하는 일을 보려면 head를 켠 "
+                         "모델과 다음 토큰과 loss를 비교해 보세요."),
+    "path.off_note": ("   switched off: {heads}. Their attention is still computed, but what they hand W_O is "
+                      "replaced, and |share| is the replacement's",
+                      "   끈 head: {heads}. attention은 그대로 계산되지만 W_O에 넘기는 값은 바뀌며, |share|는 대신 넣은 값의 "
+                      "몫입니다"),
+    "lens.off": ("with heads {heads} switched off: every stage is read from the model with them off",
+                 "끈 head {heads}: 모든 단계는 이 head들을 끈 모델에서 읽은 값입니다"),
     "roles.title": ("what each head does (inspection/heads.py defines the role scores), on {where}:",
                     "각 head가 하는 일 (역할 점수의 정의: inspection/heads.py), 측정한 텍스트: {where}:"),
     "where.file": ("{path} ({n} tokens)", "{path} (토큰 {n}개)"),
@@ -538,9 +566,9 @@ def messages(lang: str | None = None):
     """say(key, **fields) -> the text of `key` in `lang` ("en" or "ko"; None: the locale's), fields filled in. Any
     other `lang` (a notebook's lang="fr") is one UserError naming the argument, where every function taking one ends."""
     if lang and lang not in LANGUAGES:
-        from model.errors import UserError  # cli/ imports model.errors; here only for this refusal
+        from model.arguments import ArgumentValueError  # a UserError and a ValueError; here only for this refusal
 
-        raise UserError(f"lang = {lang!r} is not one of {', '.join(map(repr, LANGUAGES))}")
+        raise ArgumentValueError(f"lang = {lang!r} is not one of {', '.join(map(repr, LANGUAGES))}")
     index = LANGUAGES.index(lang or locale_language())
 
     def say(key: str, **fields) -> str:

@@ -11,6 +11,7 @@ tokenizer is the `tokenizer.json` saved beside the weights, so text is always en
 model was trained. Every problem with the files is a `UserError` with a one-line message.
 """
 
+import os
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,8 +21,9 @@ import torch
 from data.token_bytes import token_bytes
 from model import GPT
 from model.device import resolve_device
+from model.arguments import need_choice, need_type
 from model.errors import UserError, check_utf8
-from cli.messages import messages
+from cli.messages import LANGUAGES, messages
 from model.speed import speed_up
 from storage.checkpoint import checkpoint_tokenizer, find_checkpoint, load_model
 
@@ -88,6 +90,11 @@ class Run:
         return crop(self.encode_document(prompt, "the prompt"), self.block_size, "cut.prompt", self.lang)
 
 
+def need_run(run, name: str = "run") -> Run:
+    """`run` if it is a Run, else one line naming the argument: what every function taking a run checks first."""
+    return need_type(name, run, Run, "a Run (inference.load_run(\"runs/NAME\"))")
+
+
 def check_text(text: str, what: str) -> None:
     """UserError for a lone surrogate: a byte that was not UTF-8, which Python keeps that way in sys.argv
     and in stdin under a C locale (cp949 bytes from a Korean Windows console, an encoded surrogate)."""
@@ -107,6 +114,11 @@ def load_run(path: str | Path | None = None, runs_dir: str | Path = "runs", devi
              speed: bool = True, lang: str = "en") -> Run:
     """Load a run dir or checkpoint dir (default: the most recent run under `runs_dir`); `speed`: with the speed
     layer (model/speed/), else the textbook network alone; `lang`: the language of its warnings."""
+    if path is not None:
+        need_type("path", path, (str, os.PathLike), "a run's folder (a str or a Path), or None for the newest run")
+    need_type("runs_dir", runs_dir, (str, os.PathLike), "a folder of runs (a str or a Path)")
+    need_type("device", device, str, 'a str ("auto", "cpu", "cuda", "mps")')
+    need_choice("lang", lang, LANGUAGES)
     ckpt = find_checkpoint(find_latest_run(runs_dir) if path is None else path)
     model = load_model(ckpt, device=resolve_device(device, option="--device"))
     if speed:

@@ -10,12 +10,14 @@ longer than the context are those of `model.nll.stream_nll`, the function behind
 """
 
 import math
+import os
 import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
 
 from cli.messages import messages
-from inference.runs import Run
+from inference.runs import Run, need_run
+from model.arguments import need_int, need_text, need_type
 from model.errors import UserError
 from model.nll import bits_per_char, stream_nll
 
@@ -70,7 +72,10 @@ def score_ids(model, ids: list[int], stride: int | None = None, progress: bool =
 
 def score_text(run: Run, text: str, stride: int | None = None, progress: bool = False) -> Score:
     """Score a text (see the module docstring); UserError if it has no tokens."""
-    text = unicodedata.normalize("NFC", text)
+    need_run(run)
+    text = unicodedata.normalize("NFC", need_text("text", text, "the text to score"))
+    if stride is not None:
+        need_int("stride", stride, what="or None")
     ids = run.encode_document(text)
     if len(ids) == (run.eot_id is not None):  # the end-of-text id alone, if any: the text itself has no tokens
         raise UserError("the text has no tokens to score; give some text")
@@ -82,4 +87,6 @@ def score_text(run: Run, text: str, stride: int | None = None, progress: bool = 
 
 def score_file(run: Run, path: str | Path, stride: int | None = None, progress: bool = True) -> Score:
     """Score a UTF-8 text file (NFC-normalised), with a progress bar on stderr."""
+    need_run(run)
+    need_type("path", path, (str, os.PathLike), "the path of a UTF-8 text file (a str or a Path)")
     return score_text(run, read_text(path), stride=stride, progress=progress)

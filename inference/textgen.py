@@ -15,9 +15,12 @@ from dataclasses import replace
 
 import torch
 
-from inference.runs import Run
+from inference.runs import Run, need_run
 from model import ModelInputError
+from model.arguments import need_int, need_token_ids, need_type
 from model.sampling import Sampling, stream
+
+PROMPT = "a str (the text to continue) or a list of token ids (run.encode_prompt(text))"
 MAX_SAMPLES = 4096  # rows decoded together; more is no batch anyone reads, and a list per sample is built first
 
 
@@ -37,14 +40,17 @@ class Utf8Stream:
         return self.decoder.decode(b"", final=True)
 
 
-def check_batch(max_new_tokens: int, num_samples: int) -> None:
-    """Raise a UserError for a number of tokens or samples no decoding takes."""
+def check_batch(max_new_tokens: int, num_samples: int) -> tuple[int, int]:
+    """Both as ints (numpy's too); a UserError for a number of tokens or samples no decoding takes."""
+    max_new_tokens = need_int("max_new_tokens", max_new_tokens)  # the type first: "5" is no number, `<` names none
+    num_samples = need_int("num_samples", num_samples)
     if max_new_tokens < 0:
         raise ModelInputError(f"max_new_tokens {max_new_tokens} must be >= 0; use 0 for none")
     if num_samples < 1:
         raise ModelInputError(f"num_samples {num_samples} must be >= 1")
     if num_samples > MAX_SAMPLES:
         raise ModelInputError(f"num_samples {num_samples} is more than {MAX_SAMPLES}; decode the samples in several runs")
+    return max_new_tokens, num_samples
 
 
 def stream_text(run: Run, prompt: str | list[int], max_new_tokens: int = 200, num_samples: int = 1,
@@ -59,8 +65,11 @@ def stream_text(run: Run, prompt: str | list[int], max_new_tokens: int = 200, nu
     `attention`: a list that receives the attention maps of every forward of the decoding
     (`model.sampling.stream_with_logits`). Everything is checked now, before the first token is decoded.
     """
-    check_batch(max_new_tokens, num_samples)
-    sampling = Sampling(**options) if sampling is None else sampling
+    need_run(run)
+    if not isinstance(prompt, str):  # anything else must be token ids: an int 123 is no prompt (nor one token)
+        prompt = need_token_ids("prompt", prompt, what=PROMPT)  # their range: the model's own check_decoding
+    max_new_tokens, num_samples = check_batch(max_new_tokens, num_samples)
+    sampling = Sampling(**options) if sampling is None else need_type("sampling", sampling, Sampling, "a Sampling, or None")
     sampling = replace(sampling, eos_token_id=run.eot_id if stop_at_eot else None)
     ids = run.encode_prompt(prompt) if isinstance(prompt, str) else prompt
     idx = torch.tensor([ids], dtype=torch.long, device=run.device).expand(num_samples, -1)  # (B, T), one row stored
@@ -77,7 +86,8 @@ def pieces_of(columns, decoders: list[Utf8Stream]) -> Iterator[tuple[list[int], 
 
 def generate_text(run: Run, prompt: str, max_new_tokens: int = 200, num_samples: int = 1, **options) -> list[str]:
     """The generated continuation of `prompt` (without the prompt), one string per sample."""
+    steps = stream_text(run, prompt, max_new_tokens, num_samples, **options)  # checks them all, num_samples too
     texts = [""] * num_samples
-    for _, pieces in stream_text(run, prompt, max_new_tokens, num_samples, **options):
+    for _, pieces in steps:
         texts = [t + p for t, p in zip(texts, pieces)]
     return texts

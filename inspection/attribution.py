@@ -24,6 +24,9 @@ import numpy as np
 
 from cli.messages import messages
 from inspection.explain import resolve_query, table
+from inspection.trace import Trace
+from model import GPT
+from model.arguments import ArgumentTypeError, ArgumentValueError, kind, need_int, need_type
 from model.errors import UserError
 
 TOP = 5  # tokens a head pushes up and down the most, shown per head
@@ -76,11 +79,16 @@ def attribute(model, trace, query: int = -1, token: int | None = None, versus: i
     """The logit difference logit(token) − logit(versus) at `query` (default: the model's choice and its runner-up
     there), split into shares (the module docstring): {"query", "token", "versus", "logit_diff", "sigma", "parts":
     [{"name", "kind", ("layer", "head"), "share", ("up", "down": a head's TOP token ids)}], ranked by |share|}."""
+    need_type("model", model, GPT, "a GPT (run.model)")
+    need_type("trace", trace, Trace, "a Trace (maps.trace, or trace_ids(model, ids))")
+    query = need_int("query", query, what="a token of the text, -1 the last")
+    token, versus = (None if t is None else need_int(name, t, what="a token id, or None")
+                     for name, t in (("token", token), ("versus", versus)))
     T, V = trace.logits.shape
     i = resolve_query(query, T)
     first, second = choice_and_runner_up(trace.logits[i])
-    token = first if token is None else check_token(token, V, "the token")
-    versus = (second if token == first else first) if versus is None else check_token(versus, V, "the token to compare with")
+    token = first if token is None else check_token(token, V, "token")  # named as the argument is
+    versus = (second if token == first else first) if versus is None else check_token(versus, V, "versus")
     if versus == token:
         raise UserError(f"the two tokens to compare are the same ({token}); name two different ones")
     parts, vectors = stream_parts(model, trace)
@@ -133,7 +141,15 @@ def token_id(text: str, labels: dict[str, int], vocab_size: int) -> int:
 
 def format_attribution(record: dict, label, lang: str = "en", rows: int = 12) -> str:
     """The record as a ranked table, with what a share means, in `lang`; `label(id)` names a token."""
-    say = messages(lang)
+    say = messages(lang)  # first: it checks lang
+    said = "attribute(...)'s record, a dict of query, token, versus, logit_diff, sigma and parts"
+    need_type("record", record, dict, said)
+    if missing := [k for k in ("query", "token", "versus", "logit_diff", "sigma", "parts") if k not in record]:
+        raise ArgumentValueError(f"record must be {said}, got one without {', '.join(missing)}")
+    if not callable(label):
+        raise ArgumentTypeError(f"label must be a function from a token id to its label (labeller(run.tokenizer)), "
+                                f"got {kind(label)}")
+    rows = need_int("rows", rows, lo=1)
     lines = [say("why.title", i=record["query"], token=repr(label(record["token"])), versus=repr(label(record["versus"])),
                  diff=f"{record['logit_diff']:.4f}", sigma=f"{record['sigma']:.4f}"), say("why.exact"), ""]
     cells = [[say("why.share"), say("why.part"), say("why.up"), say("why.down")]]  # the part's name left-aligned

@@ -113,6 +113,11 @@ def walkthrough_numbers(trace, layer: int) -> dict:
             "top_terms": w_top[..., None] * v[heads, top][..., :DIMS]}
 
 
+def off_names(off: dict, say) -> str:
+    """Switched-off heads {(layer, head): mode} as the views name them: "0.0 off (mean), 1.1 off (zero)"."""
+    return ", ".join(f"{l}.{h} " + say("ablate.off", mode=say("ablate.short_" + mode)) for (l, h), mode in sorted(off.items()))
+
+
 def table(rows: list[list[str]]) -> list[str]:
     """Rows of cells in columns as wide as their widest cell (Hangul takes two terminal columns); the
     token column (the second) is aligned left, the numbers right."""
@@ -161,6 +166,9 @@ def explain_head(trace, labels: list[str], layer: int, head: int, query: int, w_
     names = labels
     token = say("explain.token")
     lines = [say("explain.title", layer=layer, head=head, i=i, token=repr(labels[i]), T=T, C=C, H=H, d=d), ""]
+    mode = str(trace.off[layer, head])  # "": on; a switched-off head's y is what replaced it (inspection/trace.py)
+    if mode:
+        lines += [say("explain.off", layer=layer, head=head, mode=say("ablate." + mode)), ""]
 
     lines.append(say("explain.step1", i=i, masked=say("explain.masked_later") if i < T - 1 else ""))
     if len(keys) < i + 1:
@@ -191,7 +199,10 @@ def explain_head(trace, labels: list[str], layer: int, head: int, query: int, w_
     lines += [f"   Σ w_j = {n['sum']:.6f}", say("explain.why_scale", d=d, **{k: f"{why[k]:.4f}" for k in WHY[:4]}),
               say("explain.why_mask"), ""]  # step 4's reason, then step 5's
 
-    lines.append(f"7. y = Σ_j w_j v_j = {vector(y)}   |y| = {n['y_norm']:.4f}")
+    if mode:
+        lines.append(say("explain.step7_off", y=vector(y), norm=f"{n['y_norm']:.4f}"))
+    else:
+        lines.append(f"7. y = Σ_j w_j v_j = {vector(y)}   |y| = {n['y_norm']:.4f}")
     lines.append(say("explain.largest"))
     rows = [["j", token, "w_j", "|v_j|", "w_j |v_j|", "w_j v_j"]]
     for j, size, term in zip(n["top"], n["top_size"], n["top_terms"]):
@@ -207,7 +218,9 @@ def explain_head(trace, labels: list[str], layer: int, head: int, query: int, w_
         share = y @ np.asarray(w_o)[lo:hi]
         lines.append(say("explain.share", lo=lo, end=hi, share=vector(share), norm=f"{np.linalg.norm(share):.4f}"))
         shares = [np.linalg.norm(trace.y[layer, h, i] @ np.asarray(w_o)[h * d:(h + 1) * d]) for h in range(H)]
-        lines.append(say("explain.why_heads", shares=", ".join(f"{h}: {n:.4f}" for h, n in enumerate(shares))))
+        marks = [say("explain.off_mark") if trace.off[layer, h] else "" for h in range(H)]
+        named = ", ".join(f"{h}: {n:.4f}{m}" for h, (n, m) in enumerate(zip(shares, marks)))
+        lines.append(say("explain.why_heads", shares=named))
     lines.append(say("explain.residual", i=i, mlp=say("explain.mlp_follows") if mlp else ""))
-    lines += ["", say("path.hint")]
+    lines += ["", say("explain.off_hint" if mode else "path.hint")]
     return "\n".join(lines)

@@ -41,6 +41,8 @@ from inspection.labels import display_width, pad
 from inspection.words import word_role_sums
 from cli.messages import messages
 from model.device import sum_dtype
+from model import GPT
+from model.arguments import need_int, need_token_ids, need_type
 from model.errors import UserError
 from storage.atomic import write_json
 
@@ -241,6 +243,11 @@ def induction_roles(model, vocab_ids, eot_id=None, seed: int = 0):
 def measure_heads(model, text_ids, vocab_ids, eot_id=None, text: str = "", word_starts=None) -> HeadRoles:
     """All five scores of every head (the module docstring defines them), and the three word roles given
     `word_starts` ((V,) bool: the token ids that begin a word, `inspection.words.word_start_ids`)."""
+    need_type("model", model, GPT, "a GPT (run.model)")
+    need_token_ids("text_ids", text_ids, model.config.vocab_size, "token ids of a held-out text (held_out_ids(run)[0])")
+    need_token_ids("vocab_ids", vocab_ids, model.config.vocab_size, "the token ids to draw from (usable_ids(run))")
+    if eot_id is not None:
+        need_int("eot_id", eot_id, 0, model.config.vocab_size - 1, "or None")
     scores, chance = text_roles(model, text_ids, word_starts)
     scores["induction"], chance["induction"], first, second, n = induction_roles(model, vocab_ids, eot_id)
     return HeadRoles(scores, chance, first, second, text, n)
@@ -249,7 +256,9 @@ def measure_heads(model, text_ids, vocab_ids, eot_id=None, text: str = "", word_
 def format_roles_table(roles: HeadRoles, lang: str = "en") -> str:
     """Heads ranked by their strongest score: rank, layer, head, role, then the five scores (`lang`: "en" or "ko"),
     and with `roles.importance` what switching each head off alone costs."""
-    say, importance, measured = messages(lang), roles.importance, roles.roles
+    say = messages(lang)  # first: it checks lang
+    need_type("roles", roles, HeadRoles, "a HeadRoles (measure_heads(...), or nb.heads(run).roles)")
+    importance, measured = roles.importance, roles.roles
     L, H = roles.scores[ROLES[0]].shape
     heads = sorted(((l, h) for l in range(L) for h in range(H)), key=lambda lh: -roles.strongest(*lh)[1])
     names = say("roles.columns").split("|") + say("roles.word_columns").split("|")[: len(measured) - len(ROLES)]

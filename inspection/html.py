@@ -77,7 +77,8 @@ def explain_data(trace, layers: list[int], dims: int = DIMS) -> dict:
             "keys": pack_floats(stacked("keys", -1)),
             **{name: pack_floats(stacked(name)) for name in ("dot", "scaled", "sum", "q_norm", "y_norm", "v_norm",
                                                              "top", "top_size", "top_terms")},
-            "why": pack_floats(np.stack([why_numbers(trace, layer) for layer in layers], axis=1))}  # (5, L', H, T)
+            "why": pack_floats(np.stack([why_numbers(trace, layer) for layer in layers], axis=1)),  # (5, L', H, T)
+            "off": trace.off[layers].tolist()}  # (L', H): "", "mean", "zero"; a switched-off head's y is its replacement
 
 
 def font_face_css(text: str) -> str:
@@ -102,12 +103,13 @@ def font_face_css(text: str) -> str:
 
 
 def frame_data(att: np.ndarray, layers: list[int], *, trace=None, roles=None, step: int | None = None,
-               words: list[list[int]] | None = None) -> dict:
+               words: list[list[int]] | None = None, off: np.ndarray | None = None) -> dict:
     """One frame of the page: the maps `att` (L, H, T, T) of `layers`, their statistics, the walkthrough's
     tensors given a `Trace`, and `roles`: a caption per head ((L, H) nested lists, shown as they are) or a
     `HeadRoles` (each head's strongest role and score, which the page names in its language, and every
     score). `step`: the training step of a snapshot. `words`: the tokens of each word (inspection/words.py), whose
-    word-level maps the page's switch shows."""
+    word-level maps the page's switch shows. `off`: (L, H) "", "mean" or "zero", the heads switched off in the forward
+    (a `Trace`'s), which the maps' titles name."""
     if isinstance(roles, HeadRoles):
         captions = [[list(roles.strongest(layer, head)) for head in range(att.shape[1])] for layer in layers]
     else:
@@ -116,6 +118,7 @@ def frame_data(att: np.ndarray, layers: list[int], *, trace=None, roles=None, st
             "words_att": None if words is None else pack_att(word_maps(att[layers], words)),
             "stats": finite({name: value.tolist() for name, value in head_stats(att[layers]).items()}),  # NaN: null
             "roles": captions, "scores": roles_json_of(roles, layers),
+            "off": None if off is None else np.asarray(off)[layers].tolist(),
             "explain": None if trace is None else explain_data(trace, layers)}
 
 
@@ -169,7 +172,8 @@ def attention_page(att: np.ndarray, labels: list[str], title: str = "Attention m
     module docstring and `frame_data`; `lang` ("en" or "ko") the language it opens in; `views` what it shows
     beside the maps (the path's with the last token's logits for the next-token bars)."""
     layers = list(range(att.shape[0])) if layers is None else list(layers)
-    frame = frame_data(att, layers, trace=views.trace, roles=views.roles, words=views.words)
+    frame = frame_data(att, layers, trace=views.trace, roles=views.roles, words=views.words,
+                       off=None if views.trace is None else views.trace.off)
     return frames_page([frame], labels, title, layers, att.shape[1], prefill, lang,
                        replace(views, paths=path_data(views.paths, views.trace)))
 

@@ -10,10 +10,11 @@ does: the output stage is the model's own next-token distribution. An early stag
 final choice first has decided; a late rise shows which blocks did the work (nostalgebraist, 2020).
 """
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
+from inspection.explain import off_names
 from inspection.labels import pad, token_labels
 from cli.messages import messages
 from inspection.trace import Trace, trace_ids
@@ -25,6 +26,7 @@ TOP = 5
 class Lens:
     query: int                  # the position read, 0-based
     probs: torch.Tensor         # (stages, V): stage 0 the embeddings, stage l + 1 after block l (the last: the output)
+    off: dict = field(default_factory=dict)  # the heads switched off in the forward: {(layer, head): "mean"/"zero"}
 
     @property
     def choice(self) -> int:
@@ -48,13 +50,14 @@ def read_out(model, streams) -> torch.Tensor:
 def logit_lens(model, ids, query: int = -1) -> Lens:
     """Next-token probabilities at position `query` of ids (a list or (T,) tensor) after every stage."""
     query = query % len(ids)  # the whole text runs, as on the page: the causal mask keeps later tokens out
-    return Lens(query, read_out(model, trace_ids(model, list(ids)).streams()[:, query]).cpu())
+    trace = trace_ids(model, list(ids))
+    return Lens(query, read_out(model, trace.streams()[:, query]).cpu(), trace.switched_off())
 
 
 def lens_table(model, trace: Trace, label, k: int = TOP) -> dict:
     """Every token's lens as the page shows it, from a recording forward (inspection/trace.py): for each stage
     and token the top `k` ids ("top") and their probabilities ("p"), the rank of the model's own choice
-    ("rank"), and a label for each id shown."""
+    ("rank"), a label for each id shown, and the heads switched off in that forward ("off": [layer, head, mode])."""
     streams = trace.streams()  # (S, T, C)
     top, p, rank = [], [], []
     choice = None
@@ -66,7 +69,8 @@ def lens_table(model, trace: Trace, label, k: int = TOP) -> dict:
         top.append(indices.tolist())
         p.append(values.tolist())  # unrounded: the page rounds once, as format_lens does
     shown = sorted({i for stage in top for row in stage for i in row})
-    return {"top": top[::-1], "p": p[::-1], "rank": rank[::-1], "labels": {i: label(i) for i in shown}}
+    return {"top": top[::-1], "p": p[::-1], "rank": rank[::-1], "labels": {i: label(i) for i in shown},
+            "off": [[l, h, mode] for (l, h), mode in sorted(trace.switched_off().items())]}
 
 
 def labeller(tokenizer):
@@ -96,4 +100,5 @@ def format_lens(lens: Lens, label, lang: str = "en") -> str:
         p, top = lens.probs[stage].topk(TOP)
         cells = "  ".join(f"{label(i)} {q:.3f}" for q, i in zip(p.tolist(), top.tolist()))
         lines.append(pad(name, 30) + pad(say("lens.rank", rank=lens.rank(stage)), 12) + cells)
-    return "\n".join(lines + [say("lens.caveat")])
+    off = [say("lens.off", heads=off_names(lens.off, say))] if lens.off else []
+    return "\n".join(lines + off + [say("lens.caveat")])

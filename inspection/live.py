@@ -151,7 +151,7 @@ class LiveInspector:
         run = self.run
         maps = attention_from_decoding(run, ids, recorded) if recorded else attention_for_ids(run, ids)
         trace = maps.trace if maps.trace is not None else trace_ids(run.model, maps.ids)
-        frame = frame_data(maps.att, self.layers, trace=trace if explain else None, roles=self.roles)
+        frame = frame_data(maps.att, self.layers, trace=trace if explain else None, roles=self.roles, off=trace.off)
         probs = next_probs(trace, sampling)
         p, top = probs.topk(min(TOP, probs.numel()))
         candidates = [{"id": i, "token": label, "p": round(float(q), 6)}

@@ -10,7 +10,10 @@ Why these two: uvicorn is the server the Python web world runs (asyncio, one thr
 own limits on headers, keep-alive and connections, a graceful stop on SIGINT and SIGTERM), and Starlette the
 small toolkit under FastAPI: routes, requests and responses, nothing more. The model runs on its own thread
 (inspection/live_worker.py) and hands each answer to the connection's queue, so a client that stops reading
-holds nothing anyone else needs: its send times out (SEND_TIMEOUT) and its generation is cancelled.
+holds nothing anyone else needs: its generation waits for it (live_worker.AHEAD answers ahead at most), its
+send times out (SEND_TIMEOUT) and its generation is cancelled. A client that goes away cancels its work at
+once: each request watches its connection (`receive()` says `http.disconnect`). What a connection may cost
+before it asks anything is inspection/live_connections.py's; the requests under way are at most MAX_REQUESTS.
 
 Who may ask: the Host header must name this server (an IP address, `localhost`, the machine's name or the
 --host given: a web page cannot reach it through a DNS name of its own that points here), a request with an
@@ -41,13 +44,16 @@ from model.sampling import TEMPERATURE
 from inspection.html import Views, finite, frames_page
 from inspection.labels import token_labels
 from inspection.live import DEBOUNCE_MS, FIRST_TEXT, MAX_NEW, BadRequest, LiveInspector
-from inspection.live_worker import SUPERSEDED, ModelWorker
+from inspection.live_connections import Connection
+from inspection.live_worker import STOPPED, SUPERSEDED, ModelWorker
 from model.errors import UserError
 
 MAX_BODY = 64 * 1024  # bytes of a request body
 BODY_TIMEOUT = 10.0  # seconds a body may take to arrive
 SEND_TIMEOUT = 15.0  # seconds a client may leave a line of its generation unread before it is dropped
-MAX_CLIENTS = 200  # connections at once; uvicorn answers 503 past it
+MAX_REQUESTS = 200  # under way at once; a 503 past it (idle connections do not count: live_connections.py)
+MAX_HEADERS = 16 * 1024  # bytes of a request's headers; a 431 past it
+CHECKED_HEADERS = ("host", "origin", "content-type")  # the refusals read them: each at most once
 LOCAL = ("127.0.0.1", "localhost", "::1")
 
 
@@ -68,10 +74,12 @@ class JSON(JSONResponse):
         return json_line(content)
 
 
-def error(status: int, message: str) -> JSONResponse:
-    """A refusal, which ends its connection and says so (`Connection: close`): a request refused before its body
-    was read leaves that body on the connection, where the next request would be lost; a client told opens a new one."""
-    return JSON({"error": message}, status, headers={"Cache-Control": "no-store", "Connection": "close"})
+def error(status: int, message: str, close: bool = True) -> JSONResponse:
+    """A refusal. One made before the body was read ends its connection and says so (`Connection: close`): the
+    unread body is on the connection, where the next request would be lost; a client told opens a new one. One
+    made after (close=False) keeps it, so the next request on it, pipelined or not, is answered."""
+    headers = {"Cache-Control": "no-store"} | ({"Connection": "close"} if close else {})
+    return JSON({"error": message}, status, headers=headers)
 
 
 def split_host(header: str) -> tuple[str, int | None]:
@@ -95,21 +103,32 @@ class LiveServer:
         self.names = {"localhost", host.lower(), socket.gethostname().lower(), socket.gethostname().lower() + ".local"}
         self.inspector = LiveInspector(run, lang)
         self.worker = ModelWorker()
+        self.requests = 0  # under way (MAX_REQUESTS)
         self.page_html = self.page()
+        # the refusals of the API are answered by Starlette's ExceptionMiddleware, which ends there; the handler
+        # for Exception (a bug of ours) sits in ServerErrorMiddleware, which answers and raises again, so uvicorn
+        # closes the connection after it
         self.app = Starlette(routes=[Route("/", self.get_page, methods=["GET"]),
                                      Route("/api/inspect", self.api_inspect, methods=["POST"]),
                                      Route("/api/generate", self.api_generate, methods=["POST"])],
-                             exception_handlers={HTTPException: self.http_error, Exception: self.server_error})
-        config = uvicorn.Config(self.guarded, interface="asgi3", proxy_headers=False, log_level="critical",
-                                access_log=False, lifespan="off",
-                                limit_concurrency=MAX_CLIENTS, timeout_keep_alive=5, timeout_graceful_shutdown=3,
-                                h11_max_incomplete_event_size=16 * 1024)  # fmt: skip
-        self.server = uvicorn.Server(config)
+                             exception_handlers={HTTPException: self.http_error, UserError: self.refused,
+                                                 ClientDisconnect: self.refused, Exception: self.server_error})
+        config = uvicorn.Config(self.guarded, http=Connection, interface="asgi3", proxy_headers=False,
+                                log_level="critical", access_log=False, lifespan="off",
+                                limit_concurrency=None, timeout_keep_alive=5, timeout_graceful_shutdown=3,
+                                h11_max_incomplete_event_size=MAX_HEADERS)  # fmt: skip
+        self.server = Server(config, self.worker.stop_soon)
 
     # ---- who may ask ---------------------------------------------------------------------------------------
 
     def refusal(self, scope) -> JSONResponse | None:
         """Why this request is refused (a 4xx), or None: the Host, the Origin, the content type."""
+        if sum(len(k) + len(v) + 4 for k, v in scope["headers"]) > MAX_HEADERS:  # h11 checks only what is pending
+            return error(431, f"the request's headers are more than {MAX_HEADERS:,} bytes")
+        names = [k.decode("latin-1") for k, _ in scope["headers"]]
+        twice = [name for name in CHECKED_HEADERS if names.count(name) > 1]
+        if twice:  # which one would a proxy before us have read? neither is taken
+            return error(400, f"the request has {names.count(twice[0])} {twice[0].title()} headers; send one")
         headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
         try:
             name, port = split_host(headers.get("host", ""))
@@ -134,9 +153,15 @@ class LiveServer:
     async def guarded(self, scope, receive, send) -> None:
         if scope["type"] == "http":
             refused = self.refusal(scope)
+            if refused is None and self.requests >= MAX_REQUESTS:
+                refused = error(503, f"the server has {MAX_REQUESTS} requests under way; try again in a moment")
             if refused is not None:
                 return await refused(scope, receive, send)
-        await self.app(scope, receive, send)
+        self.requests += 1
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            self.requests -= 1
 
     # ---- the routes ----------------------------------------------------------------------------------------
 
@@ -146,20 +171,26 @@ class LiveServer:
     async def api_inspect(self, request: Request) -> Response:
         body = await read_body(request)
         steps = self.inspector.inspect(body)
-        answers, _ = self.submit(body, request, steps, SUPERSEDED, single=True)
-        (answer, _) = await answers.get()
-        if answer is None or answer == {"stopped": True}:
-            return error(503, "the server is stopping")
+        answers, job = self.submit(body, request, steps, SUPERSEDED, single=True)
+        watch = asyncio.ensure_future(until_gone(request.receive, lambda: self.worker.cancel(job)))
+        try:
+            (answer, _) = await answers.get()
+        except asyncio.CancelledError:  # a second Ctrl-C: the server ends now, and still says why
+            return error(503, "the server is stopping", close=False)
+        finally:
+            watch.cancel()
+        if answer is None or answer == STOPPED:
+            return error(503, "the server is stopping", close=False)
         status, view = answer
         return JSON(view, status, headers={"Cache-Control": "no-store"})
 
     async def api_generate(self, request: Request) -> Response:
         body = await read_body(request)
         steps = self.inspector.generate(body)
-        answers, job = self.submit(body, request, steps)
-        return Lines(answers, lambda: self.worker.cancel(job))
+        answers, job = self.submit(body, request, steps, paced=True)
+        return Lines(answers, lambda: self.worker.cancel(job), lambda: self.worker.sent(job))
 
-    def submit(self, body: dict, request: Request, steps, on_cancel=None, single: bool = False):
+    def submit(self, body: dict, request: Request, steps, on_cancel=None, single: bool = False, paced: bool = False):
         """Queue `steps` as the client's job ("client" of the body: the page's own id, else the connection's);
         its answers arrive in the returned queue as (answer, last). (queue, job)."""
         client = body.get("client")
@@ -168,10 +199,13 @@ class LiveServer:
         loop, answers = asyncio.get_running_loop(), asyncio.Queue()
 
         def emit(answer, last):  # on the model thread: never blocks
-            loop.call_soon_threadsafe(answers.put_nowait, (answer, last))
+            try:
+                loop.call_soon_threadsafe(answers.put_nowait, (answer, last))
+            except RuntimeError:  # the loop is closed: the server stopped, and nobody waits for this answer
+                pass
 
         kwargs = {} if on_cancel is None else {"on_cancel": on_cancel}
-        return answers, self.worker.submit(client, steps, emit, single=single, **kwargs)
+        return answers, self.worker.submit(client, steps, emit, single=single, paced=paced, **kwargs)
 
     async def http_error(self, request: Request, exc: HTTPException) -> Response:
         if exc.status_code == 404:
@@ -180,13 +214,16 @@ class LiveServer:
             return error(405, f"{request.method[:10]} is not answered at {request.url.path[:100]}")
         return error(exc.status_code, str(exc.detail)[:200])
 
-    async def server_error(self, request: Request, exc: Exception) -> Response:
+    async def refused(self, request: Request, exc: Exception) -> Response:
+        """A request refused after it arrived: its body read whole (read_body), the connection goes on."""
+        close = not getattr(request.state, "body_read", False)
         if isinstance(exc, BadRequest):
-            return error(exc.status, str(exc))
+            return error(exc.status, str(exc), close)
         if isinstance(exc, UserError):  # the model's own refusals (a sampling option it cannot take)
-            return error(400, str(exc))
-        if isinstance(exc, ClientDisconnect):
-            return error(400, "the client went away")
+            return error(400, str(exc), close)
+        return error(400, "the client went away")  # ClientDisconnect: nobody reads it
+
+    async def server_error(self, request: Request, exc: Exception) -> Response:
         traceback.print_exception(exc, file=sys.stderr)  # a bug of ours: the server goes on
         return error(500, "the server failed on this request; see its terminal")
 
@@ -236,16 +273,39 @@ class LiveServer:
         self.socket.close()
 
 
+class Server(uvicorn.Server):
+    """uvicorn's server, which on Ctrl-C or SIGTERM first stops the model thread (`stop_soon`): every job open
+    is answered {"stopped": true} while the connections can still send it; uvicorn then waits for them (3 s)."""
+
+    def __init__(self, config: uvicorn.Config, stop_soon):
+        super().__init__(config)
+        self.stop_soon = stop_soon
+
+    async def shutdown(self, sockets=None) -> None:
+        self.stop_soon()
+        await super().shutdown(sockets)
+
+
+async def until_gone(receive, cancel) -> None:
+    """Call `cancel` when the client goes away (uvicorn's `http.disconnect`); the request's body has been read,
+    so `receive` has nothing else to say. Cancelled when the answer is complete."""
+    while (await receive())["type"] != "http.disconnect":
+        pass
+    cancel()
+
+
 class Lines(Response):
     """A generation's lines as they come: each sent within SEND_TIMEOUT, else the client is dropped and its
-    generation cancelled; a client that went away cancels it too."""
+    generation cancelled; a client that went away cancels it too. `sent` tells the model thread each line is
+    out, so it computes the next (live_worker.AHEAD)."""
 
-    def __init__(self, answers: asyncio.Queue, cancel):
-        self.answers, self.cancel = answers, cancel
+    def __init__(self, answers: asyncio.Queue, cancel, sent):
+        self.answers, self.cancel, self.sent = answers, cancel, sent
         self.status_code, self.background = 200, None
 
     async def __call__(self, scope, receive, send) -> None:
         headers = [(b"content-type", b"application/x-ndjson; charset=utf-8"), (b"cache-control", b"no-store")]
+        watch = asyncio.ensure_future(until_gone(receive, self.cancel))
         try:
             first, last = await self.answers.get()
             if isinstance(first, tuple):  # refused before a token: (status, {"error"}), e.g. superseded at once
@@ -258,6 +318,7 @@ class Lines(Response):
                     line = json_line(answer)
                     await asyncio.wait_for(send({"type": "http.response.body", "body": line, "more_body": True}),
                                            SEND_TIMEOUT)  # fmt: skip
+                self.sent()
                 if last:
                     break
                 answer, last = await self.answers.get()
@@ -267,6 +328,8 @@ class Lines(Response):
         except asyncio.CancelledError:  # the server stopping
             self.cancel()
             raise
+        finally:
+            watch.cancel()
 
 
 async def read_body(request: Request) -> dict:
@@ -289,6 +352,7 @@ async def read_body(request: Request) -> dict:
         data = await asyncio.wait_for(collect(), BODY_TIMEOUT)
     except asyncio.TimeoutError:
         raise BadRequest(f"the body did not arrive within {BODY_TIMEOUT:g} s", 408) from None
+    request.state.body_read = True  # a refusal from here on leaves nothing unread on the connection
     try:
         body = json.loads(data.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as e:

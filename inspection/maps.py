@@ -22,7 +22,8 @@ import torch
 from cli.command import integer
 from cli.messages import messages
 from inspection.words import word_labels, word_maps, word_spans
-from inference.runs import Run, crop, warn
+from inference.runs import Run, crop, need_run, warn
+from model.arguments import need_text, need_token_ids
 from inspection.heads import HeadRoles
 from inspection.html import Views, attention_page
 from inspection.labels import token_labels, token_pieces
@@ -74,6 +75,8 @@ def parse_heads(text: str, option: str = "--ablate") -> list[tuple[int, int]]:
 def attention_for_ids(run: Run, ids: list[int]) -> AttentionMaps:
     """Maps of `ids` (the last block_size of them, with a warning if that drops some), with the recording
     forward that gave them (`.trace`: everything else a view of the text shows comes from it too)."""
+    need_run(run)
+    need_token_ids("ids", ids, run.model.config.vocab_size)
     ids = crop(list(ids), run.block_size, "cut.maps", run.lang)
     trace = trace_ids(run.model, ids)
     return AttentionMaps(ids, token_pieces(run.tokenizer, ids), token_labels(run.tokenizer, ids), trace.att,
@@ -106,6 +109,8 @@ def attention_from_decoding(run: Run, ids: list[int], recorded: list) -> Attenti
 
 def attention_for_text(run: Run, text: str) -> AttentionMaps:
     """Maps of <|endoftext|> + text, as the model sees a prompt."""
+    need_run(run)
+    need_text("text", text, "the text to look at")
     return attention_for_ids(run, run.encode_prompt(text))
 
 
@@ -153,14 +158,15 @@ def write_attention(maps: AttentionMaps, out_dir: str | os.PathLike, title: str 
     out_dir = make_out_dir(out_dir)
     trace, roles = views.trace, views.roles
     captions = roles.labels(lang) if isinstance(roles, HeadRoles) else roles
+    off = None if trace is None else trace.off  # switched-off heads, named in the titles
     writers = {f"layer_{layer}.png": functools.partial(save_layer_png, maps.att, maps.labels, layer, captions,
-                                                       lang=lang)
+                                                       lang=lang, off=off)
                for layer in (range(maps.att.shape[0]) if layers is None else layers)}  # fmt: skip
     if words:
         spans = word_spans(maps.labels)
         by_word, names = word_maps(maps.att, spans), word_labels(maps.labels, spans)
         writers |= {f"layer_{layer}_words.png": functools.partial(save_layer_png, by_word, names, layer, captions,
-                                                                  lang=lang)
+                                                                  lang=lang, off=off)
                     for layer in (range(maps.att.shape[0]) if layers is None else layers)}  # fmt: skip
     page = functools.partial(attention_page, maps.att, maps.labels, title, layers=layers, prefill=maps.prefill,
                              lang=lang, views=views)

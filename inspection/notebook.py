@@ -18,6 +18,7 @@ the same functions compute them (inspection/of_run.py). A page is the offline pa
 
 import contextlib
 import html
+import os
 from pathlib import Path
 
 from cli.messages import LANGUAGES, messages
@@ -35,6 +36,7 @@ from inspection.of_run import head_walkthrough, page_title, page_views, run_role
 from inspection.over_training import over_training_page, run_snapshots
 from inspection.path import format_path
 from model.ablation import ablated, check_heads
+from model.arguments import ArgumentValueError, need_choice, need_int, need_text, need_type
 from model.errors import UserError
 from model.sampling import TEMPERATURE, Sampling
 from storage.atomic import write_text_atomic
@@ -45,8 +47,7 @@ settings = {"lang": "en"}
 
 def language(lang: str) -> None:
     """The language of every view from now on: "en" or "ko"."""
-    if lang not in LANGUAGES:
-        raise UserError(f"language {lang!r} is not one of {', '.join(LANGUAGES)}")
+    need_choice("lang", lang, LANGUAGES)
     settings["lang"] = lang
 
 
@@ -100,13 +101,35 @@ class Picture:
 
 def as_run(run) -> Run:
     """A Run as given, or the run in a folder (its best/ weights, as generate.py loads them)."""
-    return run if isinstance(run, Run) else load_run(run, lang=settings["lang"])
+    if isinstance(run, Run):
+        return run
+    need_type("run", run, (str, os.PathLike), "a Run (inference.load_run) or a run's folder (a str or a Path)")
+    return load_run(run, lang=settings["lang"])
+
+
+def need_view(text, query: int = -1, mode: str = "mean") -> None:
+    """The arguments the views share, checked before a run is loaded: each a line naming it, never a traceback."""
+    need_text("text", text, "the text to look at")
+    need_int("query", query, what="a token of the text, -1 the last")
+    need_choice("mode", mode, MODES)
+
+
+def need_head(head) -> tuple[int, int]:
+    """"1.0" or (1, 0) -> (1, 0); anything else one line naming `head`."""
+    if isinstance(head, str):
+        return parse_head(head, "head")
+    said = 'a head as "LAYER.HEAD" or (layer, head), e.g. "1.0" or (1, 0)'
+    need_type("head", head, (tuple, list), said)
+    if len(head) != 2:
+        raise ArgumentValueError(f"head must be {said}, got {len(head)} numbers")
+    return need_int("head's layer", head[0]), need_int("head's head", head[1])
 
 
 def heads_of(text, what: str) -> list[tuple[int, int]]:
     """"1.0,1.2", (1, 0) or [(1, 0), (1, 2)] -> [(1, 0), (1, 2)]."""
     if isinstance(text, str):
         return parse_heads(text, what)
+    need_type(what, text, (tuple, list), 'heads as "1.0,1.2", (1, 0) or [(1, 0), (1, 2)]')
     return [tuple(text)] if len(text) == 2 and all(isinstance(x, int) for x in text) else [tuple(h) for h in text]
 
 
@@ -129,6 +152,10 @@ def page(run, text: str, *, off=None, mode: str = "mean", roles: bool = False, s
          height: int = HEIGHT) -> Page:
     """The page of generate.py --prompt TEXT --attention DIR (every map, the walkthrough on a click, each token's
     lens, path and shares); `roles`: each head's role scores and cost too (--heads, some seconds)."""
+    need_view(text, mode=mode)
+    if sampling is not None:
+        need_type("sampling", sampling, Sampling, "a Sampling (inspection.Sampling(temperature=0.8)) or None")
+    need_int("height", height, lo=1, what="pixels")
     run, lang = as_run(run), settings["lang"]
     with switched_off(run, off, mode):
         found = run_roles(run, None, lang)[0] if roles else None
@@ -141,8 +168,9 @@ def page(run, text: str, *, off=None, mode: str = "mean", roles: bool = False, s
 
 def walkthrough(run, text: str, head, query: int = -1, *, off=None, mode: str = "mean") -> Text:
     """One head ("1.0" or (1, 0)) at token `query` of `text`, step by step (generate.py --explain 1.0 --query N)."""
+    need_view(text, query, mode)
+    layer, h = need_head(head)
     run = as_run(run)
-    layer, h = parse_head(head, "head") if isinstance(head, str) else tuple(head)
     check_head(run.model.config.n_layer, run.model.config.n_head, layer, h)
     with switched_off(run, off, mode):
         maps = attention_for_text(run, text)
@@ -151,6 +179,9 @@ def walkthrough(run, text: str, head, query: int = -1, *, off=None, mode: str = 
 
 def path(run, text: str, query: int = -1, *, sampling: Sampling | None = None, off=None, mode: str = "mean") -> Text:
     """Token `query` of `text` from its id to the next token (generate.py --explain path), drawn with `sampling`."""
+    need_view(text, query, mode)
+    if sampling is not None:
+        need_type("sampling", sampling, Sampling, "a Sampling (inspection.Sampling(temperature=0.8)) or None")
     run = as_run(run)
     with switched_off(run, off, mode):
         maps = attention_for_text(run, text)
@@ -161,6 +192,7 @@ def path(run, text: str, query: int = -1, *, sampling: Sampling | None = None, o
 
 def lens(run, text: str, query: int = -1, *, off=None, mode: str = "mean") -> Text:
     """The logit lens at token `query` of `text` (generate.py --lens)."""
+    need_view(text, query, mode)
     run = as_run(run)
     with switched_off(run, off, mode):
         ids = attention_for_text(run, text).ids  # cut to the context as the maps are
@@ -172,6 +204,10 @@ def why(run, text: str, query: int = -1, token: str | None = None, versus: str |
         mode: str = "mean") -> Text:
     """Each part's share of logit(token) − logit(versus) at `query` (generate.py --why A,B; None: the model's
     choice and its runner-up); a token named as the tables show it (␣ for a space) or "#ID"."""
+    need_view(text, query, mode)
+    for name, value in (("token", token), ("versus", versus)):
+        if value is not None:
+            need_text(name, value, 'a token as the tables show it, or "#ID"; None: the model\'s choice')
     run = as_run(run)
     label, V = labeller(run.tokenizer), run.model.config.vocab_size
     names = labels_to_ids(label, V) if token or versus else {}
@@ -184,6 +220,9 @@ def why(run, text: str, query: int = -1, token: str | None = None, versus: str |
 def heads(run, *, text_file: str | None = None, off=None, mode: str = "mean") -> RolesTable:
     """Every head's roles and what switching each off alone costs (generate.py --heads), on `text_file` or the
     run's validation split; `off`: with those heads off first. `.with_role("induction")` names its heads."""
+    if text_file is not None:
+        need_type("text_file", text_file, (str, os.PathLike), "the path of a UTF-8 text file, or None")
+    need_choice("mode", mode, MODES)
     run, lang = as_run(run), settings["lang"]
     means = ablation_means(run.model, held_out_ids(run, text_file, lang)[0]) if mode == "mean" else None
     with switched_off(run, off, mode):
@@ -195,6 +234,7 @@ def heads(run, *, text_file: str | None = None, off=None, mode: str = "mean") ->
 
 def score(run, text: str, *, off=None, mode: str = "mean") -> Text:
     """Bits per character of `text` (generate.py --score); with `off`, beside the full model's."""
+    need_view(text, mode=mode)
     run, lang = as_run(run), settings["lang"]
     full = score_text(run, text) if off else None  # before any head is off
     with switched_off(run, off, mode):
@@ -210,12 +250,16 @@ def score(run, text: str, *, off=None, mode: str = "mean") -> Text:
 
 def over_training(run_dir, text: str, *, height: int = HEIGHT) -> Page:
     """`text` through every snapshot of the run (generate.py --over-training RUN): the page with a slider."""
+    need_type("run_dir", run_dir, (str, os.PathLike), "a run's folder (a str or a Path)")
+    need_view(text)
+    need_int("height", height, lo=1, what="pixels")
     snapshots = run_snapshots(Path(run_dir))
     return Page(over_training_page(snapshots, run_dir, text, lang=settings["lang"])[0], height)
 
 
 def heads_over_training(run_dir) -> Picture:
     """RUN/heads.png: the strongest role scores at every evaluation, drawn by train.py."""
+    need_type("run_dir", run_dir, (str, os.PathLike), "a run's folder (a str or a Path)")
     found = Path(run_dir) / "heads.png"
     if not found.is_file():
         raise UserError(f"{found} does not exist; train.py draws it when a run ends, from the head scores of its "

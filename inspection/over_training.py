@@ -71,7 +71,8 @@ def snapshot_frames(snapshots: list[Path], prompt: str, records: list[dict], dev
             roles = measure_heads(run.model, held_out_ids(run)[0], usable_ids(run), run.eot_id,
                                   word_starts=word_start_ids(run.token_bytes))
         chosen = list(range(run.model.config.n_layer)) if layers is None else layers
-        frames.append(frame_data(maps.att, chosen, trace=maps.trace, roles=roles, step=step))
+        frames.append(frame_data(maps.att, chosen, trace=maps.trace, roles=roles, step=step,
+                                  off=maps.trace.off))
     return frames, labels, run
 
 

@@ -30,6 +30,8 @@ from cli.messages import messages
 from inspection.attribution import choice_and_runner_up
 from inspection.labels import display_width, pad
 from model.ablation import check_heads
+from model import GPT
+from model.arguments import need_token_ids, need_type
 from model.errors import UserError
 
 MIN_GAP = 0.1  # logits: the least gap between the two texts' logit differences that patching measures
@@ -116,6 +118,11 @@ def patch(model, clean_ids: list[int], corrupt_ids: list[int], heads: list[tuple
     """The patching record of the module docstring: {"token", "versus", "clean_diff", "corrupt_diff", "grid":
     [[recovered per token] per stage], "heads": {"L.H": recovered}, "together": recovered or None, "changed":
     [tokens where the texts differ]}."""
+    need_type("model", model, GPT, "a GPT (run.model)")
+    for name, ids in (("clean_ids", clean_ids), ("corrupt_ids", corrupt_ids)):
+        need_token_ids(name, ids, model.config.vocab_size, "a non-empty list of token ids (run.encode_prompt(text))")
+    if heads is not None:
+        need_type("heads", heads, (list, tuple), "a list of (layer, head) pairs, or None")
     if len(clean_ids) != len(corrupt_ids):
         raise UserError(f"the clean text has {len(clean_ids)} tokens and the corrupted one {len(corrupt_ids)}; "
                         "patching needs the same number of tokens in both (change words for words of the same length)")

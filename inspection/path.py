@@ -19,7 +19,7 @@ their norms.
 import numpy as np
 import torch
 
-from inspection.explain import resolve_query, table
+from inspection.explain import off_names, resolve_query, table
 from cli.messages import messages
 from model.sampling import Sampling, choose_next, penalize_repetition, sampling_probs, seen_tokens
 
@@ -102,7 +102,7 @@ def forward_path(model, trace, label, sampling: Sampling = Sampling(), first: in
     key = att.argmax(-1)  # the strongest key of each head and token (the masked future holds 0)
     has_mlp = trace.hidden.shape[-1] > 0
     blocks = {"key": key.tolist(), "att": plain(np.take_along_axis(att, key[..., None], -1)[..., 0]),
-              "share": norms(shares), **{f"{name}_norm": norms(getattr(trace, name)[:, first:])
+              "share": norms(shares), "off": trace.off.tolist(), **{f"{name}_norm": norms(getattr(trace, name)[:, first:])
                                          for name in ("resid", "out", "mid", "block")},
               "mlp_norm": norms(trace.mlp[:, first:]) if has_mlp else None,
               "active": plain((trace.hidden[:, first:] > 0).mean(-1)) if has_mlp else None}
@@ -141,12 +141,17 @@ def format_path(path: dict, query: int = -1, lang: str = "en") -> str:
         lines.append(say("path.block", layer=layer, resid=f"{b['resid_norm'][layer][i]:.4f}",
                          out=f"{b['out_norm'][layer][i]:.4f}", mid=f"{b['mid_norm'][layer][i]:.4f}",
                          block=f"{b['block_norm'][layer][i]:.4f}"))
-        rows = [["head", say("path.key"), "j", "att", "|share|"]]
+        rows = [["head", say("path.key"), "j", "att", "|share|", ""]]  # the last column names a head that is off
         for h in range(path["H"]):
             j = b["key"][layer][h][i]
+            mode = b["off"][layer][h]  # a switched-off head's share is its replacement's (mean W_O, or 0)
             rows.append([f"{layer}.{h}", label(path["ids"][j]), str(j), f"{b['att'][layer][h][i]:.4f}",
-                         f"{b['share'][layer][h][i]:.4f}"])
+                         f"{b['share'][layer][h][i]:.4f}"] + ([say("ablate.off", mode=say("ablate.short_" + mode))]
+                                                              if mode else [""]))
         lines += table(rows)
+        off = {(layer, h): mode for h, mode in enumerate(b["off"][layer]) if mode}
+        if off:
+            lines.append(say("path.off_note", heads=off_names(off, say)))
         if b["active"] is not None:
             lines.append(say("path.mlp", mlp=f"{b['mlp_norm'][layer][i]:.4f}",
                              active=f"{100 * b['active'][layer][i]:.1f}", hidden=4 * C))

@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from cli.messages import messages
+from model.arguments import need_int, need_labels, need_maps, need_type
 from model.errors import UserError
 from storage.atomic import atomic_write
 
@@ -88,15 +89,20 @@ def _draw_map(ax, att: np.ndarray, labels: list[str], title: str, say):
 
 
 def draw_layer(att: np.ndarray, labels: list[str], layer: int, heads: list[int] | None = None,
-               roles: list[list[str]] | None = None, lang: str = "en"):
+               roles: list[list[str]] | None = None, lang: str = "en", off=None):
     """A matplotlib Figure with one heatmap per head of `att[layer]` (att: (L, H, T, T)); `roles`
     (L, H) nested lists of captions (inspection.heads.HeadRoles.labels) are added to the titles; the
-    titles and axis labels in `lang` ("en" or "ko")."""
+    titles and axis labels in `lang` ("en" or "ko"). `off` (L, H): "", "mean" or "zero" (a `Trace`'s): a
+    switched-off head's title says so, and the figure that its map is still its attention."""
     from matplotlib import rc_context
 
+    say = messages(lang)  # first: it checks lang
+    att = need_maps("att", att)
+    need_labels("labels", labels, att.shape[-1])
+    layer = need_int("layer", layer, 0, att.shape[0] - 1)
+    heads = list(range(att.shape[1])) if heads is None else need_type("heads", heads, (list, tuple), "a list of heads")
+    heads = [need_int("heads", h, 0, att.shape[1] - 1) for h in heads]
     font_paths()
-    say = messages(lang)
-    heads = list(range(att.shape[1])) if heads is None else heads
     T = att.shape[-1]
     ncols = min(len(heads), 4)
     nrows = math.ceil(len(heads) / ncols)
@@ -108,14 +114,18 @@ def draw_layer(att: np.ndarray, labels: list[str], layer: int, heads: list[int] 
             ax.set_axis_off()
         for ax, head in zip(axes.flat, heads):
             role = f" · {roles[layer][head]}" if roles is not None else ""
+            mode = str(off[layer][head]) if off is not None else ""
+            role += " · " + say("ablate.off", mode=say("ablate.short_" + mode)) if mode else ""
             image = _draw_map(ax, att[layer, head], labels, f"layer {layer} head {head}{role}", say)
         fig.colorbar(image, ax=axes, label=say("plot.weight"), shrink=0.8)
-        fig.suptitle(say("plot.layer", layer=layer))
+        any_off = off is not None and any(str(off[layer][head]) for head in heads)
+        fig.suptitle(say("plot.layer", layer=layer) + ("\n" + say("ablate.map_note") if any_off else ""))
     return fig
 
 
 def draw_head(att: np.ndarray, labels: list[str], layer: int, head: int, lang: str = "en"):
     """A Figure with the heatmap of one head, e.g. to show in a notebook."""
+    need_int("head", head, 0, need_maps("att", att).shape[1] - 1)  # named as `head`, not as draw_layer's `heads`
     return draw_layer(att, labels, layer, heads=[head], lang=lang)
 
 
@@ -157,9 +167,9 @@ def save_figure(fig, path: str | os.PathLike) -> Path:
 
 
 def save_layer_png(att: np.ndarray, labels: list[str], layer: int, roles: list[list[str]] | None,
-                   path: str | os.PathLike, lang: str = "en") -> Path:
-    """The heatmaps of every head of one layer of `att` (L, H, T, T) as a PNG at `path`."""
-    return save_figure(draw_layer(att, labels, layer, roles=roles, lang=lang), path)
+                   path: str | os.PathLike, lang: str = "en", off=None) -> Path:
+    """The heatmaps of every head of one layer of `att` (L, H, T, T) as a PNG at `path` (`off`: as draw_layer's)."""
+    return save_figure(draw_layer(att, labels, layer, roles=roles, lang=lang, off=off), path)
 
 
 def save_layer_pngs(att: np.ndarray, labels: list[str], out_dir: str | os.PathLike,

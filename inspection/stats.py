@@ -17,18 +17,21 @@ import torch
 
 from inspection.heads import text_role_sums
 from inspection.labels import display_width, pad
+from model.arguments import ArgumentValueError, need_int, need_labels, need_maps, need_type
 from cli.messages import messages
 
 STAT_NAMES = ("entropy", "distance", "prev", "first", "self")
 
 
 def head_stats(att: np.ndarray) -> dict[str, np.ndarray]:
-    """Statistics of `att` (L, H, T, T) -> {name: (L, H)}, as defined in the module docstring."""
-    w = np.asarray(att, dtype=np.float64)
+    """Statistics of `att` (L, H, T, T) -> {name: (L, H)}, as defined in the module docstring; a map holding NaN
+    gives NaN, never a number."""
+    w = need_maps("att", att)                                       # (L, H, T, T) float64, or one line naming att
     T = w.shape[-1]
     q = np.arange(T)
     rows = w[..., 1:, :]                                            # (L, H, T-1, T): queries 1..T-1
-    plogp = np.where(rows > 0, rows * np.log(np.where(rows > 0, rows, 1.0)), 0.0)
+    # 0 ln 0 = 0; `rows * 0.0` is that 0, and NaN for a NaN (a plain 0.0 would give a map of NaN entropy 0)
+    plogp = np.where(rows > 0, rows * np.log(np.where(rows > 0, rows, 1.0)), rows * 0.0)
     offsets = (q[:, None] - q[None, :]).clip(min=0)[1:]             # (T-1, T): q - k, zero above diagonal
     if T < 2:
         return {name: np.full(w.shape[:2], np.nan) for name in STAT_NAMES}
@@ -42,8 +45,8 @@ def head_stats(att: np.ndarray) -> dict[str, np.ndarray]:
 
 def format_stats_table(stats: dict[str, np.ndarray], lang: str = "en") -> str:
     """One row per head: `layer head entropy distance prev first self` (the header in `lang`, "en" or "ko")."""
-    n_layer, n_head = stats["entropy"].shape
-    names = messages(lang)("stats.columns").split("|")
+    names = messages(lang)("stats.columns").split("|")  # first: it checks lang
+    n_layer, n_head = need_stats(stats)
     widths = [max(w, display_width(name)) for name, w in zip(names, (5, 4, 8, 8, 6, 6, 6))]  # 한글: two columns
     # two spaces between columns: the Korean names are two words ("이전 토큰 첫 토큰" would run together)
     lines = ["  ".join(pad(name, width, right=True) for name, width in zip(names, widths))]
@@ -54,8 +57,23 @@ def format_stats_table(stats: dict[str, np.ndarray], lang: str = "en") -> str:
     return "\n".join(lines)
 
 
+def need_stats(stats) -> tuple[int, int]:
+    """(layers, heads) of `stats` if it is what head_stats returns, else one line naming the argument."""
+    said = f"head_stats(att)'s dict of {', '.join(STAT_NAMES)}, each (layers, heads)"
+    need_type("stats", stats, dict, said)
+    missing = [name for name in STAT_NAMES if name not in stats]
+    shapes = {np.shape(stats[name]) for name in STAT_NAMES if name not in missing}
+    if missing or len(shapes) != 1 or len(next(iter(shapes))) != 2:
+        got = f"no {', '.join(missing)}" if missing else f"shapes {', '.join(map(str, sorted(shapes)))}"
+        raise ArgumentValueError(f"stats must be {said}, got {got}")
+    return next(iter(shapes))
+
+
 def format_top_attended(att: np.ndarray, labels: list[str], k: int = 3) -> str:
     """For each query token of one head's map `att` (T, T): the `k` keys it attends to most, with their attention."""
+    att = need_maps("att", att, dims=2)
+    need_labels("labels", labels, att.shape[-1])
+    k = need_int("k", k, lo=1)
     width = max(display_width(label) for label in labels)
     lines = []
     for q, label in enumerate(labels):

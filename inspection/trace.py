@@ -17,7 +17,8 @@ allow_pickle=False) holds, for layer l, head h and token t (C = n_embd, d = C / 
     q, k, v  (L, H, T, d)      x W_Q + b_Q, x W_K + b_K, x W_V + b_V, split into heads
     scores   (L, H, T, T)      q kᵀ / √d, before the causal mask (future keys still finite)
     att      (L, H, T, T)      softmax of the masked scores: attention.npz's maps
-    y        (L, H, T, d)      att @ v: each head's output
+    y        (L, H, T, d)      each head's output as W_O receives it: att @ v, or for a switched-off head what
+                               the ablation put in its place (its mean, or zeros)
     out      (L, T, C)         the heads concatenated, times W_O, plus b_O: what attention adds to resid
     mid      (L, T, C)         resid + out: the residual stream between attention and the MLP
     x2       (L, T, C)         ln_2(mid), the MLP's input (L, T, 0 without MLPs)
@@ -26,6 +27,11 @@ allow_pickle=False) holds, for layer l, head h and token t (C = n_embd, d = C / 
     block    (L, T, C)         what block l hands on: mid + mlp, the next block's resid
     final    (T, C)            ln_f(the last block's output)
     logits   (T, V)            final times the tied head: the next-token logits after each token
+    off      (L, H)            "" for a head that is on, "mean" or "zero" for one switched off (model/ablation.py)
+
+y is read where c_proj takes it, after the ablation's pre-hooks, not from the probe: a switched-off head's att
+is still computed (its map is what it would look at), but what it hands W_O is the replacement, so the shares
+y W_O of all heads, plus b_O, make the recorded out.
 """
 
 import os
@@ -35,6 +41,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from model.ablation import heads_off
 from storage.atomic import write_npz
 
 
@@ -59,6 +66,11 @@ class Trace:
     block: np.ndarray
     final: np.ndarray
     logits: np.ndarray
+    off: np.ndarray
+
+    def switched_off(self) -> dict[tuple[int, int], str]:
+        """The heads switched off in the recorded forward: {(layer, head): "mean" or "zero"}."""
+        return {(int(l), int(h)): str(self.off[l, h]) for l, h in zip(*np.nonzero(self.off != ""))}
 
     @property
     def d_head(self) -> int:
@@ -84,9 +96,13 @@ def trace_ids(model, ids) -> Trace:
              model.ln_f.register_forward_hook(record(records, "final")),
              model.lm_head.register_forward_hook(record(records, "logits"))]
 
-    def probe(module, args, kwargs, output):  # the explicit path's tensors, by name
+    def probe(module, args, kwargs, output):  # the explicit path's tensors, by name; y is c_proj's (below)
         for name, value in kwargs.items():
-            records.setdefault(name, []).append(value[0])
+            if name != "y":
+                records.setdefault(name, []).append(value[0])
+
+    def proj_input(module, args, output):  # after every pre-hook: the y W_O multiplies, switched-off heads replaced
+        records.setdefault("y", []).append(args[0][0])
 
     def block_input(module, args):
         records.setdefault("resid", []).append(args[0][0])
@@ -97,7 +113,8 @@ def trace_ids(model, ids) -> Trace:
 
     for block in model.blocks:
         hooks += [block.register_forward_pre_hook(block_input), block.register_forward_hook(record(records, "block", 0)),
-                  block.attn.probe.register_forward_hook(probe, with_kwargs=True)]
+                  block.attn.probe.register_forward_hook(probe, with_kwargs=True),
+                  block.attn.c_proj.register_forward_hook(proj_input)]
         if block.mlp is not None:
             hooks += [block.ln_2.register_forward_hook(mlp_input), block.mlp.register_forward_hook(record(records, "mlp")),
                       block.mlp.gelu.register_forward_hook(record(records, "hidden"))]
@@ -113,15 +130,20 @@ def trace_ids(model, ids) -> Trace:
 
     arrays = {name: numpy(name) for name in records}
     T, C = arrays["tok"].shape[-2:]
+    L, H, _, d = arrays["q"].shape
+    y = arrays["y"].reshape(L, T, H, d).transpose(0, 2, 1, 3)  # (L, T, C) -> (L, H, T, d): heads side by side
+    off = np.full((L, H), "", dtype="<U4")
+    for (layer, head), mode in heads_off(model).items():
+        off[layer, head] = mode
     if "mlp" not in arrays:  # attention-only blocks: the stream passes the MLP's place unchanged
         L = len(model.blocks)
         arrays.update(mid=arrays["block"], x2=np.zeros((L, T, 0), np.float32), hidden=np.zeros((L, T, 0), np.float32),
                       mlp=np.zeros((L, T, C), np.float32))
     return Trace(ids=np.asarray(ids, dtype=np.int64), tok=arrays["tok"][0], pos=numpy_rows(model.pos_emb.weight, T),
                  resid=arrays["resid"], x=arrays["x"], q=arrays["q"], k=arrays["k"], v=arrays["v"],
-                 scores=arrays["scores"], att=arrays["att"], y=arrays["y"], out=arrays["out"], mid=arrays["mid"],
+                 scores=arrays["scores"], att=arrays["att"], y=np.ascontiguousarray(y), out=arrays["out"], mid=arrays["mid"],
                  x2=arrays["x2"], hidden=arrays["hidden"], mlp=arrays["mlp"], block=arrays["block"],
-                 final=arrays["final"][0], logits=arrays["logits"][0])
+                 final=arrays["final"][0], logits=arrays["logits"][0], off=off)
 
 
 def numpy_rows(table: torch.Tensor, T: int) -> np.ndarray:
@@ -133,7 +155,7 @@ def numpy_rows(table: torch.Tensor, T: int) -> np.ndarray:
 def save_trace(trace: Trace, path: str | os.PathLike) -> Path:
     """Write explain.npz atomically (arrays as in the module docstring)."""
     arrays = {f.name: getattr(trace, f.name) for f in fields(trace)}
-    return write_npz(Path(path), {k: (a if k == "ids" else a.astype(np.float32)) for k, a in arrays.items()})
+    return write_npz(Path(path), {k: (a if k in ("ids", "off") else a.astype(np.float32)) for k, a in arrays.items()})
 
 
 def load_trace(path: str | os.PathLike) -> Trace:

@@ -24,6 +24,7 @@ import numpy as np
 import torch
 
 from cli.messages import messages
+from model.arguments import ArgumentTypeError, kind, need_maps, need_token_ids, need_type
 
 WORD_START = ("␣", "↵")  # a label that starts a word (inspection/labels.py marks a leading space and newline so)
 
@@ -52,7 +53,14 @@ def word_spans(labels: list[str]) -> list[list[int]]:
 
 def word_maps(att: np.ndarray, words: list[list[int]]) -> np.ndarray:
     """att (..., T, T) -> (..., W, W): summed over each key word's tokens, averaged over each query word's tokens."""
+    att = need_maps("att", att, dims=None)
     T = att.shape[-1]
+    said = f"a list of words, each a non-empty list of token positions 0..{T - 1} (word_spans(maps.labels))"
+    need_type("words", words, (list, tuple), said)
+    for tokens in words:
+        if not isinstance(tokens, (list, tuple)) or not tokens:
+            raise ArgumentTypeError(f"words must be {said}, got a {kind(tokens)} {tokens!r} in it")
+        need_token_ids("words", tokens, T, said)
     member = np.zeros((len(words), T))  # (W, T): 1 where token t belongs to word w
     for w, tokens in enumerate(words):
         member[w, tokens] = 1.0

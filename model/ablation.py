@@ -46,6 +46,8 @@ def ablated(model, heads, means: torch.Tensor | None = None):
     tensor, `head_means`) instead of their own y, or zeros when `means` is None."""
     hs = model.config.head_dim
     hooks = []
+    before = getattr(model, "ablated_heads", {})  # an `ablated` block around this one: its heads stay off too
+    model.ablated_heads = before | {head: "zero" if means is None else "mean" for head in check_heads(model, heads)}
     try:
         for layer in sorted({layer for layer, _ in check_heads(model, heads)}):
             proj = model.blocks[layer].attn.c_proj
@@ -62,6 +64,15 @@ def ablated(model, heads, means: torch.Tensor | None = None):
     finally:
         for hook in hooks:
             hook.remove()
+        model.ablated_heads = before
+
+
+def heads_off(model) -> dict[tuple[int, int], str]:
+    """Every head of `model` switched off now, and how: {(layer, head): "mean" or "zero"}, the heads kept off for
+    good (`KeptOff`, train.heads_off) and those of every `ablated` block open now. Where a head is in both, the
+    block's hook runs last (a later pre-hook replaces what an earlier one gave), so its mode is the one that counts."""
+    kept = getattr(model, "kept_off", None)
+    return ({head: kept.mode for head in kept.heads} if kept is not None else {}) | getattr(model, "ablated_heads", {})
 
 
 def parse_heads_off(names, n_layer: int, n_head: int) -> list[tuple[int, int]]:

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
+from model.arguments import need_real
 from model.config import ModelInputError
 from model.memory import check_fits, decoding_bytes
 
@@ -75,7 +76,11 @@ def penalize_repetition(logits, seen, penalty: float):
 
 
 def check_options(temperature, top_k, top_p, repetition_penalty) -> None:
-    """Raise ModelInputError (a UserError) for a sampling option out of range."""
+    """Raise ModelInputError (a UserError) for a sampling option out of range, ArgumentTypeError for one that is
+    no number ("hot": no comparison below would name it)."""
+    for name, value in (("temperature", temperature), ("top_p", top_p), ("repetition_penalty", repetition_penalty)):
+        if value is not None or name != "top_p":
+            need_real(name, value, "a number" + (" (or unset)" if name == "top_p" else ""))
     if not (temperature >= 0 and math.isfinite(temperature)):
         raise ModelInputError(f"temperature {temperature} must be >= 0 (and finite); use 0 for greedy decoding")
     if top_k is not None and (isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1):

@@ -1,20 +1,30 @@
 """Switching heads off (model/ablation.py), for a look or for good (train.heads_off), and what each head is worth
-(inspection/importance.py).
+(inspection/importance.py); and ablations x views: a switched-off head shown off, with the y W_O received
+(inspection/trace.py), in the walkthrough, the path, the lens and the maps' titles.
 
     python -m pytest tests/test_ablation.py -q
 """
 
+import itertools
 import re
 
+import numpy as np
 import pytest
 import torch
 
+from cli.messages import messages
+from inspection.explain import explain_head, vector
+from inspection.html import explain_data, frame_data, path_data, save_html
 from inspection.importance import head_importance
+from inspection.lens import format_lens, lens_table, logit_lens
+from inspection.path import format_path, forward_path
+from inspection.plot import draw_layer
+from inspection.trace import trace_ids
 from model.ablation import KeptOff, ablated, check_heads, has_hooks, head_means, parse_heads_off
 from model.config import ModelInputError
 from model.sampling import generate
 from model.speed import speed_up
-from tests.conftest import biased_model, copying_model
+from tests.conftest import CHROMIUM, biased_model, copying_model
 
 
 def ids(seed=0, B=3, T=16):
@@ -146,3 +156,153 @@ def test_train_heads_off_names_heads_and_layers_and_refuses_what_cannot_be():
                            (["x"], 'names "x"'), (["1.a"], 'names "1.a"')):
         with pytest.raises(ModelInputError, match=re.escape(message)):
             parse_heads_off(names, 2, 3)
+
+
+# ---- ablations x views: a switched-off head is shown off, with the y W_O received, wherever its numbers appear ----
+
+VIEW_IDS = [0, 5, 17, 3, 42, 17, 9, 63, 1]
+OFF = [(0, 1), (1, 0)]  # one head in each layer: layer 1 reads layer 0's replaced output
+
+
+def off_trace(mode, heads=OFF):
+    """biased_model's recording forward with `heads` off in `mode`, and what each off head's y became (C,) per layer."""
+    model = biased_model(3)
+    means = head_means(model, torch.tensor([VIEW_IDS])) if mode == "mean" else None
+    with ablated(model, heads, means):
+        trace = trace_ids(model, VIEW_IDS)
+        lens = logit_lens(model, VIEW_IDS)
+    fill = torch.zeros(2, 32) if means is None else means
+    return model, trace, lens, fill.numpy()
+
+
+def w_o_of(model, layer):
+    return model.blocks[layer].attn.c_proj.weight.detach().numpy().T, model.blocks[layer].attn.c_proj.bias.detach().numpy()
+
+
+def switched_off_name(layer, head, mode, lang="en"):
+    say = messages(lang)
+    return f"{layer}.{head} " + say("ablate.off", mode=say("ablate.short_" + mode))
+
+
+@pytest.mark.parametrize("mode", ["mean", "zero"])
+def test_the_trace_records_the_y_w_o_receives_so_the_shares_make_out(mode):
+    model, trace, _, fill = off_trace(mode)
+    assert trace.switched_off() == {head: mode for head in OFF}
+    d = trace.d_head
+    for layer in range(2):
+        w_o, b_o = w_o_of(model, layer)
+        out = sum(trace.y[layer, h] @ w_o[h * d : (h + 1) * d] for h in range(2)) + b_o  # (T, C)
+        np.testing.assert_allclose(out, trace.out[layer], atol=1e-5)  # the shares plus b_O are the recorded out
+    for layer, head in OFF:
+        np.testing.assert_allclose(trace.y[layer, head], np.broadcast_to(fill[layer, head * d : (head + 1) * d], (9, d)),
+                                   atol=1e-6)  # its mean everywhere, or exactly zeros
+        np.testing.assert_allclose(trace.att[layer, head].sum(-1), 1, atol=1e-6)  # its attention is still computed
+    if mode == "zero":
+        assert not trace.y[0, 1].any() and not trace.y[1, 0].any()
+
+
+@pytest.mark.parametrize("mode", ["mean", "zero"])
+@pytest.mark.parametrize("view", ["walkthrough", "path", "lens", "maps"])
+def test_every_view_shows_a_switched_off_head_off_with_its_replacement_s_share(mode, view):
+    model, trace, lens, fill = off_trace(mode)
+    d, i = trace.d_head, len(VIEW_IDS) - 1
+    share = {(l, h): float(np.linalg.norm(fill[l, h * d : (h + 1) * d] @ w_o_of(model, l)[0][h * d : (h + 1) * d]))
+             for l, h in OFF}  # the replacement times W_O: the same at every token
+    if mode == "zero":
+        assert set(share.values()) == {0.0}  # by hand: zeros times W_O are zeros
+    if view == "walkthrough":
+        for (layer, head), lang in itertools.product(OFF, ("en", "ko")):
+            say = messages(lang)
+            text = explain_head(trace, [f"t{j}" for j in VIEW_IDS], layer, head, i, w_o_of(model, layer)[0], lang)
+            assert say("explain.off", layer=layer, head=head, mode=say("ablate." + mode)) in text
+            assert f"|share| = {share[layer, head]:.4f}" in text
+            assert say("explain.step7_off", y=vector(fill[layer, head * d : (head + 1) * d]), norm=
+                       f"{np.linalg.norm(fill[layer, head * d : (head + 1) * d]):.4f}") in text
+            assert text.endswith(say("explain.off_hint")) and say("path.hint") not in text  # not "switch it off"
+            assert f"{head}: {share[layer, head]:.4f}{say('explain.off_mark')}" in text
+    elif view == "path":
+        path = forward_path(model, trace, str)
+        assert path["blocks"]["off"] == [["", mode], [mode, ""]]
+        for (layer, head), token in itertools.product(OFF, range(len(VIEW_IDS))):
+            assert path["blocks"]["share"][layer][head][token] == pytest.approx(share[layer, head], abs=1e-6)
+        for lang in ("en", "ko"):
+            text = format_path(path, -1, lang)
+            say = messages(lang)
+            for layer, head in OFF:
+                assert say("path.off_note", heads=switched_off_name(layer, head, mode, lang)) in text
+                row = next(line for line in text.splitlines() if line.strip().startswith(f"{layer}.{head} "))
+                assert row.endswith(say("ablate.off", mode=say("ablate.short_" + mode)))
+    elif view == "lens":
+        assert lens.off == {head: mode for head in OFF}
+        names = ", ".join(switched_off_name(l, h, mode) for l, h in OFF)
+        assert messages("en")("lens.off", heads=names) in format_lens(lens, str)
+        assert lens_table(model, trace, str)["off"] == [[l, h, mode] for l, h in OFF]
+    else:  # the maps: the PNG's titles, the page's frame and walkthrough data
+        assert frame_data(trace.att, [0, 1], trace=trace, off=trace.off)["off"] == [["", mode], [mode, ""]]
+        assert explain_data(trace, [1])["off"] == [[mode, ""]]
+        figure = draw_layer(trace.att, [f"t{j}" for j in VIEW_IDS], 0, off=trace.off)
+        titles = [ax.get_title() for ax in figure.axes if ax.get_title()]
+        assert titles == ["layer 0 head 0", "layer 0 head 1 · off (" + mode + ")"]
+        assert messages("en")("ablate.map_note") in figure._suptitle.get_text()
+
+
+def test_with_no_head_off_the_views_are_as_before():
+    """Nothing off: y is the probe's att @ v, and no view names a head off (an `ablated` block of no heads too)."""
+    model = biased_model(3)
+    with ablated(model, []):
+        trace = trace_ids(model, VIEW_IDS)
+    ys = []
+    hook = model.blocks[1].attn.probe.register_forward_hook(lambda m, a, kw, out: ys.append(kw["y"]), with_kwargs=True)
+    model.forward_with_attention(torch.tensor([VIEW_IDS]))
+    hook.remove()
+    np.testing.assert_allclose(trace.y[1], ys[0][0].detach().numpy(), atol=1e-6)
+    assert trace.switched_off() == {} and getattr(model, "ablated_heads", {}) == {}  # the block's heads are on again
+    text = explain_head(trace, [f"t{j}" for j in VIEW_IDS], 1, 0, -1, w_o_of(model, 1)[0])
+    assert "7. y = Σ_j w_j v_j = " in text and text.endswith(messages("en")("path.hint"))
+    assert "switched off" not in text and "(off)" not in text
+    path = forward_path(model, trace, str)
+    assert path["blocks"]["off"] == [["", ""], ["", ""]] and "off (mean)" not in format_path(path)
+    assert "switched off:" not in format_path(path) and "off (zero)" not in format_path(path)
+    lens = logit_lens(model, VIEW_IDS)
+    assert lens.off == {} and "switched off" not in format_lens(lens, str)
+    assert frame_data(trace.att, [0, 1], off=trace.off)["off"] == [["", ""], ["", ""]]
+    figure = draw_layer(trace.att, [f"t{j}" for j in VIEW_IDS], 1, off=trace.off)
+    assert [ax.get_title() for ax in figure.axes if ax.get_title()] == ["layer 1 head 0", "layer 1 head 1"]
+
+
+def test_a_head_kept_off_by_the_run_is_shown_off_and_a_nested_block_s_mode_counts():
+    model = biased_model(3)
+    KeptOff(model, [(1, 1)], "zero")
+    means = head_means(model, torch.tensor([VIEW_IDS]))
+    with ablated(model, [(0, 0)], means):
+        with ablated(model, [(1, 1)], means):  # the innermost hook runs last: its mean replaces the kept zeros
+            inner = trace_ids(model, VIEW_IDS)
+        outer = trace_ids(model, VIEW_IDS)
+    assert inner.switched_off() == {(0, 0): "mean", (1, 1): "mean"}
+    np.testing.assert_allclose(inner.y[1, 1, 0], means[1, 16:].numpy(), atol=1e-6)
+    assert outer.switched_off() == {(0, 0): "mean", (1, 1): "zero"} and not outer.y[1, 1].any()
+    assert trace_ids(model, VIEW_IDS).switched_off() == {(1, 1): "zero"}
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install chromium)")
+@pytest.mark.parametrize("mode", ["mean", "zero"])
+def test_the_page_shows_a_switched_off_head_off_in_its_walkthrough_path_maps_and_lens(mode, tmp_path, browser):
+    model, trace, _, fill = off_trace(mode)
+    path = forward_path(model, trace, lambda i: f"t{i}")
+    page = browser(save_html(trace.att, [f"t{j}" for j in VIEW_IDS], tmp_path / "attention.html", trace=trace,
+                             paths=path_data(path, trace), lens=lens_table(model, trace, lambda i: f"t{i}")),
+                   "#layer=1&head=0&focus=8&explain=1")
+    say, d = messages("en"), trace.d_head
+    walkthrough = page.evaluate("document.getElementById('explain').textContent")
+    assert say("explain.off", layer=1, head=0, mode=say("ablate." + mode)) in walkthrough
+    assert say("explain.step7_off", y=vector(fill[1, :d]), norm=f"{np.linalg.norm(fill[1, :d]):.4f}") in walkthrough
+    assert walkthrough.endswith(say("explain.off_hint")) and say("path.hint") not in walkthrough
+    assert f"0: {path['blocks']['share'][1][0][8]:.4f} (off)" in walkthrough
+    assert "layer 1 head 0 · off (" + mode + ")" in page.texts("#maps figcaption")[0]
+    rows = page.texts("table.path-heads tr")
+    assert [r.endswith("off (" + mode + ")") for r in rows if r.strip()[:3] in ("0.0", "0.1", "1.0", "1.1")] == \
+        [False, True, True, False]
+    assert say("path.off_note", heads=switched_off_name(1, 0, mode)) in page.evaluate("document.getElementById('path').textContent")
+    assert "0.1 off (" + mode + "), 1.0 off (" + mode + ")" in page.evaluate("document.getElementById('lens').textContent")
+    assert page.problems() == ([], "")

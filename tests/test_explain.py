@@ -105,10 +105,10 @@ def test_explain_npz_round_trips(tmp_path):
     back = load_trace(save_trace(trace, tmp_path / "explain.npz"))
     with np.load(tmp_path / "explain.npz", allow_pickle=False) as f:
         assert sorted(f.files) == sorted(["ids", "tok", "pos", "resid", "x", "q", "k", "v", "scores", "att", "y", "out",
-                                          "mid", "x2", "hidden", "mlp", "block", "final", "logits"])
+                                          "mid", "x2", "hidden", "mlp", "block", "final", "logits", "off"])
         assert f["q"].shape == (2, H, len(IDS), D) and f["scores"].shape == (2, H, len(IDS), len(IDS))
         assert f["out"].shape == (2, len(IDS), C) and f["q"].dtype == np.float32
-    for name in ("q", "scores", "att", "out", "hidden", "logits"):
+    for name in ("q", "scores", "att", "out", "hidden", "logits", "off"):
         assert np.array_equal(getattr(back, name), getattr(trace, name))
     assert back.ids.tolist() == IDS
 

@@ -182,6 +182,31 @@ def test_switched_off_heads_give_the_ablated_models_view_beside_the_full_models(
     assert not weights_of(off).tolist() == weights_of(full).tolist()  # layer 1's maps change with 0.1 off
 
 
+def test_a_switched_off_head_is_shown_off_in_the_live_views_with_its_mean_s_share(server):
+    """The live page's path, maps' titles, walkthrough data and lens name head 1.0 off (mean), and its share of
+    out is its mean output times W_O at every token, the shares adding up to the recorded out."""
+    run, means = server.inspector.run, server.inspector.means.cpu().numpy()  # (L, C): the ablation's means
+    status, view = ask(server, body={"text": PROMPT, "ablate": [[1, 0]]})
+    assert status == 200
+    off = [["", ""], ["mean", ""]]
+    assert view["path"]["blocks"]["off"] == off and view["frames"][0]["off"] == off
+    assert view["frames"][0]["explain"]["off"] == off and view["lens"]["off"] == [[1, 0, "mean"]]
+    c_proj = run.model.blocks[1].attn.c_proj
+    w_o, b_o = c_proj.weight.detach().cpu().numpy().T, c_proj.bias.detach().cpu().numpy()  # (C, C), (C,)
+    d, T = w_o.shape[0] // 2, view["T"]
+    share = np.linalg.norm(means[1, :d] @ w_o[:d])
+    np.testing.assert_allclose(view["path"]["blocks"]["share"][1][0], [share] * T, atol=1e-5)
+    ex = view["frames"][0]["explain"]
+    y = np.frombuffer(base64.b64decode(ex["y"]), dtype="<f4").reshape(2, 2, T, d)  # (L, H, T, d)
+    np.testing.assert_allclose(y[1, 0], np.broadcast_to(means[1, :d], (T, d)), atol=1e-6)
+    out = np.frombuffer(base64.b64decode(ex["out"]), dtype="<f4").reshape(2, T, ex["dims"] + 1)  # first dims, norm
+    made = y[1, 0] @ w_o[:d] + y[1, 1] @ w_o[d:] + b_o  # (T, C): every head's share plus b_O
+    np.testing.assert_allclose(made[:, : ex["dims"]], out[1, :, : ex["dims"]], atol=1e-5)
+    np.testing.assert_allclose(np.linalg.norm(made, axis=-1), out[1, :, -1], atol=1e-5)
+    status, full = ask(server, body={"text": PROMPT})
+    assert full["path"]["blocks"]["off"] == [["", ""], ["", ""]] and full["lens"]["off"] == []
+
+
 def test_each_client_gets_its_last_typed_text_answered_and_none_cancels_another(server):
     """Three pages typing at once (a request per keystroke, not waiting for the answers): the last text of
     each is answered; an older one of the same page may give way (409), none of another page's does."""
@@ -463,24 +488,27 @@ def test_a_model_whose_context_holds_no_induction_test_is_served_without_roles(t
     assert view["frames"][0]["roles"] is None and view["T"] <= 4
 
 
-@pytest.mark.parametrize("refused", [
-    dict(body={"text": "국회"}, headers={"Content-Type": "text/plain"}),  # 415, its body unread
-    dict(path="/nowhere", method="GET"),  # 404
-    dict(body={"text": "국회", "temperature": -1}),  # 400 from the model's own checks
+@pytest.mark.parametrize("refused, closes", [
+    (dict(body={"text": "국회"}, headers={"Content-Type": "text/plain"}), True),  # 415, its body unread
+    (dict(path="/nowhere", method="GET"), True),  # 404
+    (dict(body={"text": "국회", "temperature": -1}), False),  # 400 from the model's own checks, the body read
+    (dict(raw=b"{bad"), False),  # 400: not JSON, the body read
 ])  # fmt: skip
-def test_after_a_refusal_the_same_client_s_next_request_is_answered(server, refused):
+def test_after_a_refusal_the_same_client_s_next_request_is_answered(server, refused, closes):
     # one keep-alive connection, as a browser or http.client keeps it: a refusal that closed it without saying so lost
-    # the next request on it
+    # the next request on it; one whose body was read keeps the connection, so the next goes on the same socket
     connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=60)
     method, path = refused.get("method", "POST"), refused.get("path", "/api/inspect")
-    body = None if "body" not in refused else json.dumps(refused["body"]).encode()
+    body = refused.get("raw") or (None if "body" not in refused else json.dumps(refused["body"]).encode())
     headers = {"Content-Type": "application/json"} | refused.get("headers", {}) if method == "POST" else {}
     connection.request(method, path, body=body, headers=headers)
     first = connection.getresponse()
     first.read()
-    assert 400 <= first.status < 500 and first.getheader("Connection") == "close"
+    assert 400 <= first.status < 500 and (first.getheader("Connection") == "close") == closes
+    kept = connection.sock
     connection.request("POST", "/api/inspect", body=json.dumps({"text": PROMPT}).encode(),
                        headers={"Content-Type": "application/json"})
     second = connection.getresponse()
     assert second.status == 200 and json.loads(second.read())["T"] > 0
+    assert (connection.sock is kept) != closes  # http.client opens a new one only after Connection: close
     connection.close()

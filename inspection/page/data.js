@@ -76,6 +76,7 @@ function explainOf(e) {
   const t = { d: e.d_head, C: e.n_embd, dims: e.dims, K: e.K, topN: e.top_n, future: e.future };
   for (const name of ["x", "out", "q", "k", "v", "y", "why", "keys", "dot", "scaled", "sum", "q_norm", "y_norm",
                       "v_norm", "top", "top_size", "top_terms"]) t[name] = new Float32Array(bytesOf(e[name]));
+  t.off = e.off;  // (L', H): "", "mean" or "zero"; a switched-off head's y is what W_O received in its place
   return t;
 }
 

@@ -14,7 +14,14 @@ function shownHeads() {
 
 function headName(li, h) {
   const role = FRAME.roles ? " · " + caption(FRAME.roles[li][h]) : "";
-  return t("page.layer_n", { n: LAYERS[li] }) + " " + t("page.head_n", { n: h }) + role;
+  return t("page.layer_n", { n: LAYERS[li] }) + " " + t("page.head_n", { n: h }) + role + offName(li, h);
+}
+
+function offMode(li, h) { return FRAME.off ? FRAME.off[li][h] : ""; }  // "", "mean", "zero": the recorded forward's
+
+function offName(li, h) {  // " · off (mean)" for a switched-off head, as the terminal names it
+  const mode = offMode(li, h);
+  return mode ? " · " + t("ablate.off", { mode: t("ablate.short_" + mode) }) : "";
 }
 
 function setFocus(i, pin, head) {
@@ -146,6 +153,7 @@ function render() {
     const view = { head: h, out: strip(out, name, false, h), inc: strip(inc, name, false, h) };
     Object.assign(view, heatmap(state.li, h, cell));
     const fig = el("figure"), figcaption = el("figcaption", "", name);
+    if (offMode(state.li, h)) fig.title = t("ablate.map_note");  // its map is still its own attention
     fig.appendChild(view.canvas);
     fig.appendChild(figcaption);
     if (LIVE) figcaption.appendChild(headSwitch(LAYERS[state.li], h));
@@ -203,5 +211,7 @@ function renderLens() {
     const cells = LENS.top[s][f].map((id, k) => label(id) + " " + LENS.p[s][f][k].toFixed(3)).join("  ");
     lines.push(padTo(name, 30) + padTo(t("lens.rank", { rank: LENS.rank[s][f] }), 12) + cells);
   }
-  box.textContent = lines.concat([t("lens.caveat")]).join("\n");
+  const off = LENS.off && LENS.off.length ? [t("lens.off", { heads: LENS.off.map(([l, h, m]) =>
+    l + "." + h + " " + t("ablate.off", { mode: t("ablate.short_" + m) })).join(", ") })] : [];
+  box.textContent = lines.concat(off, [t("lens.caveat")]).join("\n");
 }

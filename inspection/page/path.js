@@ -109,9 +109,14 @@ function renderPath() {
       const cell = el("span");
       cell.appendChild(bar(a));
       cell.appendChild(document.createTextNode(" " + a.toFixed(4)));
-      rows.push([{ node: headLink(l, h, at) }, TOKENS[j], String(j), { node: cell, cls: "barcell" }, b.share[l][h][i].toFixed(4)]);
+      const mode = b.off[l][h];  // a switched-off head's share is its replacement's (mean W_O, or 0)
+      rows.push([{ node: headLink(l, h, at) }, TOKENS[j], String(j), { node: cell, cls: "barcell" }, b.share[l][h][i].toFixed(4),
+                 mode ? t("ablate.off", { mode: t("ablate.short_" + mode) }) : ""]);
     }
-    richTable(block, ["head", t("path.key"), "j", "att", "|share|"], rows, "path-heads");
+    richTable(block, ["head", t("path.key"), "j", "att", "|share|", ""], rows, "path-heads");
+    const off = b.off[l].map((m, h) => m ? l + "." + h + " " + t("ablate.off", { mode: t("ablate.short_" + m) }) : "")
+      .filter((name) => name);
+    if (off.length) block.appendChild(el("div", "vec", t("path.off_note", { heads: off.join(", ") })));
     if (b.active) block.appendChild(el("div", "vec", t("path.mlp", { mlp: b.mlp_norm[l][i].toFixed(4),
       active: (100 * b.active[l][i]).toFixed(1), hidden: 4 * P.C })));
     blocks.appendChild(block);

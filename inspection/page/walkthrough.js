@@ -31,6 +31,8 @@ function renderExplain() {
   // the texts are the terminal's (explain.*, inspection/explain.py), the same steps in the same words
   panel.appendChild(el("h2", "", t("explain.title", { layer: LAYERS[li], head: h, i: i, token: "“" + TOKENS[i] + "”", T: T,
     C: EX.C, H: H, d: d })));
+  const off = EX.off[li][h];  // "" when on; else its y below is what replaced it (inspection/trace.py)
+  if (off) para(panel, "ex-off", t("explain.off", { layer: LAYERS[li], head: h, mode: t("ablate." + off) }));
   para(panel, "", t("explain.step1", { i: i, masked: i < T - 1 ? t("explain.masked_later") : "" }));
   para(panel, "", t("explain.x", { dims: dims, C: EX.C }));
   const q = headVector("q", li, h, i);
@@ -72,7 +74,9 @@ function renderExplain() {
     largest: why(2).toFixed(4), undivided: why(3).toFixed(4) }));
   para(panel, "why ex-why-mask", t("explain.why_mask"));
   const y = headVector("y", li, h, i);
-  para(panel, "vec ex-y", "7. y = Σ_j w_j v_j = " + vec(y, dims) + "   |y| = " + headNumber("y_norm", li, h, i).toFixed(4));
+  const yNorm = headNumber("y_norm", li, h, i).toFixed(4);
+  para(panel, "vec ex-y", off ? t("explain.step7_off", { y: vec(y, dims), norm: yNorm })
+                              : "7. y = Σ_j w_j v_j = " + vec(y, dims) + "   |y| = " + yNorm);
   para(panel, "", t("explain.largest"));
   const topKeys = headRow("top", li, h, i, EX.topN), sizes = headRow("top_size", li, h, i, EX.topN);
   const terms = headRow("top_terms", li, h, i, EX.topN * dims);
@@ -91,8 +95,9 @@ function renderExplain() {
     "   |out| = " + out[dims].toFixed(4));
   para(panel, "", t("explain.residual", { i: i, mlp: PATH && PATH.blocks.active ? t("explain.mlp_follows") : "" }));
   if (PATH && i >= PATH.first) {  // each head's share of out, from the path record
-    const shares = PATH.blocks.share[LAYERS[li]].map((row, g) => g + ": " + row[i - PATH.first].toFixed(4));
+    const shares = PATH.blocks.share[LAYERS[li]].map((row, g) => g + ": " + row[i - PATH.first].toFixed(4) +
+      (EX.off[li][g] ? t("explain.off_mark") : ""));
     para(panel, "why ex-why-heads", t("explain.why_heads", { shares: shares.join(", ") }));
   }
-  para(panel, "why hint", t("path.hint"));
+  para(panel, "why hint", t(off ? "explain.off_hint" : "path.hint"));
 }
