@@ -83,7 +83,9 @@ def make_step(shape, precision: str, compiled: bool, dropout: float = 0.0):
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
 
-    return step, raw.flops_per_token(block_size) * batch_size * block_size, batch_size * block_size
+    matrices = sum(p.numel() for n, p in raw.named_parameters() if p.dim() == 2 and "pos_emb" not in n)
+    tokens = batch_size * block_size
+    return step, raw.flops_per_token(block_size) * tokens, tokens, 6 * matrices * tokens
 
 
 def main(argv=None):
@@ -104,7 +106,7 @@ def main(argv=None):
           + ", ".join(f"{precision} {gflops:.0f}" for precision, gflops in peaks.items()) + " GFLOP/s")
     for name in args.shapes.split(","):
         for precision in args.precisions.split(","):
-            step, flops, tokens = make_step(SHAPES[name], precision, args.compile, args.dropout)
+            step, flops, tokens, matrix_flops = make_step(SHAPES[name], precision, args.compile, args.dropout)
             for _ in range(args.warmup):
                 step()
             started = time.perf_counter()
@@ -124,6 +126,10 @@ def main(argv=None):
                   f"tokens/s, {gflops:.0f} GFLOP/s = {gflops / peaks[precision]:.0%} of the {precision} matmul peak")
             for group, ms in sorted(spent.items(), key=lambda kv: -kv[1]):
                 print(f"  {group:<28} {ms:8.1f} ms  {ms / total:6.1%}")
+            if spent.get("matmul"):  # the weight matrices' 6N FLOPs a token in the matmul group's own time
+                rate = matrix_flops / (spent["matmul"] / 1e3) / 1e9
+                print(f"  the matmuls alone: {rate:.0f} GFLOP/s = {rate / peaks[precision]:.0%} of the peak, the step's"
+                      " ceiling were everything else free")
 
 
 if __name__ == "__main__":
