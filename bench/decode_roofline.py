@@ -27,7 +27,8 @@ from collections import defaultdict
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from bench.generate_speed import FORMAT, ITEMSIZE, PROMPT, SHAPES, decode, make_hf, model_of, sizes  # noqa: E402
+from bench.generate_speed import (FORMAT, ITEMSIZE, PROMPT, SHAPES, decode, make_hf, matrix_params,  # noqa: E402
+                                  model_of, sizes)
 from bench.record import append_result  # noqa: E402
 from model import GPT, GPTConfig  # noqa: E402
 from model.sampling import generate  # noqa: E402
@@ -60,11 +61,6 @@ def read_rate(nbytes: int, repeat: int) -> float:
         data.sum()
         times.append(time.perf_counter() - start)
     return nbytes / statistics.median(times)
-
-
-def matrix_params(model) -> int:
-    """Parameters of the matrices a cached step reads (the tied head once; not the position table)."""
-    return sum(p.numel() for name, p in model.named_parameters() if p.dim() == 2 and "pos_emb" not in name)
 
 
 def token_bytes(params: int, weights: str, config, new: int) -> tuple[int, int]:

@@ -129,10 +129,15 @@ def model_of(mode) -> str:
     return mode if mode in ("hf-bf16", "ours-textbook") else mode.split("-")[0]
 
 
+def matrix_params(model) -> int:
+    """Parameters of the matrices a cached step reads and a training step multiplies by (the tied head once; not
+    the position table, which is only looked up)."""
+    return sum(p.numel() for name, p in model.named_parameters() if p.dim() == 2 and "pos_emb" not in name)
+
+
 def weight_bytes(model, weights: str) -> int:
     """Bytes of the matrices one cached batch-1 step reads (the tied head once), stored as `weights`."""
-    n = sum(p.numel() for name, p in model.named_parameters() if p.dim() == 2 and "pos_emb" not in name)
-    return n * ITEMSIZE[weights]
+    return matrix_params(model) * ITEMSIZE[weights]
 
 
 def read_bandwidth(repeat=7) -> float:

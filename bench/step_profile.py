@@ -23,6 +23,7 @@ import torch
 from torch.profiler import ProfilerActivity, profile
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from bench.generate_speed import matrix_params  # noqa: E402
 from bench.train_speed import measure_matmul_peak  # noqa: E402
 from model import GPT, GPTConfig  # noqa: E402
 from model.speed import speed_up  # noqa: E402
@@ -83,9 +84,8 @@ def make_step(shape, precision: str, compiled: bool, dropout: float = 0.0):
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
 
-    matrices = sum(p.numel() for n, p in raw.named_parameters() if p.dim() == 2 and "pos_emb" not in n)
     tokens = batch_size * block_size
-    return step, raw.flops_per_token(block_size) * tokens, tokens, 6 * matrices * tokens
+    return step, raw.flops_per_token(block_size) * tokens, tokens, 6 * matrix_params(raw) * tokens
 
 
 def main(argv=None):

@@ -56,7 +56,7 @@ MESSAGES: dict[str, tuple[str, str]] = {
     "explain.off": ("Head {layer}.{head} is switched off ({mode}). Its attention below is still computed as usual (its "
                     "map shows where it looks), but W_O does not receive its y = Σ_j w_j v_j: step 7 shows what W_O "
                     "receives instead.",
-                    "head {layer}.{head}는 꺼져 있습니다({mode}). 아래의 attention은 평소처럼 계산되지만(map은 이 head가 보는 곳을 "
+                    "head {layer}.{head}은(는) 꺼져 있습니다({mode}). 아래의 attention은 평소처럼 계산되지만(map은 이 head가 보는 곳을 "
                     "보여 줍니다), W_O가 받는 것은 y = Σ_j w_j v_j가 아닙니다. W_O가 대신 받는 값은 7단계에 있습니다."),
     "explain.step7_off": ("7. Switched off: in place of y = Σ_j w_j v_j, W_O receives y = {y}   |y| = {norm}. The "
                           "terms below are those of Σ_j w_j v_j, which W_O no longer receives.",
