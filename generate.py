@@ -170,6 +170,7 @@ class Request:
     runs_dir: str = "runs"
     device: str = "auto"
     speed: bool = True  # the speed layer (model/speed/); --no-speed-up: the textbook network alone
+    weights: str = "fp32"  # --weights: the speed layer's decoding step's matrices
     max_new_tokens: int = 200
     num_samples: int = 1
     sampling: Sampling = Sampling(TEMPERATURE)
@@ -197,7 +198,7 @@ def parse_request(argv) -> Request:
                   or args.lens or args.why is not None or args.patch is not None or args.words)
     max_new_tokens = (0 if inspecting else 200) if args.max_new_tokens is None else args.max_new_tokens
     sampling = Sampling(args.temperature, args.top_k, args.top_p, args.repetition_penalty, args.seed,
-                        use_cache=not args.no_cache, weights=args.weights)
+                        use_cache=not args.no_cache)
     if args.no_speed_up and args.weights != "fp32":
         raise UserError(f"--weights {args.weights} is a speed variant of decoding; drop it or --no-speed-up")
     check_batch(max_new_tokens, args.num_samples)
@@ -210,7 +211,7 @@ def parse_request(argv) -> Request:
                 patch_heads=tuple(parse_heads(args.patch_heads, "--patch-heads")) if args.patch_heads else (),
                 words=args.words)
     ablate = tuple(parse_heads(args.ablate)) if args.ablate is not None else ()
-    return Request(lang, args.prompt, args.ckpt, args.runs_dir, args.device, not args.no_speed_up,
+    return Request(lang, args.prompt, args.ckpt, args.runs_dir, args.device, not args.no_speed_up, args.weights,
                    max_new_tokens=max_new_tokens,
                    num_samples=args.num_samples, sampling=sampling, score=args.score, look=look, layers_text=args.layers,
                    heads=args.heads, heads_text=args.heads_text, ablate=ablate, ablate_text=args.ablate,
@@ -448,7 +449,7 @@ def generate(r: Request) -> None:
     if r.over_training is not None:
         return write_over_training(r)
     text = read_text(r.score) if r.score is not None else None
-    run = load_run(r.ckpt, r.runs_dir, r.device, r.speed, r.lang)
+    run = load_run(r.ckpt, r.runs_dir, r.device, r.speed, r.lang, r.weights)
     look = check_against_model(run.model, r)  # before generating anything
     mean = r.ablate_mode == "mean" and (r.ablate or r.heads)  # the outputs a switched-off head gives instead
     means = ablation_means(run.model, held_out_ids(run, r.heads_text, r.lang)[0]) if mean else None

@@ -1,7 +1,7 @@
 """Which attention computation a training step on this CPU should run: whole train steps of the project's GPT
 (forward, backward, AdamW, as bench/train_speed.py times them) with the layers' attention swapped between
 
-  kernel    what model/speed/attention_kernels.py picks for a CPU (the one train.py runs),
+  kernel    what model/speed/kernels.py picks for a CPU (the one train.py runs),
   textbook  the layer's own steps one by one (`attend`: q kᵀ / √d, masked_fill, softmax, dropout, @ v),
   fused     PyTorch's scaled_dot_product_attention, with its own dropout when there is dropout,
   fused32   the same kernel on q, k, v cast to fp32 (what a CPU ran in bf16 without dropout before 2026-12-04),
@@ -24,7 +24,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import train_speed  # noqa: E402  (bench/train_speed.py: the shapes, the step and its timing)
-from model.speed.attention_kernels import causal_fused  # noqa: E402  (train_speed put the repository on the path)
+from model.speed.kernels import causal_fused  # noqa: E402  (train_speed put the repository on the path)
 
 
 def textbook(q, k, v, dropout_p, attend):

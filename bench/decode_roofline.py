@@ -75,11 +75,14 @@ def profile(model, idx, tokens: int, weights: str) -> dict:
     from torch.profiler import ProfilerActivity
     from torch.profiler import profile as torch_profile
 
-    generate(model, idx, 8, temperature=0, weights=weights)  # warm-up
+    if weights != "fp32":
+        speed_up(model, weights)  # restored to fp32 below
+    generate(model, idx, 8, temperature=0)  # warm-up
     with torch_profile(activities=[ProfilerActivity.CPU]) as prof:
         start = time.perf_counter()
-        generate(model, idx, tokens, temperature=0, weights=weights)
+        generate(model, idx, tokens, temperature=0)
         wall = time.perf_counter() - start
+    speed_up(model)
     groups = defaultdict(float)
     for event in prof.key_averages():
         name = event.key.removeprefix("aten::")

@@ -14,7 +14,7 @@ table, block 128 included, so 1000 tokens slide its window). tok/s counts every 
 batch (B x new tokens / wall seconds). Each figure is the median of --repeat runs, the modes taking turns
 (the best is printed too): CPU seconds well below the wall seconds mean other processes had the cores (on
 a busy 2-core machine, --threads 1 gives steadier figures). `ours-modules` is the cached decoding without
-model/speed/decode_step.py's module-free step: `--modes ours,ours-modules` is the benchmark that keeps that step.
+model/speed/fast_gpt.py's module-free step: `--modes ours,ours-modules` is the benchmark that keeps that step.
 `ours-bf16` and `ours-int8` store the cached step's weights in that format (generate.py --weights); the
 ratio that compares like with like is ours-bf16 against `hf-bf16`, transformers' model in bf16. At batch 1 a
 step reads every weight once, so each line also gives the weights' bytes read per second against the
@@ -104,13 +104,16 @@ def decode(mode, model, idx, new):
     sync(idx.device)
     start, cpu_start = time.perf_counter(), time.process_time()
     if mode == "ours-modules":
-        model.decode_step = lambda weights="fp32": None  # this instance decodes with its modules
+        model.__class__ = GPT  # this instance decodes with its (sped-up) modules, without the module-free step
         try:
             out = generate(model, idx, new, temperature=0)
         finally:
-            del model.decode_step
+            speed_up(model)
     elif mode in ("ours-bf16", "ours-int8"):
-        out = generate(model, idx, new, temperature=0, weights=FORMAT[mode])
+        try:
+            out = generate(speed_up(model, FORMAT[mode]), idx, new, temperature=0)
+        finally:
+            speed_up(model)  # fp32 again
     elif mode.startswith("ours"):
         out = generate(model, idx, new, temperature=0, use_cache=(mode == "ours"))
     else:

@@ -3,6 +3,7 @@
     run = load_run()                      # the most recent run under runs/
     run = load_run("runs/small")          # a run dir (best/, else last/) or a checkpoint dir
     run = load_run(speed=False)           # the textbook network alone, without the speed layer (model/speed/)
+    run = load_run(weights="int8")        # a decoded token multiplies by int8 copies of the matrices (CPU)
     ids = run.encode_prompt("대한민국은")   # [end of text, ...], cropped to block_size
     ids = run.encode_document(text)       # [end of text, ...], whole
 
@@ -111,18 +112,23 @@ def crop(ids: list[int], block_size: int, what: str, lang: str = "en") -> list[i
 
 
 def load_run(path: str | Path | None = None, runs_dir: str | Path = "runs", device: str = "auto",
-             speed: bool = True, lang: str = "en") -> Run:
+             speed: bool = True, lang: str = "en", weights: str = "fp32") -> Run:
     """Load a run dir or checkpoint dir (default: the most recent run under `runs_dir`); `speed`: with the speed
-    layer (model/speed/), else the textbook network alone; `lang`: the language of its warnings."""
+    layer (model/speed/), else the textbook network alone; `weights`: the speed layer's decoding step's matrices
+    (fp32, bf16 or int8: model/speed/decode_weights.py); `lang`: the language of its warnings."""
     if path is not None:
         need_type("path", path, (str, os.PathLike), "a run's folder (a str or a Path), or None for the newest run")
     need_type("runs_dir", runs_dir, (str, os.PathLike), "a folder of runs (a str or a Path)")
     need_type("device", device, str, 'a str ("auto", "cpu", "cuda", "mps")')
     need_choice("lang", lang, LANGUAGES)
+    need_type("speed", speed, bool, "True (the speed layer) or False (the textbook network alone)")
+    if weights != "fp32" and not speed:
+        raise UserError(f"weights {weights} is a speed variant of decoding; leave it at fp32, or turn the speed "
+                        "layer on")
     ckpt = find_checkpoint(find_latest_run(runs_dir) if path is None else path)
     model = load_model(ckpt, device=resolve_device(device, option="--device"))
     if speed:
-        speed_up(model)
+        speed_up(model, weights)
     tokenizer, eot_id = checkpoint_tokenizer(ckpt, model.config.vocab_size)
     kept = getattr(model, "kept_off", None)  # train.heads_off: said once, as every number below is without them
     if kept is not None:

@@ -161,15 +161,6 @@ class GPT(nn.Module):
         n = self.num_params(non_embedding=True) + self.tok_emb.weight.numel()
         return 6 * n + 12 * c.n_layer * c.n_embd * seq_len
 
-    def decode_step(self, weights: str = "fp32"):
-        """What a cached decoding calls for each single new token instead of `forward`: None here, so every
-        token goes through `forward` with the cache. (The speed layer returns a faster step, and only it
-        can decode with bf16 or int8 copies of the weights.)"""
-        if weights != "fp32":
-            raise ModelInputError(f"weights {weights} is a speed variant, and this model runs without the speed "
-                                  "layer (model/speed/); leave weights at fp32, or turn the speed layer on")
-        return None
-
     def generate(self, idx, max_new_tokens, **options):
         """See `model.sampling.generate`."""
         return sampling.generate(self, idx, max_new_tokens, **options)

@@ -97,10 +97,7 @@ class Sampling:
 
     temperature 0 is greedy (top_k/top_p then do nothing); `seed` repeats a draw (a generator of its own on
     the prompt's device, unless one is given); a row that emits `eos_token_id` keeps emitting it, and the
-    decoding stops once every row has; `use_cache=False` recomputes the window every step (the reference);
-    `weights` "bf16" or "int8": the cached one-token steps multiply by smaller copies of the weights
-    (the speed layer's, model/speed/decode_weights.py; a CPU, the cache, no recorded attention), the prefills
-    keep the model's own."""
+    decoding stops once every row has; `use_cache=False` recomputes the window every step (the reference)."""
     temperature: float = TEMPERATURE
     top_k: int | None = None
     top_p: float | None = None
@@ -108,7 +105,6 @@ class Sampling:
     seed: int | None = None
     eos_token_id: int | None = None
     use_cache: bool = True
-    weights: str = "fp32"
 
     def __post_init__(self):
         check_options(self.temperature, self.top_k, self.top_p, self.repetition_penalty)
@@ -168,19 +164,14 @@ def stream_with_logits(model, idx, max_new_tokens, sampling: Sampling | None = N
     receives the maps of every forward (see the module docstring). The options are checked now, before
     the first step: the decoding itself runs as the result is iterated."""
     sampling = Sampling(**options) if sampling is None else sampling
-    check_decoding(model, idx, max_new_tokens, sampling, attention)
-    # what each single new token goes through: None is `model(token, kv_cache=cache)` (gpt.py's forward)
-    step = model.decode_step(sampling.weights) if sampling.use_cache and attention is None else None
+    check_decoding(model, idx, max_new_tokens, attention)
     if generator is None and sampling.seed is not None:
         generator = torch.Generator(device=idx.device).manual_seed(sampling.seed)
-    return decode(model, idx, max_new_tokens, sampling, generator, attention, step)
+    return decode(model, idx, max_new_tokens, sampling, generator, attention)
 
 
-def check_decoding(model, idx, max_new_tokens, sampling: Sampling, attention) -> None:
+def check_decoding(model, idx, max_new_tokens, attention) -> None:
     """ModelInputError for a decoding this model cannot run: before any step, and before a word is printed."""
-    if sampling.weights != "fp32" and (not sampling.use_cache or attention is not None):
-        raise ModelInputError(f"weights {sampling.weights} is for the cached decoding alone; "
-                              "drop it for the uncached reference or the recorded attention")
     if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) or max_new_tokens < 0:
         raise ModelInputError(f"max_new_tokens {max_new_tokens!r} must be an integer >= 0")
     B, T = idx.shape
@@ -195,8 +186,9 @@ def check_decoding(model, idx, max_new_tokens, sampling: Sampling, attention) ->
 
 
 @torch.inference_mode()
-def decode(model, idx, max_new_tokens, sampling: Sampling, generator, attention, step=None):
-    """The loop of `stream_with_logits`, its inputs checked; `step`: the model's `decode_step`."""
+def decode(model, idx, max_new_tokens, sampling: Sampling, generator, attention):
+    """The loop of `stream_with_logits`, its inputs checked. It calls nothing but the model: for one cached token a
+    sped-up model picks its own faster step (model/speed/fast_gpt.py)."""
     B, T = idx.shape
     temperature, top_k, top_p, repetition_penalty = (sampling.temperature, sampling.top_k, sampling.top_p,
                                                      sampling.repetition_penalty)
@@ -218,9 +210,7 @@ def decode(model, idx, max_new_tokens, sampling: Sampling, generator, attention,
         return logits[:, -1]  # (B, V)
 
     for _ in range(max_new_tokens):
-        if step is not None and fresh.size(1) == 1:
-            logits = step(fresh, cache)  # (B, V), the same numbers as the model call below, sooner
-        elif recording:
+        if recording:
             logits = record()
         else:
             logits = model(fresh if use_cache else out[:, start:n], kv_cache=cache)[0][:, -1]  # (B, V)
@@ -261,7 +251,7 @@ def generate(model, idx, max_new_tokens, sampling: Sampling | None = None, gener
     `sampling`, or its fields as keywords (`Sampling`): temperature 0 is greedy; a seeded `torch.Generator` on
     the model's device (or `seed`) makes sampling reproducible; a row that emits eos_token_id keeps emitting
     it, and decoding stops early once every row has. Call `model.eval()` first (storage.checkpoint.load_model
-    does) so dropout is off. `weights` "bf16" or "int8" decode faster on a CPU, with logits near fp32's.
+    does) so dropout is off.
     """
     columns = list(stream(model, idx, max_new_tokens, sampling, generator, **options))
     if not columns:

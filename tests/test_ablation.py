@@ -86,7 +86,8 @@ def test_cached_and_uncached_decoding_switch_off_the_same_heads():
         cached = generate(model, prompt, 40, temperature=0)  # past block_size: the cache slides too
         uncached = generate(model, prompt, 40, temperature=0, use_cache=False)
         with pytest.raises(ModelInputError, match="weights bf16 decode without the model's modules"):
-            generate(model, prompt, 4, temperature=0, weights="bf16")
+            generate(speed_up(model, "bf16"), prompt, 4, temperature=0)
+        speed_up(model, "fp32")
     assert torch.equal(cached, uncached)
     assert not has_hooks(model)  # and are back on
     assert torch.equal(model(prompt)[0], full)

@@ -1,5 +1,5 @@
 """The reference attention (model/attention.py) against numbers worked out by hand, and the layer with the
-speed layer's kernels (model/speed/attention_kernels.py) against its textbook steps.
+speed layer's kernels (model/speed/kernels.py) against its textbook steps.
 
 python -m pytest tests/test_attention.py -q
 """
@@ -112,7 +112,7 @@ def test_under_cpu_bf16_autocast_the_attention_runs_in_bf16(monkeypatch, max_key
     """bf16 on a CPU without dropout (docs/speed.md): up to FEW_PASS_MAX_KEYS keys the few-pass steps, beyond
     them PyTorch's fused kernel, both on the bf16 q, k, v; either lands on the explicit path's fp32 numbers up
     to bf16 rounding."""
-    from model.speed import attention_kernels
+    from model.speed import kernels as attention_kernels
 
     monkeypatch.setattr(attention_kernels, "FEW_PASS_MAX_KEYS", max_keys)
     torch.manual_seed(0)
@@ -133,7 +133,7 @@ def test_under_cpu_bf16_autocast_the_attention_runs_in_bf16(monkeypatch, max_key
 
 def test_few_pass_steps_without_dropout_against_the_reference_on_a_chunk_after_cached_keys():
     """3 queries after 5 earlier keys, no dropout: softmax(q kᵀ/√d with the bottom-right mask) @ v."""
-    from model.speed.attention_kernels import few_pass_attention
+    from model.speed.kernels import few_pass_attention
 
     torch.manual_seed(0)
     q, k, v = torch.randn(2, 3, 3, 8), torch.randn(2, 3, 8, 8), torch.randn(2, 3, 8, 4)
@@ -143,7 +143,7 @@ def test_few_pass_steps_without_dropout_against_the_reference_on_a_chunk_after_c
 
 @pytest.mark.parametrize("T", [1, 7])
 def test_cpu_dropout_kernel_equals_the_textbook_steps_with_the_same_mask(T):
-    """In training on a CPU the layer runs `few_pass_attention` (model/speed/attention_kernels.py); with the random
+    """In training on a CPU the layer runs `few_pass_attention` (model/speed/kernels.py); with the random
     generator in the same state it draws the same dropout masks as the textbook steps (`attend`), so the
     outputs and every gradient agree up to rounding."""
     torch.manual_seed(0)
@@ -163,9 +163,9 @@ def test_cpu_dropout_kernel_equals_the_textbook_steps_with_the_same_mask(T):
 
 def test_cpu_dropout_kernel_against_the_reference_on_a_chunk_after_cached_keys():
     """3 queries after 5 earlier keys (the bottom-right mask): softmax(q kᵀ/√d, masked), the kept weights
-    scaled by 1/(1 - p), times v; the mask drawn as model/speed/dropout.py draws it for that shape."""
-    from model.speed.attention_kernels import few_pass_attention
-    from model.speed.dropout import keep_mask
+    scaled by 1/(1 - p), times v; the mask drawn as model/speed/kernels.py draws it for that shape."""
+    from model.speed.kernels import few_pass_attention
+    from model.speed.kernels import keep_mask
 
     torch.manual_seed(0)
     q, k, v = torch.randn(2, 3, 3, 8), torch.randn(2, 3, 8, 8), torch.randn(2, 3, 8, 4)

@@ -10,7 +10,7 @@ import torch
 
 from model import GPT, GPTConfig, ModelInputError
 from model.speed import speed_up
-from model.speed.decode_step import DecodeStep
+from model.speed.fast_gpt import DecodeStep
 from model.speed import decode_weights
 from model.speed.decode_weights import apply, check_format, pack, quantize_rows
 from model.sampling import generate, stream_with_logits
@@ -134,7 +134,7 @@ def test_greedy_text_of_a_trained_model_keeps_its_tokens_in_bf16_and_stays_close
     until = int(near_tie.float().argmax()) if near_tie.any() else 24  # the text is the same up to such a step
     assert until >= 12  # and most of it is clear
     for weights in ("bf16", "int8"):
-        got = generate(model, prompt, 24, temperature=0, weights=weights)[:, 16:]
+        got = generate(speed_up(model, weights), prompt, 24, temperature=0)[:, 16:]
         assert torch.equal(got[:, :until], want[:, :until]), weights
 
 
@@ -146,14 +146,12 @@ def test_formats_a_model_cannot_use_are_refused():
     with pytest.raises(ModelInputError, match="must be one of fp32, bf16, int8"):
         check_format("int4", model)
     idx = torch.zeros(1, 3, dtype=torch.long)
-    with pytest.raises(ModelInputError, match="cached decoding alone"):
-        generate(model, idx, 2, temperature=0, weights="bf16", use_cache=False)
+    speed_up(model, "bf16")
     model.to(torch.bfloat16)  # already smaller: its LayerNorms would meet fp32 activations in the step
     with pytest.raises(ModelInputError, match="model is held in bfloat16; leave weights at fp32"):
-        generate(model, idx, 2, temperature=0, weights="bf16")
-    textbook = GPT(GPTConfig(vocab_size=64, block_size=16, n_layer=1, n_head=2, n_embd=32)).eval()
-    with pytest.raises(ModelInputError, match="without the speed layer"):  # smaller weights are the speed layer's
-        generate(textbook, idx, 2, temperature=0, weights="int8")
+        generate(model, idx, 2, temperature=0)  # checked again where the step is made
+    with pytest.raises(ModelInputError, match="model is held in bfloat16; leave weights at fp32"):
+        speed_up(model, "int8")
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")

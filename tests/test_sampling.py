@@ -11,7 +11,7 @@ import torch
 
 from model import GPT, GPTConfig, ModelInputError
 from model.speed import speed_up
-from model.speed.decode_step import DecodeStep
+from model.speed.fast_gpt import DecodeStep
 from model.sampling import (
     choose_next,
     generate,
@@ -69,6 +69,36 @@ def test_the_cache_is_fed_one_token_per_step_except_when_the_window_restarts(mon
     hook.remove()
     # prompt 5, then single tokens up to 16 cached; at 17 tokens restart from the last 8, ...
     assert fed == [5] + [1] * 11 + [8] + [1] * 8 + [8] + [1] * 3
+
+
+class Watched:
+    """A model behind a door that notes every attribute the caller reads (`used`)."""
+
+    def __init__(self, model):
+        self.__dict__.update(model=model, used=set())
+
+    def __getattr__(self, name):
+        self.used.add(name)
+        return getattr(self.model, name)
+
+    def __call__(self, *args, **kwargs):
+        self.used.add("__call__")
+        return self.model(*args, **kwargs)
+
+
+@pytest.mark.parametrize("options", [{}, {"use_cache": False}, {"attention": []}, {"repetition_penalty": 1.3}])
+def test_the_sampler_calls_nothing_but_the_model(monkeypatch, options):
+    """The loop asks the model for logits (or maps) and a cache, and reads its sizes: a sped-up model picks its
+    faster step for a cached token itself (model/speed/fast_gpt.py), so the loop knows no speed layer."""
+    steps = []
+    call = DecodeStep.__call__
+    monkeypatch.setattr(DecodeStep, "__call__", lambda self, *args: steps.append(1) or call(self, *args))
+    model = Watched(tiny_model(speed=True))
+    idx = torch.zeros(1, 5, dtype=torch.long)
+    got = generate(model, idx, 25, temperature=0, **options)
+    assert model.used <= {"__call__", "config", "new_kv_cache", "forward_with_attention"}, model.used
+    assert torch.equal(got, generate(tiny_model(speed=False), idx, 25, temperature=0, **options))
+    assert len(steps) == (22 if not options or "repetition_penalty" in options else 0)  # the step ran inside
 
 
 def test_window_rule():

@@ -84,9 +84,9 @@ def test_off_a_training_step_and_a_cached_decoding_run_only_the_textbook_files()
 def test_on_the_same_step_and_decoding_run_the_speed_layer():
     """The other side of the test above: the tracer sees a variant when one runs."""
     found = trace("on")
-    assert "model/speed/head_loss.py" in found["step"] and "model/speed/attention_kernels.py" in found["step"]
-    assert "model/speed/dropout.py" in found["step"]
-    assert "model/speed/decode_step.py" in found["decode"]
+    assert "model/speed/fast_gpt.py" in found["step"] and "model/speed/kernels.py" in found["step"]
+    assert "model/speed/kernels.py" in found["step"]
+    assert "model/speed/fast_gpt.py" in found["decode"]
 
 
 def test_the_swap_keeps_every_parameter_and_the_state_dict():

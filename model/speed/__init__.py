@@ -2,19 +2,21 @@
 
     model = GPT(config).to(device)   # the textbook network: model/gpt.py and model/attention.py
     speed_up(model)                  # the same numbers, sooner: the variants below swapped in, in place
+    speed_up(model, weights="int8")  # and a decoded token multiplies by int8 copies of the matrices (CPU)
 
 Without it, model/gpt.py and model/attention.py are all the network code that runs, a training step and a
 decoded token included (`train.speed_up = false`, `generate.py --no-speed-up`). With it, each part below
-computes what the part it stands in for computes, up to rounding (each file's tests say how close), and
-the choices that depend on the device are made here, once, for the device the model is on now; so move
-the model first (a model moved afterwards still computes the same numbers, with the first device's choice):
+computes what the part it stands in for computes, up to rounding (each file's tests say how close; dropout draws
+other masks of the same distribution), and the choices that depend on the device are made here, once, for the
+device the model is on now; so move the model first (a model moved afterwards still computes the same numbers,
+with the first device's choice):
 
-    attention   FastCausalSelfAttention  a fused kernel, or the textbook steps in fewer passes (CPU)
-                                         (attention_kernels.py); `need_attn=True` keeps the textbook steps
-    dropout     CheapDropout             the same Bernoulli mask drawn a cheaper way (CPU; dropout.py)
-    loss        FastGPT.loss             the training loss a slice of logits at a time (CPU; head_loss.py)
-    decoding    FastGPT.decode_step      one token without module calls, fp32 or bf16/int8 copies of the
-                                         weights (CPU; decode_step.py, decode_weights.py)
+    attention   FastCausalSelfAttention  a fused kernel, or the textbook steps in fewer passes (CPU; kernels.py);
+                                         `need_attn=True` keeps the textbook steps
+    dropout     CheapDropout             a Bernoulli mask of the same p drawn a cheaper way (CPU; kernels.py)
+    loss        FastGPT.loss             the training loss a slice of logits at a time (CPU; fast_gpt.py)
+    decoding    FastGPT.forward          one cached token without module calls, fp32 or bf16/int8 copies of the
+                                         weights (CPU; fast_gpt.py, decode_weights.py)
 
 Each swap changes a module's class, not its parameters or buffers (the way torch.nn.utils.parametrize
 changes a module's class): state_dict, checkpoints, optimizer and hooks see the same tensors as before.
@@ -24,26 +26,18 @@ from torch import nn
 
 from model.attention import CausalSelfAttention
 from model.gpt import GPT
-from model.speed.attention_kernels import FastCausalSelfAttention, kernel_for
-from model.speed.decode_step import fast_decode_step
-from model.speed.dropout import CheapDropout
-from model.speed.head_loss import sliced_loss
+from model.speed.decode_weights import check_format
+from model.speed.fast_gpt import FastGPT
+from model.speed.kernels import CheapDropout, FastCausalSelfAttention, kernel_for
 
 
-class FastGPT(GPT):
-    """model/gpt.py's GPT with the training loss in slices and the module-free decoding step."""
-
-    def loss(self, x, targets):
-        return sliced_loss(x, self.lm_head.weight, targets)
-
-    def decode_step(self, weights: str = "fp32"):
-        return fast_decode_step(self, weights)
-
-
-def speed_up(model: nn.Module) -> nn.Module:
+def speed_up(model: nn.Module, weights: str = "fp32") -> nn.Module:
     """Swap the faster variants into `model` (a GPT, or any module holding its parts; in place, and returned),
-    for the device its weights are on."""
+    for the device its weights are on; `weights` "bf16" or "int8": the decoding step's matrices in that format
+    (a GPT on a CPU in fp32; model/speed/decode_weights.py)."""
     device = next(model.parameters()).device
+    if isinstance(model, GPT):
+        check_format(weights, model)
     for module in model.modules():
         if isinstance(module, CausalSelfAttention):
             module.__class__ = FastCausalSelfAttention
@@ -52,6 +46,7 @@ def speed_up(model: nn.Module) -> nn.Module:
             module.__class__ = CheapDropout
     if isinstance(model, GPT):
         model.__class__ = FastGPT
+        model.weights = weights
     return model
 
 

@@ -1,9 +1,9 @@
-"""model/speed/dropout.py: nn.Dropout's mask, drawn four to a random word on a CPU."""
+"""model/speed/kernels.py: nn.Dropout's mask, drawn four to a random word on a CPU."""
 
 import pytest
 import torch
 
-from model.speed.dropout import CheapDropout as Dropout, keep_mask
+from model.speed.kernels import CheapDropout as Dropout, keep_mask
 
 
 @pytest.mark.parametrize("p", [0.2, 0.5, 0.9])

@@ -1,10 +1,19 @@
-"""The attention layer with a faster computation of the same numbers, chosen once for the model's device.
+"""The faster kernels of a training step, chosen once for the model's device: attention and dropout.
 
 `FastCausalSelfAttention` is model/attention.py's layer, its parameters and steps unchanged, except that
 when nobody asks for the attention it hands q, k, v to `self.kernel` instead of taking the textbook steps
 one by one; `kernel_for` picks the kernel when the speed layer is put on (model/speed/__init__.py). Every
 kernel returns the same numbers as the textbook steps, up to rounding; they differ only in speed
 (docs/speed.md). With `need_attn=True` the layer takes the textbook steps, so inspection sees them.
+
+`CheapDropout` is nn.Dropout as it computes, with a mask that is cheaper to draw on a CPU. There torch draws
+nn.Dropout's mask with `bernoulli_`, one call of its random generator per element, a large share of a training
+step with dropout (docs/speed.md). Here the mask comes from 64-bit random words, four 15-bit draws to a word, an
+element kept when its draw is at least p x 32768: the same Bernoulli keep mask, p rounded to 1/32768, at about a
+quarter of the cost, but not the same draws: a run with dropout takes other masks with the speed layer than
+without it (the same distribution). Kept values are scaled by 1 / (1 - p) with p as rounded, so the expectation
+stays exact. A GPU's random generator is fast, so there the speed layer leaves nn.Dropout in place; in eval mode
+and at p = 0 it is nn.Dropout itself.
 """
 
 import math
@@ -12,9 +21,28 @@ from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
+from torch import nn
 
 from model.attention import CausalSelfAttention
-from model.speed.dropout import keep_mask
+
+LEVELS = 1 << 15  # the draws are 15 bits: random_() leaves the top bit of an int64 at 0
+
+
+def keep_mask(shape, p: float, device) -> tuple[torch.Tensor, float]:
+    """(bool mask of `shape`, True with probability 1 - p', the p' = round(p x 32768) / 32768 it used)."""
+    n = torch.Size(shape).numel()
+    words = torch.empty((n + 3) // 4, dtype=torch.int64, device=device).random_()  # uniform in [0, 2^63)
+    draws = words.view(torch.int16)[:n] & (LEVELS - 1)  # 4 per word, each uniform in [0, 2^15)
+    cut = round(p * LEVELS)
+    return (draws >= cut).view(shape), cut / LEVELS
+
+
+class CheapDropout(nn.Dropout):
+    def forward(self, x):
+        if not self.training or self.p == 0:
+            return super().forward(x)
+        keep, p = keep_mask(x.shape, self.p, x.device)
+        return x * (keep.to(x.dtype) / (1 - p)) if p < 1 else x * 0
 
 
 def causal_fused(q, k, v, dropout_p: float, attend: Callable) -> torch.Tensor:
@@ -48,7 +76,7 @@ def few_pass_attention(q, k, v, dropout_p: float) -> torch.Tensor:
     """The textbook steps, dropout on the weights included, in fewer passes over the (Tq, Tk) scores: the
     scale 1/√d and the mask ride in one `baddbmm` (no separate division and masked_fill, nor their backward),
     and dropout's 1/(1 - p) is applied after the product with v, to Tq x hs numbers instead of Tq x Tk. The
-    mask is model/speed/dropout.py's, drawn for the same shape, so the numbers are the layer's own steps' up to
+    mask is `keep_mask`'s, drawn for the same shape, so the numbers are the layer's own steps' up to
     rounding. (B, nh, Tq, hs) -> (B, nh, Tq, hs)."""
     B, nh, Tq, hs = q.shape
     Tk = k.size(2)
@@ -66,7 +94,7 @@ def few_pass_attention(q, k, v, dropout_p: float) -> torch.Tensor:
 def cpu_attention(q, k, v, dropout_p: float, attend: Callable) -> torch.Tensor:
     """A CPU, each choice the faster one in whole train steps (docs/speed.md). With dropout, the few-pass
     steps, whose dropout draws its mask the cheap way (the fused kernel would draw it with bernoulli_;
-    model/speed/dropout.py says why not). Without, in fp32 the fused kernel; in bf16 the few-pass steps up to
+    `CheapDropout` says why not). Without, in fp32 the fused kernel; in bf16 the few-pass steps up to
     FEW_PASS_MAX_KEYS keys (PyTorch's kernel is slower in bf16 than they are at these lengths), the fused
     kernel in bf16 beyond (its blocks pay off on long rows)."""
     if dropout_p > 0 or (q.dtype == torch.bfloat16 and k.size(2) <= FEW_PASS_MAX_KEYS):
