@@ -11,11 +11,11 @@
 
 --attention writes layer_<L>.png, attention.html (open it in any browser, offline), attention.npz and
 explain.npz (every intermediate tensor, inspection/trace.py), and prints one row of statistics per head
-(defined in inspection/stats.py). --explain walks through one head at one query token with the model's
-own numbers (inspection/explain.py); --heads scores every head's role (inspection/heads.py);
---over-training draws the text at every snapshot of a run (train.snapshots) on one page with a slider
-(inspection/over_training.py). The work is done by the `inference` and `inspection` packages, whose
-functions are the same in a notebook.
+(defined in inspection/views/maps.py). --explain walks through one head at one query token with the model's
+own numbers; --heads scores every head's role; --over-training draws the text at every snapshot of a run
+(train.snapshots) on one page with a slider (inspection/over_training.py). Each inspection is a view of
+inspection/views/, whose records this command asks `inspection.views.compute` for and prints as text: the
+notebook (inspection/notebook.py) and the live page show the same records.
 """
 
 if __name__ == "__main__":  # Ctrl-C while torch loads ends with one line, not a traceback
@@ -24,36 +24,25 @@ if __name__ == "__main__":  # Ctrl-C while torch loads ends with one line, not a
     stop_quietly_while_loading()
 
 import sys
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from cli.command import ArgumentParser, integer, run_command
-from inference.runs import check_text, load_run, warn
-from inference.scoring import read_text, score_text
-from inference.textgen import check_batch, stream_text
-from inspection.explain import resolve_query
-from inspection.heads import format_roles_table, save_roles
-from inspection.heldout import held_out_ids
-from inspection.importance import MODES, ablation_means
-from inspection.lens import format_lens, labeller, logit_lens
-from inspection.live_server import LiveServer
-from inspection.maps import (attention_for_ids, attention_from_decoding, check_head, make_out_dir, parse_head, parse_heads,
-                             write_attention)
-from inspection.of_run import head_walkthrough, page_title, page_views, run_roles, token_path
-from inspection.over_training import format_snapshot_table, over_training_page, run_snapshots
-from inspection.path import format_path
-from inspection.stats import format_stats_table, format_top_attended, head_stats
-from inspection.attribution import attribute, format_attribution, labels_to_ids, named, token_id
-from inspection.patching import format_patch, named_patch, patch
-from inspection.plot import draw_patch, save_figure
-from inspection.trace import trace_ids
-from inspection.words import format_word_sums, word_labels, word_maps, word_spans
 from cli.messages import LANGUAGES, locale_language, messages
-from model.ablation import ablated, check_heads
-from model.speed.decode_weights import FORMATS
-from model.sampling import TEMPERATURE, Sampling
+from common.heads_off import MODES, HeadsOff, check_heads, read_head, read_heads
+from inference.runs import check_text, load_run, warn
+from inference.scoring import read_text
+from inference.textgen import check_batch, stream_text
+from inspection.files import make_out_dir, write_records
+from inspection.heldout import held_out_means
+from inspection.live_server import LiveServer
+from inspection.over_training import format_snapshot_table, over_training_page, run_snapshots
+from inspection.views import VIEWS, Settings, compute
+from model.config import MAX_SIZES
 from model.errors import UserError
-from storage.atomic import write_files, write_json, write_text_atomic
+from model.sampling import TEMPERATURE, Sampling
+from model.speed.decode_weights import FORMATS
+from storage.atomic import write_files, write_text_atomic
 from storage.checkpoint import read_config
 
 
@@ -86,7 +75,7 @@ def parse_args(argv):
     p.add_argument("--heads", action="store_true", help="score what each head does (no prompt needed)")
     p.add_argument("--heads-text", metavar="FILE", help="held-out text for --heads (default: the run's validation split)")
     p.add_argument("--ablate", metavar="L.H,...", help="switch these heads off for everything this command does, "
-                   "e.g. 1.0,1.2 (model/ablation.py)")
+                   "e.g. 1.0,1.2 (common/heads_off.py)")
     p.add_argument("--ablate-mode", choices=MODES, default="mean", help="what a switched-off head outputs: its mean "
                    "on held-out text (default) or zeros")
     p.add_argument("--lens", action="store_true", help="the logit lens of --prompt at its last token (or --query): "
@@ -121,8 +110,8 @@ def parse_why(text: str | None) -> tuple[str | None, str | None] | None:
     return first.strip() or None, second.strip() or None
 
 
-def parse_layers(text: str, n_layer: int) -> list[int]:
-    """"0,2-3" -> [0, 2, 3]; a UserError for anything else or a layer the model lacks (before a range is built)."""
+def parse_layers(text: str) -> tuple[int, ...]:
+    """"0,2-3" -> (0, 2, 3); a UserError for anything else (the model checks that it has them)."""
     layers = set()
     for part in text.split(","):
         first, dash, last = part.strip().partition("-")
@@ -133,37 +122,17 @@ def parse_layers(text: str, n_layer: int) -> list[int]:
             low = high = -1
         if not 0 <= low <= high:
             raise UserError(f"--layers {text!r} must list layers like 0,2 or 0-3")
-        if high >= n_layer:
-            raise UserError(f"--layers {text!r} names a layer this model lacks; it has layers 0..{n_layer - 1}")
+        if high >= MAX_SIZES["n_layer"]:  # before a range is built: "0-99999999999" is no set to make
+            raise UserError(f"--layers {text!r} names a layer this model lacks; no model has more than "
+                            f"{MAX_SIZES['n_layer']} layers")
         layers.update(range(low, high + 1))
-    return sorted(layers)
-
-
-@dataclass(frozen=True)
-class Look:
-    """What to show of a prompt's forward: --attention DIR's files, --head's table, --explain's walkthrough
-    (a (layer, head) or "path") at --query, --lens, in `lang`; `layers` of the page and PNGs (None: all)."""
-    out_dir: str | None = None
-    head: tuple[int, int] | None = None
-    explain: tuple[int, int] | str | None = None
-    query: int = -1
-    lens: bool = False
-    layers: list[int] | None = None
-    lang: str = "en"
-    why: tuple[str | None, str | None] | None = None  # --why: the two tokens named (None: the model's own)
-    patch: str | None = None  # --patch: the corrupted text
-    patch_heads: tuple[tuple[int, int], ...] = ()
-    words: bool = False
-
-    @property
-    def maps(self) -> bool:
-        """Whether the prompt's maps are drawn or read (everything here but the lens and the patching)."""
-        return bool(self.out_dir) or self.head is not None or bool(self.explain) or self.why is not None or self.words
+    return tuple(sorted(layers))
 
 
 @dataclass(frozen=True)
 class Request:
-    """generate.py's command line, parsed and checked once: each option as the value it means."""
+    """generate.py's command line, parsed and checked once: the run, the decoding, and the views asked for (`views`,
+    of inspection/views/, with their `settings`) with the heads `off` switched off for everything."""
     lang: str
     prompt: str | None = None
     ckpt: str | None = None
@@ -173,15 +142,13 @@ class Request:
     weights: str = "fp32"  # --weights: the speed layer's decoding step's matrices
     max_new_tokens: int = 200
     num_samples: int = 1
-    sampling: Sampling = Sampling(TEMPERATURE)
+    sampling: Sampling = field(default_factory=lambda: Sampling(TEMPERATURE))
     score: str | None = None
-    look: Look = Look()
-    layers_text: str | None = None  # --layers, read against the model once it is loaded
+    out_dir: str | None = None  # --attention DIR
+    shown: tuple[str, ...] = ()  # the views each prompt prints (--attention DIR: the page's are computed and written too)
+    settings: Settings = field(default_factory=Settings)
+    off: tuple[tuple[int, int], ...] = ()  # --ablate
     heads: bool = False
-    heads_text: str | None = None
-    ablate: tuple[tuple[int, int], ...] = ()
-    ablate_text: str | None = None
-    ablate_mode: str = "mean"
     serve: tuple[str, int] | None = None  # (host, port) of --serve
     over_training: str | None = None
 
@@ -205,17 +172,30 @@ def parse_request(argv) -> Request:
     check_inspection_options(args)
     if args.score is not None and (args.prompt is not None or inspecting) and args.over_training is None:
         raise UserError("--score scores a file; use it without --prompt, --attention, --head, --explain and --heads")
-    look = Look(args.attention, parse_head(args.head) if args.head is not None else None,
-                parse_head(args.explain, "--explain") if args.explain not in (None, "path") else args.explain,
-                args.query, args.lens, lang=lang, why=parse_why(args.why), patch=args.patch,
-                patch_heads=tuple(parse_heads(args.patch_heads, "--patch-heads")) if args.patch_heads else (),
-                words=args.words)
-    ablate = tuple(parse_heads(args.ablate)) if args.ablate is not None else ()
+    path = " or path (one token's whole way to the next token)"
+    explain = read_head(args.explain, "--explain", hint=path) if args.explain not in (None, "path") else None
+    settings = Settings(query=args.query, explain=explain, sampling=sampling,
+                        head=read_head(args.head, "--head") if args.head is not None else None,
+                        why=parse_why(args.why) or (None, None), corrupt=args.patch,
+                        patch_heads=tuple(read_heads(args.patch_heads, "--patch-heads")) if args.patch_heads else (),
+                        layers=parse_layers(args.layers) if args.layers else None, heads_text=args.heads_text,
+                        mode=args.ablate_mode)
+    off = tuple(read_heads(args.ablate, "--ablate")) if args.ablate is not None else ()
     return Request(lang, args.prompt, args.ckpt, args.runs_dir, args.device, not args.no_speed_up, args.weights,
-                   max_new_tokens=max_new_tokens,
-                   num_samples=args.num_samples, sampling=sampling, score=args.score, look=look, layers_text=args.layers,
-                   heads=args.heads, heads_text=args.heads_text, ablate=ablate, ablate_text=args.ablate,
-                   ablate_mode=args.ablate_mode, over_training=args.over_training)
+                   max_new_tokens, args.num_samples, sampling, args.score, args.attention, views_shown(args), settings,
+                   off, args.heads, over_training=args.over_training)
+
+
+PAGE_VIEWS = ("maps", "words", "walkthrough", "path", "why", "lens")  # what the page of --attention DIR shows
+
+
+def views_shown(args) -> tuple[str, ...]:
+    """The views whose text each prompt prints, in that order: the maps' statistics with --attention, --head and
+    --explain, the words with --words, and each other view with its own option."""
+    asked = [("maps", args.attention is not None or args.head is not None or args.explain is not None),
+             ("walkthrough", args.explain not in (None, "path")), ("path", args.explain == "path"), ("words", args.words),
+             ("why", args.why is not None), ("patch", args.patch is not None), ("lens", args.lens)]
+    return tuple(name for name, wanted in asked if wanted)
 
 
 def print_generation(run, prompt: str, max_new_tokens: int, num_samples: int, sampling: Sampling,
@@ -240,71 +220,46 @@ def print_generation(run, prompt: str, max_new_tokens: int, num_samples: int, sa
     return ids + (new[: new.index(run.eot_id) + 1] if run.eot_id in new else new)
 
 
-def inspect_attention(run, ids: list[int], look: Look, sampling: Sampling, recorded: list | None = None,
-                      roles=None, patched: dict | None = None) -> None:
-    """Maps of ids (from the decoding's own `recorded` forwards when given), their files, tables and walkthrough."""
-    say = messages(look.lang)
-    maps = attention_from_decoding(run, ids, recorded) if recorded else attention_for_ids(run, ids)
-    trace = maps.trace if maps.trace is not None else trace_ids(run.model, maps.ids)  # the maps' own forward, or one
-    query = resolve_query(look.query, len(maps.ids)) if look.explain else None  # before any file is written
-    label = labeller(run.tokenizer)
-    record = token_path(run, trace, sampling) if look.out_dir or look.explain == "path" else None
-    why = why_record(run, trace, look, label) if look.why is not None else None  # before any file is written
-    words = word_spans(maps.labels) if look.words else None
-    if look.out_dir:
-        views = page_views(run, maps, trace, record, roles, patched)
-        written = write_attention(maps, look.out_dir, page_title(run, maps.ids, look.lang), layers=look.layers,
-                                  lang=look.lang, views=views, words=look.words)
-        if why is not None:
-            written.append(write_json(Path(look.out_dir) / "why.json", named(why, label)))
-        print(say("wrote", files=", ".join(str(p) for p in written)))
-    if look.out_dir or look.head is not None or look.explain:  # the statistics go with the maps, not with --why alone
-        print(say("stats.title", n=len(maps.ids), cells=len(maps.ids) ** 2))
-        print(format_stats_table(head_stats(maps.att), look.lang))
-        print(say("stats.defs"))
-    if look.head is not None:
-        print(say("stats.top", layer=look.head[0], head=look.head[1]))
-        print(format_top_attended(maps.head(*look.head), maps.labels))
-    if look.head is not None and look.words:
-        print(say("words.top", layer=look.head[0], head=look.head[1]))
-        print(format_top_attended(word_maps(maps.head(*look.head), words), word_labels(maps.labels, words)))
-    if look.explain == "path":
-        print(format_path(record, query, look.lang))
-    elif look.explain:
-        layer, h = look.explain
-        print(head_walkthrough(run, trace, maps.labels, layer, h, query, look.lang))
-        if look.words:
-            print(format_word_sums(maps.head(layer, h)[query], maps.labels, words, look.lang))
-    if why is not None:
-        print(format_attribution(why, label, look.lang))
+def run_prompts(run, prompts, r: Request, roles: dict | None) -> None:
+    """Each prompt: its continuation (with heads off as asked), then the views asked of the whole text, printed and,
+    with --attention DIR, written (`roles`: --heads' record, on the page too)."""
+    views = tuple(PAGE_VIEWS if r.out_dir else ()) + tuple(v for v in r.shown if v not in PAGE_VIEWS or not r.out_dir)
+    say = messages(r.lang)
+    for prompt in prompts:
+        # With --attention the cached decoding records its own maps (the explicit path, one row per step).
+        recorded = [] if r.out_dir and r.max_new_tokens > 0 and r.sampling.use_cache else None
+        if r.max_new_tokens > 0:
+            with switched_off(run, r):
+                ids = print_generation(run, prompt, r.max_new_tokens, r.num_samples, r.sampling, recorded)
+        else:
+            ids = run.encode_prompt(prompt)
+        if not views:
+            continue
+        records = compute(run, ids, views, r.settings, r.off or None, recorded)
+        if r.out_dir:
+            written = write_records(records | ({"roles": roles} if roles else {}), r.out_dir, r.lang,
+                                    list(r.settings.layers) if r.settings.layers is not None else None, r.shown)
+            print(say("wrote", files=", ".join(str(p) for p in written)))
+        for name in r.shown:
+            print(VIEWS[name].text(records[name], r.lang))
 
 
-def why_record(run, trace, look: Look, label) -> dict:
-    """--why's record at --query: the tokens it names (None: the model's choice, its runner-up) as ids."""
-    ids = labels_to_ids(label, run.model.config.vocab_size) if any(look.why) else {}
-    token, versus = (None if name is None else token_id(name, ids, run.model.config.vocab_size) for name in look.why)
-    return attribute(run.model, trace, look.query, token, versus)
-
-
-def print_heads(run, heads_text: str | None, out_dir: str | None, lang: str, means):
-    """Score every head's role and what switching it off alone costs (`means`: of --ablate-mode mean), print the
-    ranked table, write heads.json into `out_dir` (--attention) if given."""
-    roles, where = run_roles(run, heads_text, lang, means)
-    print(messages(lang)("roles.title", where=where))
-    print(format_roles_table(roles, lang))
-    if out_dir:
-        print(messages(lang)("wrote", files=save_roles(roles, make_out_dir(out_dir) / "heads.json")))
-    return roles
+def switched_off(run, r: Request) -> HeadsOff:
+    """The heads of --ablate switched off, for what runs outside the views (a generation), as `compute` does."""
+    means = held_out_means(run, r.settings.heads_text) if r.off and r.settings.mode == "mean" else None
+    return HeadsOff(run.model, list(r.off), r.settings.mode, means)
 
 
 def write_over_training(r: Request) -> None:
     """--over-training RUN: the prompt's maps at every snapshot of RUN on one page, and each one's strongest heads."""
     snapshots = run_snapshots(Path(r.over_training))
     n_layer = read_config(snapshots[0]).n_layer
-    layers = parse_layers(r.layers_text, n_layer) if r.layers_text else list(range(n_layer))
+    layers = list(r.settings.layers) if r.settings.layers is not None else list(range(n_layer))
+    if max(layers) >= n_layer:
+        raise UserError(f"--layers names a layer this model lacks; it has layers 0..{n_layer - 1}")
     page, frames, labels = over_training_page(snapshots, r.over_training, r.prompt, r.device, layers, r.lang)
     say = messages(r.lang)
-    written = write_files(make_out_dir(r.look.out_dir), {"over_training.html": lambda path: write_text_atomic(path, page)},
+    written = write_files(make_out_dir(r.out_dir), {"over_training.html": lambda path: write_text_atomic(path, page)},
                           UserError)  # fmt: skip
     print(say("snapshots.title", path=written[0], n=len(frames), T=len(labels)))
     print(format_snapshot_table(frames, layers, r.lang))
@@ -338,50 +293,6 @@ def serve(r: Request) -> None:
     except KeyboardInterrupt:  # Ctrl-C or SIGTERM, after the server stopped gracefully: the normal way to end it
         pass
     print(say("serve.stopped"), flush=True)
-
-
-def print_score(run, path: str, text: str, lang: str = "en", full=None, ablate=None) -> None:
-    """The score of `text`; with the `full` model's score, that of the heads `ablate` off beside it."""
-    s, say = score_text(run, text, progress=True), messages(lang)
-    print(say("score.title", path=path, ckpt=run.ckpt_dir, chars=s.chars, tokens=s.tokens))
-    print(say("score.lines", loss=f"{s.loss:.4f}", ppl=f"{s.perplexity:.4f}", bpc=f"{s.bits_per_char:.4f}",
-              cpt=f"{s.chars_per_token:.4f}"))
-    if full is not None:
-        print(say("score.ablated", heads=", ".join(f"{l}.{h}" for l, h in ablate), full=f"{full.bits_per_char:.4f}",
-                  diff=f"{s.bits_per_char - full.bits_per_char:+.4f}"))
-
-
-def run_prompts(run, prompts, r: Request, look: Look, roles=None) -> None:
-    for prompt in prompts:
-        # With --attention the cached decoding records its own maps (the explicit path, one row per step).
-        recorded = [] if look.out_dir and r.max_new_tokens > 0 and r.sampling.use_cache else None
-        ids = (print_generation(run, prompt, r.max_new_tokens, r.num_samples, r.sampling, recorded)
-               if r.max_new_tokens > 0 else run.encode_prompt(prompt))
-        patched = patch_record(run, prompt, look) if look.patch is not None else None  # before any file is written
-        if look.maps:
-            inspect_attention(run, ids, look, r.sampling, recorded, roles, patched)
-        if patched is not None:
-            print_patch(patched, look)
-        if look.lens:
-            lens = logit_lens(run.model, ids, resolve_query(look.query, len(ids)))
-            print(format_lens(lens, labeller(run.tokenizer), look.lang))
-
-
-def patch_record(run, prompt: str, look: Look) -> dict:
-    """--patch: the prompt (clean) patched into look.patch (corrupted) (inspection/patching.py), its tokens named."""
-    label = labeller(run.tokenizer)
-    clean, corrupt = run.encode_prompt(prompt), run.encode_prompt(look.patch)
-    return named_patch(patch(run.model, clean, corrupt, list(look.patch_heads) or None), label, clean, corrupt)
-
-
-def print_patch(record: dict, look: Look) -> None:
-    """--patch's record printed, and with --attention DIR written as patch.json and patch.png."""
-    print(format_patch(record, str, record["labels"], look.lang))
-    if look.out_dir:
-        written = write_files(make_out_dir(look.out_dir), {
-            "patch.json": lambda path: write_json(path, record),
-            "patch.png": lambda path: save_figure(draw_patch(record, record["labels"], look.lang), path)}, UserError)
-        print(messages(look.lang)("wrote", files=", ".join(str(p) for p in written)))
 
 
 def stdin_prompts():
@@ -450,32 +361,34 @@ def generate(r: Request) -> None:
         return write_over_training(r)
     text = read_text(r.score) if r.score is not None else None
     run = load_run(r.ckpt, r.runs_dir, r.device, r.speed, r.lang, r.weights)
-    look = check_against_model(run.model, r)  # before generating anything
-    mean = r.ablate_mode == "mean" and (r.ablate or r.heads)  # the outputs a switched-off head gives instead
-    means = ablation_means(run.model, held_out_ids(run, r.heads_text, r.lang)[0]) if mean else None
-    full = score_text(run, text, progress=True) if text is not None and r.ablate else None  # before any head is off
-    with ablated(run.model, list(r.ablate), means):
-        roles = print_heads(run, r.heads_text, look.out_dir, r.lang, means) if r.heads else None
-        if text is not None:
-            print_score(run, r.score, text, r.lang, full, r.ablate)
-        elif r.prompt is not None or not r.heads:  # --heads alone reads no prompts
-            run_prompts(run, [r.prompt] if r.prompt is not None else stdin_prompts(), r, look, roles)
+    check_against_model(run.model, r)  # before generating anything
+    roles = None
+    if r.heads:
+        roles = compute(run, None, ["roles"], r.settings, r.off or None)["roles"]
+        print(VIEWS["roles"].text(roles, r.lang))
+        if r.out_dir and r.prompt is None:
+            written = write_records({"roles": roles}, r.out_dir, r.lang)
+            print(messages(r.lang)("wrote", files=", ".join(str(p) for p in written)))
+    if text is not None:
+        score = compute(run, text, ["score"], r.settings, r.off or None)["score"]
+        say = messages(r.lang)
+        print(say("score.title", path=r.score, ckpt=run.ckpt_dir, chars=score["chars"], tokens=score["tokens"]))
+        print(VIEWS["score"].text(score, r.lang))
+    elif r.prompt is not None or not r.heads:  # --heads alone reads no prompts
+        run_prompts(run, [r.prompt] if r.prompt is not None else stdin_prompts(), r, roles)
 
 
-def check_against_model(model, r: Request) -> Look:
-    """The request's heads and layers checked against the loaded model: its Look with --layers read."""
+def check_against_model(model, r: Request) -> None:
+    """The request's heads and layers checked against the loaded model, each named by its option."""
     config = model.config
     if r.sampling.top_k is not None and r.sampling.top_k >= config.vocab_size and r.max_new_tokens:
         say = messages(r.lang)
         print(say("note", text=say("note.top_k", k=r.sampling.top_k, V=config.vocab_size)), file=sys.stderr)
-    for checked in (r.look.head, r.look.explain if r.look.explain != "path" else None):
-        if checked is not None:
-            check_head(config.n_layer, config.n_head, *checked)
-    try:
-        check_heads(model, list(r.ablate))
-    except UserError as e:
-        raise UserError(f"--ablate {r.ablate_text}: {e}") from None
-    return replace(r.look, layers=parse_layers(r.layers_text, config.n_layer) if r.layers_text else None)
+    for option, heads in (("--head", [r.settings.head]), ("--explain", [r.settings.explain]), ("--ablate", r.off),
+                          ("--patch-heads", r.settings.patch_heads)):
+        check_heads(config, [h for h in heads if h is not None], option)
+    if r.settings.layers is not None and max(r.settings.layers) >= config.n_layer:
+        raise UserError(f"--layers names a layer this model lacks; it has layers 0..{config.n_layer - 1}")
 
 
 if __name__ == "__main__":

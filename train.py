@@ -164,7 +164,7 @@ def evaluate_and_save(run: TrainingRun, p: Progress, speed: Speedometer, bar: tq
     last/ (and best/), the log. True when train.patience ends the run here."""
     tc, ddp, raw, prepared = run.cfg.train, run.ddp, run.raw, run.prepared
     t_eval = time.perf_counter()
-    measure_kept_off(raw, prepared.dir, prepared.meta)  # train.heads_off: their outputs from now to the next one
+    measure_kept_off(run.kept_off, raw, prepared.dir, prepared.meta)  # train.heads_off: their outputs from now on
     losses = evaluate(raw, prepared.dir, tc, ddp.device, run.autocast, ddp.rank, ddp.world)
     t_scored = time.perf_counter()
     snapshot = ddp.master and snapshot_due(p.step, tc.max_steps, len(snapshots_taken(run.out_dir, run.cfg)), tc.snapshots)
@@ -177,7 +177,7 @@ def evaluate_and_save(run: TrainingRun, p: Progress, speed: Speedometer, bar: tq
         p.best_val, p.best_step = score, p.step
     p.evals_since_best = 0 if improved else p.evals_since_best + 1
     if snapshot:
-        save_snapshot(run.out_dir, p.step, raw, run.cfg.to_dict(), prepared.dir)  # before last/: see drop_snapshots_after
+        save_snapshot(run.out_dir, p.step, raw, checkpoint_config(run), prepared.dir)  # before last/: see drop_snapshots_after
     save(run, p, ["last", "best"] if improved else ["last"])
     if run.log:
         record = {"kind": "eval", "step": p.step, "train_loss": round(losses["train"], 6),
@@ -219,7 +219,13 @@ def save(run: TrainingRun, p: Progress, names: list[str]) -> None:
     check_finite("a weight", biggest, p.step, run.out_dir)
     state = train_state(run, p)
     for name in names if run.ddp.master else []:
-        save_checkpoint(run.out_dir, name, run.raw, {**run.cfg.to_dict(), "step": p.step}, run.prepared.dir, state)
+        save_checkpoint(run.out_dir, name, run.raw, {**checkpoint_config(run), "step": p.step}, run.prepared.dir, state)
+
+
+def checkpoint_config(run: TrainingRun) -> dict:
+    """What a checkpoint's config.json holds beside the model's sizes: the run's config and, with train.heads_off,
+    the heads kept off and what they give (read back by storage.checkpoint.load_kept_off)."""
+    return {**run.cfg.to_dict(), **({"kept_off": run.kept_off.record()} if run.kept_off else {})}
 
 
 def finish(run: TrainingRun, p: Progress, speed: Speedometer, started: float) -> dict:

@@ -1,15 +1,15 @@
-"""Does switching heads off (model/ablation.py) cost the training step anything? Timed, alternating.
+"""Does switching heads off (common/heads_off.py) cost the training step anything? Timed, alternating.
 
     python bench/ablation_cost.py                  # configs/small.toml's shape, fp32, 20 rounds
     python bench/ablation_cost.py --rounds 40 --threads 1
 
 Three models of the same weights take turns, one training step each per round (forward, backward, AdamW):
-"plain", never switched; "after", which went through `head_means` and an `ablated(...)` block first (the
+"plain", never switched; "after", which went through `head_means` and a `HeadsOff(...)` block first (the
 hooks come off at the block's end, so nothing of them should be left in its step); and "inside", a step
 taken inside an ablation of one head per layer (the price of the hook itself, which only inspection pays).
 Prints the median step time of each and the ratios to "plain".
 
-Then what recording each head's importance (inspection/importance.py) would add to an evaluation: the
+Then what recording each head's importance (inspection/views/roles.py) would add to an evaluation: the
 role scores of `--heads` alone and with the importance, on the built-in corpus's validation split, for the
 default shape and for configs/heads.toml's, median of --repeats.
 """
@@ -28,7 +28,8 @@ from data.config import DataConfig  # noqa: E402
 from data.prepare import prepare  # noqa: E402
 from data.tokenizer import load_tokenizer  # noqa: E402
 from model import GPT, GPTConfig  # noqa: E402
-from model.ablation import ablated, has_hooks, head_means  # noqa: E402
+from common.heads_off import HeadsOff, head_means  # noqa: E402
+from model.speed.fast_gpt import has_hooks  # noqa: E402
 from training.evaluation import score_heads  # noqa: E402
 
 
@@ -48,7 +49,7 @@ def main() -> None:
     x = torch.randint(0, config.vocab_size, (16, 129), generator=torch.Generator().manual_seed(0))
     after = models["after"].eval()
     means = head_means(after, x[:4, :128])
-    with ablated(after, [(0, 1), (3, 5)], means):
+    with HeadsOff(after, [(0, 1), (3, 5)], "mean", means):
         after(x[:, :128])
     after.train()
     assert not has_hooks(after)
@@ -67,7 +68,7 @@ def main() -> None:
     times = {name: [] for name in models}
     for r in range(args.rounds + 2):  # the first two rounds warm up
         for name in models:
-            with ablated(models[name], inside if name == "inside" else []):
+            with HeadsOff(models[name], inside if name == "inside" else [], "zero"):
                 seconds = step(name)
             if r >= 2:
                 times[name].append(seconds)

@@ -6,7 +6,7 @@
 Runs `python train.py --data.source=CORPUS` (configs/small.toml: the 10-minute budget and its "auto" settings)
 once per seed, with the overrides given, one run at a time, and reads each run's own records: the whole
 validation split's bits per character of best/, the steps, the wall time, best/'s copying circuit
-(inspection.heads.copying_circuit: a previous-token head below an induction head, and the in-context loss drop)
+(inspection.views.roles.copying_circuit: a previous-token head below an induction head, and the in-context loss drop)
 and the first evaluation at which each of the three reached its bar. Prints a line per run and the mean over
 the seeds; --record appends a JSON line per run to bench/results/heads.jsonl.
 """
@@ -20,7 +20,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from inspection.heads import DROP_FORMED, FORMED, copying_circuit, roles_from_record  # noqa: E402
+from inspection.views.roles import DROP_FORMED, FORMED, copying_circuit, roles_from_record  # noqa: E402
 from bench.record import append_result  # noqa: E402
 from training.metrics import read_metrics  # noqa: E402
 

@@ -6,7 +6,7 @@ For each seed, the learner's commands one after the other: the lesson run as it 
 (a) its previous-token head kept off, (b) every head of layer 0 kept off, (c) its strongest induction head kept
 off. Each run records at every evaluation every head's role scores and what switching each off costs
 (train.head_costs: the lesson run's are cheap), and this prints, per run: when each head first passed the role
-bar (inspection/heads.py: at least 0.3 and twice chance) and when it became needed (its in-context drop lost
+bar (inspection/views/roles.py: at least 0.3 and twice chance) and when it became needed (its in-context drop lost
 when switched off at least 1 nat, training/plots.py's NECESSARY), the roles at the end, and the in-context loss
 drop at best/ and at its highest. --record appends a line per run to bench/results/heads_off.jsonl.
 """
@@ -20,7 +20,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from inspection.heads import ROLE_MIN  # noqa: E402
+from inspection.views.roles import ROLE_MIN  # noqa: E402
 from training.metrics import read_metrics  # noqa: E402
 from training.plots import NECESSARY  # noqa: E402
 

@@ -5,7 +5,7 @@
 
 For each seed: `python train.py --config configs/heads.toml --train.seed=S` (its wall time, as a learner waits
 for it), then `python generate.py --ckpt RUN --heads --attention RUN/inspect`, the learner's command, whose
-heads.json gives the circuit (inspection.heads.copying_circuit): the strongest previous-token head in a layer
+heads.json gives the circuit (inspection.views.roles.copying_circuit): the strongest previous-token head in a layer
 below the strongest induction head, and the in-context loss drop. One line per seed, the count that pass
 the bars (0.5, 0.5, 2 nats), and a JSON line per seed appended to bench/results/heads.jsonl with --record.
 """
@@ -17,24 +17,17 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from inspection.heads import ROLES, HeadRoles, copying_circuit  # noqa: E402
+from inspection.views.roles import HeadRoles, copying_circuit, roles_from_record  # noqa: E402
 from bench.record import append_result  # noqa: E402
 
 
 def roles_of(heads_json: Path) -> HeadRoles:
-    """The scores of a heads.json (inspection.heads.roles_json) as a HeadRoles."""
-    saved = json.loads(heads_json.read_text(encoding="utf-8"))
-    L, H = 1 + max(h["layer"] for h in saved["heads"]), 1 + max(h["head"] for h in saved["heads"])
-    scores = {r: np.full((L, H), np.nan) for r in ROLES}
-    for h in saved["heads"]:
-        for r in ROLES:
-            scores[r][h["layer"], h["head"]] = np.nan if h[r] is None else h[r]
-    return HeadRoles(scores, saved["chance"], saved["loss_first_copy"], saved["loss_second_copy"])
+    """The scores of a heads.json (a roles record, inspection/views/roles.py) as a HeadRoles."""
+    return roles_from_record(json.loads(heads_json.read_text(encoding="utf-8")))
 
 
 def command(*args: str) -> None:

@@ -27,7 +27,8 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from inspection.html import frame_data, frames_page  # noqa: E402
+from inspection.html import frame, frames_page  # noqa: E402
+from inspection.views import Look, Settings, maps, walkthrough  # noqa: E402
 from inspection.trace import trace_ids  # noqa: E402
 from model import GPT, GPTConfig  # noqa: E402
 
@@ -79,7 +80,10 @@ def main(argv=None):
             frames = []
             for step, model in enumerate(models):
                 trace = trace_ids(model, ids[:T])
-                frames.append(frame_data(trace.att, layers, trace=trace, step=step if len(models) > 1 else None))
+                look = Look(None, ids[:T], labels[:T], trace, trace.att, None, T - 1, str)
+                records = {"maps": {"att": trace.att, "stats": maps.head_stats(trace.att), "off": trace.off.tolist()},
+                           "walkthrough": walkthrough.record(look, Settings(layers=layers))}
+                frames.append(frame(records, layers, step if len(models) > 1 else None))
             pages[T] = Path(tmp) / f"page_{T}.html"
             pages[T].write_text(frames_page(frames, labels[:T], f"{T} tokens", layers, args.n_head), encoding="utf-8")
         times = {T: [] for T in sizes}

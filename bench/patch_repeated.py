@@ -5,7 +5,7 @@
 Each text: seven random syllables that are one token each, with and without a leading space, then the first six
 again ("가 나 다 라 마 바 사 가 나 다 라 마 바"): the model should predict the seventh from the first copy. The
 corrupted text has seven other syllables in the first copy. For each text it prints the two logit differences and
-what `inspection.patching.patch` (the function behind `generate.py --patch`) restores: the --heads together, and
+what `inspection.views.patch.patch` (the function behind `generate.py --patch`) restores: the --heads together, and
 every head alone. Then, for each head alone and for the group, the median, least and most over the texts.
 """
 
@@ -18,7 +18,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from inference import load_run  # noqa: E402
-from inspection.patching import patch  # noqa: E402
+from inspection.views.patch import patch  # noqa: E402
 
 
 def one_token_syllables(run) -> list[str]:

@@ -19,7 +19,7 @@ import string
 LANGUAGES = ("en", "ko")
 
 MESSAGES: dict[str, tuple[str, str]] = {
-    # ---- the roles of inspection/heads.py -----------------------------------------------------------
+    # ---- the roles of inspection/views/roles.py -----------------------------------------------------------
     "role.previous-token": ("previous-token", "이전 토큰"),
     "role.first-token": ("first-token", "첫 토큰"),
     "role.self": ("self", "자기 자신"),
@@ -75,15 +75,15 @@ MESSAGES: dict[str, tuple[str, str]] = {
                       "몫입니다"),
     "lens.off": ("with heads {heads} switched off: every stage is read from the model with them off",
                  "끈 head {heads}: 모든 단계는 이 head들을 끈 모델에서 읽은 값입니다"),
-    "roles.title": ("what each head does (inspection/heads.py defines the role scores), on {where}:",
-                    "각 head가 하는 일 (역할 점수의 정의: inspection/heads.py), 측정한 텍스트: {where}:"),
+    "roles.title": ("what each head does (inspection/views/roles.py defines the role scores), on {where}:",
+                    "각 head가 하는 일 (역할 점수의 정의: inspection/views/roles.py), 측정한 텍스트: {where}:"),
     "where.file": ("{path} ({n} tokens)", "{path} (토큰 {n}개)"),
     "where.validation": ("the run's validation split {path} ({n} tokens)", "학습 때 떼어 둔 검증 텍스트 {path} (토큰 {n}개)"),
     "where.sampled": ("{n} tokens the model wrote itself (seed 0, temperature 1): no validation split found for "
                       "{ckpt}",
                       "모델이 스스로 쓴 토큰 {n}개 (seed 0, temperature 1; {ckpt}의 검증 텍스트가 없어 대신 사용)"),
-    # ---- per-head statistics (inspection/stats.py) ----------------------------------------------------
-    # ---- the logit lens (inspection/lens.py) and switched-off heads (model/ablation.py) ------------------
+    # ---- per-head statistics (inspection/views/maps.py) ----------------------------------------------------
+    # ---- the logit lens (inspection/views/lens.py) and switched-off heads (common/heads_off.py) ------------------
     "lens.title": ("logit lens at token {query}: the next token each stage's residual stream predicts when read "
                    "through ln_f and lm_head; rank = where the model's final choice ({choice}) stands at that stage",
                    "logit lens (토큰 {query} 위치): 각 단계의 residual stream을 ln_f와 lm_head에 바로 통과시켰을 때 예측되는 다음 토큰. 순위 = "
@@ -97,9 +97,9 @@ MESSAGES: dict[str, tuple[str, str]] = {
                     "answer there",
                     "앞 단계들은 이렇게 읽히도록 학습된 적이 없습니다(학습에서 ln_f와 lm_head를 만나는 것은 마지막 block의 출력뿐입니다). 그래서 그 예측은 대략적인 읽기일 "
                     "뿐, 모델이 거기서 내놓을 답이 아닙니다"),
-    "stats.title": ("attention statistics per head over {n} tokens (inspection/stats.py defines them; a map holds "
+    "stats.title": ("attention statistics per head over {n} tokens (inspection/views/maps.py defines them; a map holds "
                     "{n} x {n} = {cells} numbers, so twice the text costs four times the work and memory):",
-                    "head별 attention 통계, 토큰 {n}개 (정의: inspection/stats.py; map 하나가 {n} x {n} = {cells}개 값이므로, 텍스트가 "
+                    "head별 attention 통계, 토큰 {n}개 (정의: inspection/views/maps.py; map 하나가 {n} x {n} = {cells}개 값이므로, 텍스트가 "
                     "두 배면 계산과 메모리는 네 배):"),
     "stats.columns": ("layer|head|entropy|distance|prev|first|self", "layer|head|엔트로피|거리|이전 토큰|첫 토큰|자기 자신"),
     "stats.defs": ("entropy: how spread a head's attention is, in nats (0 = one key; ln(q+1) = even over the q+1 "
@@ -109,7 +109,7 @@ MESSAGES: dict[str, tuple[str, str]] = {
                    "뒤를 보는지; 이전 토큰, 첫 토큰, 자기 자신: --heads의 역할 점수"),
     "stats.top": ("layer {layer} head {head}: the tokens each query attends to most",
                   "layer {layer} head {head}: 각 query가 가장 많이 보는(attention 값이 가장 큰) 토큰"),
-    # ---- the walkthrough of one head at one query (inspection/explain.py) ------------------------------
+    # ---- the walkthrough of one head at one query (inspection/views/walkthrough.py) ------------------------------
     "explain.title": ("Layer {layer}, head {head}, query token {i} {token} of {T} tokens (n_embd {C}, {H} heads of "
                       "d_k = {d} dimensions)",
                       "layer {layer}, head {head}, 토큰 {T}개 중 query 토큰 {i} {token} (n_embd {C}, head {H}개, "
@@ -179,7 +179,7 @@ MESSAGES: dict[str, tuple[str, str]] = {
                           "this token: {shares}.",
                           "   head가 여러 개인 이유: head마다 W_Q, W_K, W_V가 따로 있어 여러 관계를 동시에 볼 수 있고, W_O가 그 출력들을 섞습니다. 이 "
                           "토큰에서 out에 대한 head별 |share|: {shares}."),
-    # ---- the path of one token through the whole forward pass (inspection/path.py) ---------------------
+    # ---- the path of one token through the whole forward pass (inspection/views/path.py) ---------------------
     "path.title": ("The path of token {i} {token} (id {id}; {T} tokens in all) through {L} blocks of n_embd {C} to "
                    "the next token, over a vocabulary of {V}",
                    "토큰 {i} {token}(id {id}, 전체 {T}개 중)이 다음 토큰까지 가는 경로: block {L}개(n_embd {C}), 어휘 크기 {V}"),
@@ -292,8 +292,8 @@ MESSAGES: dict[str, tuple[str, str]] = {
                   "layer {layer} head {head}: query {q} {qt} → key {k} {kt}: {w}"),
     "page.stats_columns": ("head|entropy|distance|prev|first|self|strongest role",
                            "head|엔트로피|거리|이전 토큰|첫 토큰|자기 자신|가장 강한 역할"),
-    "page.roles_title": ("role scores{at} (held-out text, inspection/heads.py):",
-                         "역할 점수{at} (검증 텍스트, inspection/heads.py):"),
+    "page.roles_title": ("role scores{at} (held-out text, inspection/views/roles.py):",
+                         "역할 점수{at} (검증 텍스트, inspection/views/roles.py):"),
     "page.roles_at": (" at step {step}", ": step {step} 시점"),
     "page.roles_columns": ("head|previous|first|self|duplicate|induction", "head|이전 토큰|첫 토큰|자기 자신|중복 토큰|induction"),
     "page.chance": ("chance", "우연"),
@@ -347,7 +347,7 @@ MESSAGES: dict[str, tuple[str, str]] = {
     "page.off_switch": ("off", "끄기"),
     "page.timing": ("model {model} ms, drawing {draw} ms, {total} ms from the keystroke",
                     "모델 {model} ms, 그리기 {draw} ms, 키 입력부터 표시까지 {total} ms"),
-    # ---- why this token (inspection/attribution.py) and patching (inspection/patching.py) --------------
+    # ---- why this token (inspection/views/why.py) and patching (inspection/views/patch.py) --------------
     "why.title": ("Why {token} and not {versus} after token {i}: logit({token}) − logit({versus}) = {diff}, split "
                   "into what each part of the last residual stream adds (ln_f's scale σ = {sigma} held as computed)",
                   "토큰 {i} 다음에 왜 {versus}보다 {token}인가: logit({token}) − logit({versus}) = {diff}. 이 차이를 마지막 residual "

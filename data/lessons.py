@@ -5,7 +5,7 @@ context can predict it (`train.copy_lessons`, configs/heads.toml).
     rows = lessons.apply(rows, generator)     # rows (B, T + 1) of token ids, a share of them rewritten
 
 A share of the windows gets one lesson: n distinct tokens drawn from `vocab_ids` (n from 4 to
-(T - 1) // 2, the longest the induction test of inspection/heads.py repeats) written again and again
+(T - 1) // 2, the longest the induction test of inspection/views/roles.py repeats) written again and again
 (r1 r2 ... rn r1 r2 ...) over a random stretch of at least half the window; the rest of the window keeps
 its text. Nothing but an earlier copy predicts a lesson token, so the loss on them falls only when the
 model copies from its context: a previous-token head and an induction head form (README, "A lesson run").

@@ -42,7 +42,7 @@ from model import GPT
 from model.config import ACTIVATIONS
 from model.errors import UserError
 from storage.atomic import check_out_dir, write_directory, write_json
-from storage.checkpoint import TOKENIZER, WEIGHTS, checkpoint_tokenizer, find_checkpoint, load_model
+from storage.checkpoint import TOKENIZER, WEIGHTS, checkpoint_tokenizer, find_checkpoint, load_kept_off, load_model
 
 # GPTConfig fields that GPT-2 can express; any other field is an option the export must refuse
 EXPRESSIBLE = (*gpt2_names.CONFIG, "dropout", "bias", "mlp")
@@ -133,8 +133,9 @@ def export(path, out_dir, force: bool = False) -> Path:
     """Write the checkpoint at `path` (a run or checkpoint dir) as a transformers GPT-2 directory; returns it."""
     ckpt = find_checkpoint(path)
     model = load_model(ckpt)
-    if getattr(model, "kept_off", None) is not None:  # train.heads_off: GPT-2 has no hooks, so into the weights
-        model.kept_off.fold(model)
+    kept = load_kept_off(model, ckpt)
+    if kept is not None:  # train.heads_off: GPT-2 has no hooks, so into the weights
+        kept.fold(model)
     check_expressible(model.config)
     tok, eot_id = checkpoint_tokenizer(ckpt, model.config.vocab_size, need_eot=True)
     eot = tok.id_to_token(eot_id)

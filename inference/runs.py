@@ -26,7 +26,8 @@ from model.arguments import need_choice, need_type
 from model.errors import UserError, check_utf8
 from cli.messages import LANGUAGES, messages
 from model.speed import speed_up
-from storage.checkpoint import checkpoint_tokenizer, find_checkpoint, load_model
+from common.heads_off import head_name
+from storage.checkpoint import checkpoint_tokenizer, find_checkpoint, load_kept_off, load_model
 
 TRAIN_HINT = "train one first: python train.py (or python train.py --config configs/tiny.toml, seconds on a CPU)"
 
@@ -54,6 +55,8 @@ class Run:
     ckpt_dir: Path
     eot_id: int | None = None  # the token that starts every document (storage.checkpoint.end_of_text_id)
     lang: str = "en"  # the language of its warnings (cli/messages.py)
+    kept_off: object = None  # the heads the run kept off from its first step (train.heads_off: common.heads_off.HeadsOff)
+    memo: dict = field(default_factory=dict, repr=False)  # what is measured once per run: its held-out text, means
     _token_bytes: list[bytes] | None = field(default=None, repr=False)
 
     @property
@@ -127,12 +130,12 @@ def load_run(path: str | Path | None = None, runs_dir: str | Path = "runs", devi
                         "layer on")
     ckpt = find_checkpoint(find_latest_run(runs_dir) if path is None else path)
     model = load_model(ckpt, device=resolve_device(device, option="--device"))
+    kept = load_kept_off(model, ckpt)  # train.heads_off: said once, as every number below is without them
     if speed:
         speed_up(model, weights)
     tokenizer, eot_id = checkpoint_tokenizer(ckpt, model.config.vocab_size)
-    kept = getattr(model, "kept_off", None)  # train.heads_off: said once, as every number below is without them
     if kept is not None:
         say = messages(lang)
-        print(say("note", text=say("note.kept_off", heads=", ".join(f"{l}.{h}" for l, h in kept.heads),
+        print(say("note", text=say("note.kept_off", heads=", ".join(head_name(*h) for h in kept.heads),
                                    how=say("kept_off." + kept.mode))), file=sys.stderr)
-    return Run(model, tokenizer, ckpt, eot_id, lang)
+    return Run(model, tokenizer, ckpt, eot_id, lang, kept)

@@ -1,13 +1,15 @@
-"""attention.html: one self-contained interactive page of attention maps (inline JS/CSS, no network).
+"""attention.html: one self-contained interactive page of a text's views (inline JS/CSS, no network).
 
-The page (template: page/page.html beside this file, its script page/*.js) lets a reader choose a layer and a head or all heads,
-and hover or click a token to see where it attends and what attends to it, with the attention each gets. Given a
-`Trace` (inspection/trace.py), a click on a query token of a head opens the walkthrough of that head
-at that token, with the model's q, k, v and y and every number of `inspection.explain.walkthrough_numbers`,
-the terminal's own (the page computes none of them). Given the `prefill` of maps from decoding, a slider steps through the generated tokens one cached
-row at a time. Given head roles (inspection/heads.py), each head's caption names its strongest role, and
-the role table shows what switching each head off costs, when measured (inspection/importance.py). Given
-a logit lens (inspection/lens.py), the focused token shows its next-token guess after every block.
+    html = page(compute(run, text, ["maps", "walkthrough", "lens", "path", "why"]), title, "ko")
+
+The page draws the records of inspection/views/ (each view's script beside its module: maps.js, walkthrough.js,
+path.js, why.js; the page's own parts in page/: page.html, data.js, controls.js, live.js, main.js). A reader chooses a
+layer and a head or all heads, and hovers or clicks a token to see where it attends and what attends to it. Given
+the walkthrough's record, a click on a query token of a head opens the walkthrough of that head at that token, with
+the terminal's own numbers (the page computes none of them). Given maps from decoding (`prefill`), a slider steps
+through the generated tokens one cached row at a time. Given the roles, each head's caption names its strongest
+role, and the role table shows what switching each head off costs. Given the lens, the focused token shows its
+next-token guess after every block.
 
 The data is embedded as JSON; the glyphs of the token labels as a NanumGothic subset (a few KB), so
 Hangul renders even where no Korean font is installed; the attention as the lower triangle of each map,
@@ -19,26 +21,21 @@ import base64
 import html
 import json
 import math
-import os
 import re
-from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
 
-from inspection.explain import DIMS, FUTURE, TOP, walkthrough_numbers, why_numbers
-from inspection.glossary import GLOSSARY
-from inspection.heads import HeadRoles, roles_record
 from cli.messages import page_messages
+from inspection.glossary import GLOSSARY
 from inspection.plot import korean_font_path
-from inspection.stats import head_stats
-from inspection.words import word_labels, word_maps
+from inspection.views.roles import ROLES, roles_from_record
 from model.sampling import TEMPERATURE
-from storage.atomic import write_text_atomic
 
-PAGE = Path(__file__).with_name("page")
-TEMPLATE = PAGE / "page.html"
-SCRIPTS = ["data.js", "maps.js", "walkthrough.js", "path.js", "why.js", "controls.js", "live.js", "main.js"]  # in order
+HERE = Path(__file__).parent
+TEMPLATE = HERE / "page" / "page.html"
+SCRIPTS = ["page/data.js", "views/maps.js", "views/walkthrough.js", "views/path.js", "views/why.js", "page/controls.js",
+           "page/live.js", "page/main.js"]  # in order
 
 
 def pack_att(att: np.ndarray) -> str:
@@ -53,32 +50,6 @@ def pack_att(att: np.ndarray) -> str:
 def pack_floats(a: np.ndarray) -> str:
     """Any array -> base64 of its little-endian float32 values, C order."""
     return base64.b64encode(np.ascontiguousarray(a, dtype="<f4").tobytes()).decode("ascii")
-
-
-def explain_data(trace, layers: list[int], dims: int = DIMS) -> dict:
-    """What the page's walkthrough shows, for `layers`: x and out as their first `dims` values and norm, q, k, v
-    and y whole, every other number of `inspection.explain.walkthrough_numbers` (each (L', H, T, ...): the keys
-    listed, -1 padding them to K a row, q·k_j, ÷√d_k, Σ w_j, the norms, y's largest terms) and those the why-texts
-    quote (`why_numbers`): the page looks them up and computes none of them."""
-    numbers = [walkthrough_numbers(trace, layer) for layer in layers]
-    K = max(n["keys"].shape[-1] for n in numbers)
-
-    def stacked(name, fill=0.0):  # (L', ...) with the key axis padded to K
-        return np.stack([np.pad(n[name], [(0, 0)] * 2 + [(0, K - n[name].shape[-1])], constant_values=fill)
-                         if name in ("keys", "dot", "scaled") else n[name] for n in numbers])
-
-    def head_and_norm(a, norm):  # (L', T, C) -> (L', T, dims + 1)
-        return np.concatenate([a[..., :dims], stacked(norm)[..., None]], axis=-1)
-
-    return {"d_head": trace.d_head, "n_embd": trace.x.shape[-1], "dims": dims, "K": K, "top_n": TOP,
-            "future": FUTURE, "x": pack_floats(head_and_norm(trace.x[layers], "x_norm")),
-            "out": pack_floats(head_and_norm(trace.out[layers], "out_norm")),
-            **{name: pack_floats(getattr(trace, name)[layers]) for name in ("q", "k", "v", "y")},
-            "keys": pack_floats(stacked("keys", -1)),
-            **{name: pack_floats(stacked(name)) for name in ("dot", "scaled", "sum", "q_norm", "y_norm", "v_norm",
-                                                             "top", "top_size", "top_terms")},
-            "why": pack_floats(np.stack([why_numbers(trace, layer) for layer in layers], axis=1)),  # (5, L', H, T)
-            "off": trace.off[layers].tolist()}  # (L', H): "", "mean", "zero"; a switched-off head's y is its replacement
 
 
 def font_face_css(text: str) -> str:
@@ -102,24 +73,47 @@ def font_face_css(text: str) -> str:
             f'src: url(data:font/ttf;base64,{data}) format("truetype"); }}')
 
 
-def frame_data(att: np.ndarray, layers: list[int], *, trace=None, roles=None, step: int | None = None,
-               words: list[list[int]] | None = None, off: np.ndarray | None = None) -> dict:
-    """One frame of the page: the maps `att` (L, H, T, T) of `layers`, their statistics, the walkthrough's
-    tensors given a `Trace`, and `roles`: a caption per head ((L, H) nested lists, shown as they are) or a
-    `HeadRoles` (each head's strongest role and score, which the page names in its language, and every
-    score). `step`: the training step of a snapshot. `words`: the tokens of each word (inspection/words.py), whose
-    word-level maps the page's switch shows. `off`: (L, H) "", "mean" or "zero", the heads switched off in the forward
-    (a `Trace`'s), which the maps' titles name."""
-    if isinstance(roles, HeadRoles):
-        captions = [[list(roles.strongest(layer, head)) for head in range(att.shape[1])] for layer in layers]
-    else:
-        captions = None if roles is None else [roles[layer] for layer in layers]
-    return {"step": step, "att": pack_att(att[layers]),
-            "words_att": None if words is None else pack_att(word_maps(att[layers], words)),
-            "stats": finite({name: value.tolist() for name, value in head_stats(att[layers]).items()}),  # NaN: null
-            "roles": captions, "scores": roles_json_of(roles, layers),
-            "off": None if off is None else np.asarray(off)[layers].tolist(),
-            "explain": None if trace is None else explain_data(trace, layers)}
+def frame(records: dict, layers: list[int], step: int | None = None) -> dict:
+    """One frame of the page (a set of weights' view of the text: the only one, or a snapshot's of training step
+    `step`), from its records of one forward: the maps of `layers` and their statistics (records["maps"]), each head's
+    roles and costs (records["roles"], optional), the maps by word (records["words"]) and the walkthrough's numbers
+    (records["walkthrough"]), which the page looks up and computes none of."""
+    maps, roles, words = records["maps"], records.get("roles"), records.get("words")
+    return {"step": step, "att": pack_att(maps["att"][layers]),
+            "words_att": None if words is None else pack_att(words["att"][layers]),
+            "stats": finite({name: value[layers].tolist() for name, value in maps["stats"].items()}),  # NaN: null
+            "roles": None if roles is None else role_captions(roles, layers), "scores": roles_of(roles, layers),
+            "off": [maps["off"][layer] for layer in layers],
+            "explain": None if "walkthrough" not in records else walkthrough_data(records["walkthrough"], layers)}
+
+
+def role_captions(record: dict, layers: list[int]) -> list[list[list]]:
+    """Each head's strongest role and its score, [role, score], which the page names in its language."""
+    roles = roles_from_record(record)
+    H = len(record["scores"][ROLES[0]][0])
+    return [[list(roles.strongest(layer, head)) for head in range(H)] for layer in layers]
+
+
+def roles_of(record: dict | None, layers: list[int]) -> dict | None:
+    """The role record of `layers` as the page reads them (the costs, when measured, by the same layer index)."""
+    if record is None:
+        return None
+    found = {**record, "scores": {r: [rows[layer] for layer in layers] for r, rows in record["scores"].items()}}
+    if "importance" in record:
+        found["importance"] = {**record["importance"],
+                               **{k: [record["importance"][k][layer] for layer in layers] for k in ("loss", "drop")}}
+    return found
+
+
+def walkthrough_data(record: dict, layers: list[int]) -> dict:
+    """The walkthrough record's numbers of `layers` for the page: the small ones as they are, the arrays as base64
+    float32 (walkthrough.js reads them by layer, head and token)."""
+    rows = [record["layers"].index(layer) for layer in layers]
+    arrays = {name: pack_floats(record[name][rows]) for name in ("x", "out", "q", "k", "v", "y", "keys", "dot",
+                                                                  "scaled", "sum", "q_norm", "y_norm", "v_norm", "top",
+                                                                  "top_size", "top_terms")}
+    return {**{k: record[k] for k in ("d_head", "n_embd", "dims", "K", "top_n", "future")}, **arrays,
+            "why": pack_floats(record["why"][:, rows]), "off": [record["off"][i] for i in rows]}
 
 
 def finite(obj):
@@ -133,89 +127,66 @@ def finite(obj):
     return obj
 
 
-def roles_json_of(roles, layers: list[int]) -> dict | None:
-    """The role scores of `layers` as the page reads them (inspection.heads.roles_record), if `roles` has them."""
-    if not isinstance(roles, HeadRoles):
-        return None
-    record = roles_record(roles)
-    record["scores"] = {r: [rows[layer] for layer in layers] for r, rows in record["scores"].items()}
-    if "importance" in record:  # the page reads the costs by the same layer index as the scores
-        record["importance"] |= {k: [record["importance"][k][layer] for layer in layers] for k in ("loss", "drop")}
-    return record
+def page(records: dict, lang: str = "en", layers: list[int] | None = None) -> str:
+    """The HTML text of the page of one text's `records` (maps at least; walkthrough, roles, words, lens, path, why and
+    patch when given), of `layers` (None: all), opening in `lang`, titled with the text."""
+    maps = records["maps"]
+    layers = list(range(maps["att"].shape[0])) if layers is None else list(layers)
+    shown = {"lens": records.get("lens"), "why": records.get("why"), "patch": records.get("patch"),
+             "path": path_data(records["path"]) if "path" in records else None,
+             "words": records["words"]["words"] if "words" in records else None}
+    return frames_page([frame(records, layers)], maps["tokens"], title_of(maps["text"]), layers, maps["att"].shape[1],
+                       lang, maps["prefill"], shown)
 
 
-@dataclass(frozen=True)
-class Views:
-    """What a page shows beside its maps, each optional. `trace`: the walkthrough's tensors (inspection/trace.py);
-    `roles`: head roles (inspection/heads.py); `lens`: every token's logit lens (inspection.lens.lens_table);
-    `paths`: every token's way through the forward pass (inspection.path.forward_path, of the same trace; a
-    frames page takes it as `path_data` made it); `live`: the live inspector's settings (inspection/live.py),
-    which turn on its text box; `glyphs`: more characters for the embedded font (a live page shows texts it
-    has not seen yet); `why`: every token's attribution (inspection/attribution.py, generate.why_page);
-    `words`: the tokens of each word, for the switch that reads the maps by word (inspection/words.py); `patch`:
-    a patching record with its tokens named (inspection/patching.py, generate.py's print_patch)."""
-    trace: object = None
-    roles: object = None
-    lens: dict | None = None
-    paths: dict | None = None
-    live: dict | None = None
-    glyphs: str = ""
-    why: dict | None = None
-    words: list[list[int]] | None = None
-    patch: dict | None = None
+def title_of(text: str, length: int = 60) -> str:
+    """A page's title: its text, the first `length` characters."""
+    return text[:length] + "…" if len(text) > length else text
 
 
-def attention_page(att: np.ndarray, labels: list[str], title: str = "Attention maps", *,
-                   layers: list[int] | None = None, prefill: int | None = None, lang: str = "en",
-                   views: Views = Views()) -> str:
-    """The HTML text of the page for `att` (L, H, T, T) and token `labels`; the options as in the
-    module docstring and `frame_data`; `lang` ("en" or "ko") the language it opens in; `views` what it shows
-    beside the maps (the path's with the last token's logits for the next-token bars)."""
-    layers = list(range(att.shape[0])) if layers is None else list(layers)
-    frame = frame_data(att, layers, trace=views.trace, roles=views.roles, words=views.words,
-                       off=None if views.trace is None else views.trace.off)
-    return frames_page([frame], labels, title, layers, att.shape[1], prefill, lang,
-                       replace(views, paths=path_data(views.paths, views.trace)))
-
-
-def path_data(path: dict | None, trace) -> dict | None:
-    """The path as the page reads it: the record, and the last token's logits (base64 float32) from which the
-    page draws the next token's probabilities as the sampling settings move."""
-    return None if path is None else {**path, "next_logits": pack_floats(trace.logits[-1])}
-
-
-def frames_page(frames: list[dict], labels: list[str], title: str, layers: list[int], n_head: int,
-                prefill: int | None = None, lang: str = "en", views: Views = Views()) -> str:
-    """The page of one or more `frame_data` of the same text (several: a slider over the training steps),
-    opening in `lang`; it carries its texts in both languages (cli/messages.py) and switches in place.
-    Of `views` it shows the lens, the paths (path_data's), the live settings and the glyphs."""
+def frames_page(frames: list[dict], labels: list[str], title: str, layers: list[int], n_head: int, lang: str = "en",
+                prefill: int | None = None, shown: dict | None = None, live: dict | None = None, glyphs: str = "") -> str:
+    """The page of one or more `frame`s of the same text (several: a slider over the training steps), opening in
+    `lang`; it carries its texts in both languages (cli/messages.py) and switches in place. `shown`: what it shows
+    beside the maps ("lens", "path" as `path_data` made it, "why", "patch", "words": the views' records); `live`: the
+    live inspector's settings (inspection/live.py), which turn on its text box; `glyphs`: more characters for the
+    embedded font (a live page shows texts it has not seen yet)."""
+    shown = shown or {}
+    lens, path, why, patch, words = (shown.get(name) for name in ("lens", "path", "why", "patch", "words"))
     T = len(labels)
-    lens, paths, glyphs = views.lens, views.paths, views.glyphs
     data = {"n_layer": len(layers), "layers": layers, "n_head": n_head, "T": T, "tokens": list(labels),
             "prefill": T if prefill is None else int(prefill), "frames": frames, "lang": lang,
-            "messages": page_messages(), "live": views.live, "lens": lens, "path": paths,
-            "glossary": [list(entry) for entry in GLOSSARY], "temperature": TEMPERATURE, "why": views.why,
-            "patch": views.patch,
-            "words": None if views.words is None else word_labels(list(labels), views.words)}
+            "messages": page_messages(), "live": live, "lens": lens, "path": path,
+            "glossary": [list(entry) for entry in GLOSSARY], "temperature": TEMPERATURE, "why": why, "patch": patch,
+            "words": words}
     # "<" escaped so that no token (say "</script>") can end the script element early.
-    payload = json.dumps(data, ensure_ascii=False).replace("<", "\\u003c")
-    page = TEMPLATE.read_text(encoding="utf-8")
-    script = "\n".join(f"// ---- {name} ----\n" + (PAGE / name).read_text(encoding="utf-8") for name in SCRIPTS)
+    payload = json.dumps(data, ensure_ascii=False, default=plain).replace("<", "\\u003c")
+    page_html = TEMPLATE.read_text(encoding="utf-8")
+    script = "\n".join(f"// ---- {name} ----\n" + (HERE / name).read_text(encoding="utf-8") for name in SCRIPTS)
     # the glyphs of the tokens, the title and every Korean text of the page (the language picker's too)
-    lens_glyphs = "".join(lens["labels"].values()) if lens else ""
-    lens_glyphs += "".join(paths["labels"].values()) if paths else ""
-    lens_glyphs += "".join(part for p in views.why["last"]["parts"] for part in p.get("up", []) + p.get("down", [])
-                           ) + "".join(views.why["labels"].values()) if views.why else ""
-    lens_glyphs += "".join(views.patch["corrupt_labels"]) + views.patch["token"] + views.patch["versus"] if views.patch else ""
-    font_css = font_face_css("".join(labels) + title + glyphs + lens_glyphs + "한국어" +
+    seen = "".join(lens["labels"].values()) if lens else ""
+    seen += "".join(path["labels"].values()) if path else ""
+    seen += "".join(part for p in why["focus"]["parts"] for part in p.get("up", []) + p.get("down", [])
+                    ) + "".join(why["labels"].values()) if why else ""
+    seen += "".join(patch["corrupt_labels"]) + patch["token"] + patch["versus"] if patch else ""
+    seen += "".join(words) if words else ""
+    font_css = font_face_css("".join(labels) + title + glyphs + seen + "한국어" +
                              "".join(ko for _, ko in data["messages"].values()) + "".join(ko for _, _, ko in GLOSSARY))
     fields = {"FONT_CSS": font_css, "TITLE": html.escape(title), "DATA": payload, "SCRIPT": script}
     # one pass over the template, so a title or token that spells a placeholder stays text
-    return re.sub(r"__(FONT_CSS|TITLE|DATA|SCRIPT)__", lambda m: fields[m.group(1)], page)
+    return re.sub(r"__(FONT_CSS|TITLE|DATA|SCRIPT)__", lambda m: fields[m.group(1)], page_html)
 
 
-def save_html(att: np.ndarray, labels: list[str], path: str | os.PathLike, title: str = "Attention maps", *,
-              layers: list[int] | None = None, prefill: int | None = None, lang: str = "en", **views) -> Path:
-    """Write the page to `path` atomically (`views`: the fields of `Views`)."""
-    page = attention_page(att, labels, title, layers=layers, prefill=prefill, lang=lang, views=Views(**views))
-    return write_text_atomic(Path(path), page)
+def path_data(path: dict) -> dict:
+    """The path record as the page reads it: the last token's logits (from which the page draws the next token's
+    probabilities as the sampling settings move) as base64 float32."""
+    return {**path, "next_logits": pack_floats(path["next_logits"])}
+
+
+def plain(value):
+    """What JSON cannot hold as it is: a numpy array or number as lists and numbers (NaN as null)."""
+    if isinstance(value, np.ndarray):
+        return finite(value.tolist())
+    if isinstance(value, np.generic):
+        return finite(value.item())
+    raise TypeError(f"{type(value).__name__} is not JSON")

@@ -1,4 +1,5 @@
-"""Readable labels for tokens, for plots, tables and the HTML page.
+"""Readable labels for tokens, for plots, tables and the HTML page, and the terminal's text of them: columns that stay
+aligned with Hangul in them, vectors, a head's strongest keys.
 
 A token of the byte-fallback BPE is either a run of whole characters (spaces kept literally) or one
 raw byte written `<0xNN>`. A label keeps the characters and makes the invisible ones visible:
@@ -11,12 +12,18 @@ raw byte written `<0xNN>`. A label keeps the characters and makes the invisible 
 Imported tokenizers spell their pieces otherwise; a label is made from the bytes a piece stands for
 (data/token_bytes.py), so KoGPT2's `▁대한` reads "␣대한" too. A piece whose bytes end inside a character
 shows the stray bytes as `<0xNN>`: "␣<0xEB><0x8C>".
+
+A terminal's monospace font gives a Hangul syllable (or another wide character) two columns, so the widths of the
+tables every view prints are counted in columns, not characters (`display_width`).
 """
 
 import unicodedata
 
+import numpy as np
+
 from data.token_bytes import byte_of_token, piece_reader
 from data.tokenizer import special_ids
+from model.arguments import need_int, need_labels, need_maps
 
 VISIBLE = {" ": "␣", "\n": "↵", "\t": "⇥", "\r": "␍"}
 # Control, format, separator, private-use, surrogate and unassigned characters have no glyph of their own.
@@ -58,6 +65,25 @@ def token_labels(tokenizer, ids) -> list[str]:
             for i, p in zip(ids, pieces)]  # fmt: skip
 
 
+def labeller(tokenizer):
+    """`label(id)`: one token's readable label (`token_labels`), as the views take it; `<id N>` for an id past the
+    tokenizer's vocabulary (a model's rows padded to a round number)."""
+    labels: dict[int, str] = {}  # every id's, made at the first call in one pass (a label alone re-reads the decoder)
+
+    def label(token_id: int) -> str:
+        if not labels:
+            known = [i for i in range(tokenizer.get_vocab_size()) if tokenizer.id_to_token(i) is not None]
+            labels.update(zip(known, token_labels(tokenizer, known)))
+        return labels.get(token_id, f"<id {token_id}>")
+
+    return label
+
+
+# ---- the terminal's text ----------------------------------------------------------------------------------------
+
+DIMS = 4  # values shown of a vector
+
+
 def display_width(text: str) -> int:
     """Terminal columns of `text`: Hangul and other wide characters take two."""
     return sum(2 if unicodedata.east_asian_width(ch) in "WF" else 1 for ch in text)
@@ -67,3 +93,52 @@ def pad(text: str, width: int, right: bool = False) -> str:
     """`text` padded with spaces to `width` terminal columns (aligned right with `right`)."""
     gap = " " * max(0, width - display_width(text))
     return gap + text if right else text + gap
+
+
+def vector(a: np.ndarray, n: int = DIMS, total: int | None = None) -> str:
+    """`[ 0.1234, -0.5678, …]`: the first n values, "…" if there are more (`total`: the whole vector's length,
+    when `a` holds only its first values)."""
+    shown = ", ".join(f"{x: .4f}" for x in a[:n])
+    return f"[{shown}{', …' if (total or len(a)) > n else ''}]"
+
+
+def table(rows: list[list[str]]) -> list[str]:
+    """Rows of cells in columns as wide as their widest cell (Hangul takes two terminal columns); the
+    token column (the second) is aligned left, the numbers right."""
+    widths = [max(display_width(row[c]) for row in rows) for c in range(len(rows[0]))]
+
+    def align(cell, c):
+        gap = " " * (widths[c] - display_width(cell))
+        return cell + gap if c == 1 else gap + cell
+
+    return ["   " + "  ".join(align(cell, c) for c, cell in enumerate(row)).rstrip() for row in rows]
+
+
+def with_gaps(keys: list[int], cells) -> list[list[str]]:
+    """One row per key from `cells(j)`, and a "…" row wherever keys are skipped."""
+    rows, last = [], -1
+    for j in keys:
+        if j > last + 1:
+            rows.append(["…"] + [""] * (len(cells(j)) - 1))
+        rows.append(cells(j))
+        last = j
+    return rows
+
+
+def off_names(off: dict, say) -> str:
+    """Switched-off heads {(layer, head): mode} as the views name them: "0.0 off (mean), 1.1 off (zero)"."""
+    return ", ".join(f"{l}.{h} " + say("ablate.off", mode=say("ablate.short_" + mode)) for (l, h), mode in sorted(off.items()))
+
+
+def format_top_attended(att: np.ndarray, labels: list[str], k: int = 3) -> str:
+    """For each query token of one head's map `att` (T, T): the `k` keys it attends to most, with their attention."""
+    att = need_maps("att", att, dims=2)
+    need_labels("labels", labels, att.shape[-1])
+    k = need_int("k", k, lo=1)
+    width = max(display_width(label) for label in labels)
+    lines = []
+    for q, label in enumerate(labels):
+        top = np.argsort(-att[q, : q + 1], kind="stable")[:k]
+        targets = "  ".join(f"{labels[j]}({j}) {att[q, j]:.3f}" for j in top)
+        lines.append(f"{q:>4} {pad(label, width)} -> {targets}")
+    return "\n".join(lines)

@@ -10,10 +10,10 @@ Requests (JSON objects):
 
     inspect   {"text", "temperature", "top_k", "top_p", "explain", "ablate"} -> the text's view: its tokens,
               every layer and head's map, with the walkthrough's tensors unless "explain" is false
-              (html.frame_data, explain.npz's numbers; most of the bytes, so the page asks for them only
+              (html.frame, explain.npz's numbers; most of the bytes, so the page asks for them only
               when a token is clicked), each head's role scores, the statistics, the next token's top 10,
               every token's logit lens and "model_ms"; "ablate", a list of [layer, head] pairs, switches
-              those heads off (their mean output on held-out text, model/ablation.py): then the view is the
+              those heads off (their mean output on held-out text, common/heads_off.py): then the view is the
               ablated model's, with the full model's next-token probabilities ("p_full") and held-out loss
     generate  {"text", "max_new_tokens", "temperature", "top_k", "top_p", "seed", "ablate"} -> one object per
               new token: its text and the view so far, each row of a generated token as the KV cache computed
@@ -30,21 +30,17 @@ from dataclasses import replace
 
 import torch
 
+from common.heads_off import HeadsOff, read_heads
 from inference.runs import Run
 from inference.textgen import stream_text
-from inspection.heads import measure_heads
-from inspection.heldout import held_out_ids, usable_ids
-from inspection.importance import ablation_means, held_out_windows
-from inspection.lens import labeller, lens_table
-from inspection.html import frame_data, path_data
+from inspection.heldout import held_out_ids, held_out_means, held_out_windows, usable_ids
+from inspection.html import frame, path_data
 from inspection.labels import token_labels
-from inspection.maps import attention_for_ids, attention_from_decoding
-from inspection.path import forward_path
-from inspection.trace import trace_ids
-from inspection.words import word_start_ids
-from model.ablation import ablated, check_heads
+from inspection.views import Settings, compute
+from inspection.views.roles import held_out_loss, measure_heads, roles_record
+from inspection.views.words import word_start_ids
 from model.errors import UserError
-from model.sampling import TEMPERATURE, Sampling, sampling_probs
+from model.sampling import MAX_SEED, TEMPERATURE, Sampling, sampling_probs
 
 FIRST_TEXT = "대한민국 국회는 법률을 제정한다. 대한민국 국회는"  # what the page opens on
 TOP = 10  # next-token candidates shown
@@ -87,16 +83,15 @@ class LiveInspector:
         self.layers = list(range(run.model.config.n_layer))
         # every head's roles do not depend on the text: measured once, on the run's held-out text, which also
         # gives a switched-off head its mean output and the held-out loss the page compares
-        held_out = held_out_ids(run, lang=lang)[0]
+        held_out = held_out_ids(run)[0]
         try:
-            self.roles = measure_heads(run.model, held_out, usable_ids(run), run.eot_id,
-                                       word_starts=word_start_ids(run.token_bytes))
+            self.roles = roles_record(measure_heads(run.model, held_out, usable_ids(run), run.eot_id,
+                                                    word_starts=word_start_ids(run.token_bytes)))
         except UserError:  # a context under 5 tokens holds no induction test: the page shows no roles, as
             self.roles = None  # --attention does for such a model, and everything else as for any other
         self.windows = held_out_windows(run.model, held_out)
-        self.means = ablation_means(run.model, held_out)
-        self.full_loss = self.held_out_loss()
-        self.label = labeller(run.tokenizer)  # every token's label, made once
+        self.means = held_out_means(run)
+        self.full_loss = held_out_loss(run.model, self.windows)
 
     def encode(self, body: dict) -> list[int]:
         """The request's text as token ids (the <|endoftext|> first), at most block_size of them."""
@@ -116,21 +111,15 @@ class LiveInspector:
         return ids
 
     def switched_off(self, body: dict) -> list[tuple[int, int]]:
-        """The heads the page switched off: "ablate", a list of [layer, head] pairs (model.ablation.check_heads)."""
+        """The heads the page switched off: "ablate", a list of [layer, head] pairs (common.heads_off.read_heads)."""
         pairs = body.get("ablate", [])
         if not isinstance(pairs, list) or not all(isinstance(p, list) and len(p) == 2 and all(
                 isinstance(x, int) and not isinstance(x, bool) for x in p) for p in pairs):  # fmt: skip
             raise BadRequest("ablate must be a list of [layer, head] pairs of whole numbers")
         try:
-            return check_heads(self.run.model, pairs)
+            return read_heads(pairs, "ablate", self.run.model.config) if pairs else []
         except UserError as e:
             raise BadRequest(str(e)) from None
-
-    @torch.inference_mode()
-    def held_out_loss(self) -> float:
-        """The model's mean next-token loss on the held-out windows, as it runs now (heads off included)."""
-        logits = self.run.model(self.windows[:, :-1], all_logits=True)[0]
-        return torch.nn.functional.cross_entropy(logits.flatten(0, 1).float(), self.windows[:, 1:].flatten()).item()
 
     def sampling(self, body: dict) -> Sampling:
         try:
@@ -142,31 +131,32 @@ class LiveInspector:
 
     @torch.inference_mode()
     def view(self, ids: list[int], sampling: Sampling, recorded=None, explain: bool = True, full=None,
-             lens: bool = True) -> dict:
+             lens: bool = True, off=()) -> dict:
         """The page's data for ids: tokens, one frame (maps, statistics, roles, walkthrough tensors), the next
-        token's top candidates, every token's logit lens, all from one recording forward (inspection/trace.py);
-        `recorded`: the maps of a cached decoding (inspection.maps.attention_from_decoding), whose rows the view
-        keeps. `full`: the full model's next-token probabilities, when this runs with heads switched off: then
-        each candidate's "p_full" and the "held_out" loss beside the full's."""
+        token's top candidates, every token's logit lens and path, all from one recording forward (compute) with
+        the heads `off` switched off; `recorded`: the maps of a cached decoding, whose rows the view keeps. `full`:
+        the full model's next-token probabilities, when heads are off: then each candidate's "p_full" and the
+        "held_out" loss beside the full's."""
         run = self.run
-        maps = attention_from_decoding(run, ids, recorded) if recorded else attention_for_ids(run, ids)
-        trace = maps.trace if maps.trace is not None else trace_ids(run.model, maps.ids)
-        frame = frame_data(maps.att, self.layers, trace=trace if explain else None, roles=self.roles, off=trace.off)
-        probs = next_probs(trace, sampling)
+        names = ["maps"] + (["walkthrough"] if explain else []) + (["lens", "path"] if lens else [])
+        settings = Settings(sampling=sampling, last_only=not explain)  # a generation's path: the last token's
+        records = compute(run, ids, names, settings, list(off) or None, recorded)
+        maps = records["maps"]
+        probs = next_probs(maps["trace"], sampling)
         p, top = probs.topk(min(TOP, probs.numel()))
         candidates = [{"id": i, "token": label, "p": round(float(q), 6)}
                       for i, label, q in zip(top.tolist(), token_labels(run.tokenizer, top.tolist()), p.tolist())]
-        view = {"tokens": maps.labels, "T": len(maps.ids), "prefill": maps.prefill or len(maps.ids),
-                "frames": [frame], "next": candidates}
+        view = {"tokens": maps["tokens"], "T": len(maps["ids"]), "prefill": maps["prefill"],
+                "frames": [frame({**records, "roles": self.roles} if self.roles else records, self.layers)],
+                "next": candidates}
         if lens:  # every token's logit lens and path: left out of a generation's lines but its last
-            view["lens"] = lens_table(run.model, trace, self.label)
-            first = 0 if explain else len(maps.ids) - 1  # every token's with the walkthrough's, else the last's
-            decoding = replace(sampling, eos_token_id=run.eot_id)  # as stream_text decodes
-            view["path"] = path_data(forward_path(run.model, trace, self.label, decoding, first), trace)
+            view["lens"], view["path"] = records["lens"], path_data(records["path"])
         if full is not None:
             for c in candidates:
                 c["p_full"] = round(float(full[c["id"]]), 6)
-            view["held_out"] = {"loss": round(self.held_out_loss(), 6), "full": round(self.full_loss, 6)}
+            with HeadsOff(run.model, off, "mean", self.means):
+                view["held_out"] = {"loss": round(held_out_loss(run.model, self.windows), 6),
+                                    "full": round(self.full_loss, 6)}
         return view
 
     def inspect(self, body: dict):
@@ -178,9 +168,8 @@ class LiveInspector:
 
         def steps():
             started = time.perf_counter()
-            full = next_probs(trace_ids(self.run.model, ids), sampling) if off else None
-            with ablated(self.run.model, off, self.means):
-                view = self.view(ids, sampling, explain=explain, full=full)
+            full = next_probs(compute(self.run, ids, ["maps"])["maps"]["trace"], sampling) if off else None
+            view = self.view(ids, sampling, explain=explain, full=full, off=off)
             view["model_ms"] = round(1000 * (time.perf_counter() - started), 1)
             yield 200, view
 
@@ -192,22 +181,22 @@ class LiveInspector:
         ids, sampling, off = self.encode(body), self.sampling(body), self.switched_off(body)
         room = self.run.block_size - len(ids)
         wanted = number(body, "max_new_tokens", 50, int, 0, MAX_NEW)
-        seed = number(body, "seed", None, int, 0, 2**63 - 1)
+        seed = number(body, "seed", None, int, 0, MAX_SEED)
 
         def steps():
             recorded, new, text = [], [], ""
             tokens = stream_text(self.run, ids, min(wanted, room), sampling=replace(sampling, seed=seed),
                                  attention=recorded)
             while True:
-                with ablated(self.run.model, off, self.means):
+                with HeadsOff(self.run.model, off, "mean", self.means):
                     step, pieces = next(tokens, (None, None))
-                    if step is None:
-                        final = self.view(ids + new, sampling, recorded) if new else self.view(ids, sampling)
-                        break
-                    new += step
-                    text += pieces[0]
-                    view = self.view(ids + new, sampling, recorded, explain=False, lens=False) if step else None
-                    line = {"piece": pieces[0], "view": view} if step else None
+                if step is None:
+                    final = self.view(ids + new, sampling, recorded, off=off) if new else self.view(ids, sampling, off=off)
+                    break
+                new += step
+                text += pieces[0]
+                view = self.view(ids + new, sampling, recorded, explain=False, lens=False, off=off) if step else None
+                line = {"piece": pieces[0], "view": view} if step else None
                 if line:
                     yield line
             yield {"done": True, "text": text, "view": final}

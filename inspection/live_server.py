@@ -41,7 +41,7 @@ from starlette.routing import Route
 
 from inference.runs import Run
 from model.sampling import TEMPERATURE
-from inspection.html import Views, finite, frames_page
+from inspection.html import finite, frames_page
 from inspection.labels import token_labels
 from inspection.live import DEBOUNCE_MS, FIRST_TEXT, MAX_NEW, BadRequest, LiveInspector
 from inspection.live_connections import Connection
@@ -58,7 +58,7 @@ LOCAL = ("127.0.0.1", "localhost", "::1")
 
 
 def json_line(obj) -> bytes:
-    """obj as one line of JSON. A view's numbers are finite as made (html.frame_data nulls the statistics of a
+    """obj as one line of JSON. A view's numbers are finite as made (html.frame nulls the statistics of a
     text too short for them), so the walk that nulls NaN, slow on a view's many numbers, runs only if one is left."""
     try:
         text = json.dumps(obj, ensure_ascii=False, allow_nan=False)
@@ -240,10 +240,9 @@ class LiveServer:
         live = {"text": text, "next": view["next"], "block_size": run.block_size, "max_new": MAX_NEW,
                 "temperature": TEMPERATURE, "debounce_ms": DEBOUNCE_MS}
         known = [i for i in range(run.tokenizer.get_vocab_size()) if run.tokenizer.id_to_token(i) is not None]
-        views = Views(lens=view.get("lens"), paths=view.get("path"), live=live,
-                      glyphs="".join(token_labels(run.tokenizer, known)))
         return frames_page(view["frames"], view["tokens"], f"{run.ckpt_dir}", inspector.layers, run.model.config.n_head,
-                           lang=self.lang, views=views)
+                           self.lang, view["prefill"], {"lens": view.get("lens"), "path": view.get("path")}, live,
+                           "".join(token_labels(run.tokenizer, known)))
 
     def serve(self) -> None:
         """Answer until Ctrl-C or SIGTERM (which uvicorn turns into a graceful stop, then raises again for the

@@ -4,22 +4,22 @@
     page, frames, labels = over_training_page(snapshots, "runs/heads", "국회는 법률을")   # the page's HTML
 
 Each frame is the page's view of one snapshot: the maps of the same tokens, the walkthrough's tensors and
-each head's role scores at that step. The scores are the run's own, recorded at the evaluation that took
-the snapshot (`records`: metrics.jsonl's); a snapshot with none recorded is scored here, with the same
-definitions and held-out text (inspection/heads.py, inspection/heldout.py).
+each head's role scores at that step (inspection/views/). The scores are the run's own, recorded at the evaluation
+that took the snapshot (`records`: metrics.jsonl's); a snapshot with none recorded is scored here, with the same
+definitions and held-out text (inspection/views/roles.py, inspection/heldout.py).
 """
 
 import sys
 from pathlib import Path
 
-from inference.runs import load_run
-from inspection.heads import measure_heads, roles_from_record
-from inspection.words import word_start_ids
-from inspection.heldout import held_out_ids, usable_ids
-from inspection.html import frame_data, frames_page
-from inspection.labels import pad
 from cli.messages import messages
-from inspection.maps import attention_for_ids
+from inference.runs import load_run
+from inspection.heldout import held_out_ids, usable_ids
+from inspection.html import frame, frames_page
+from inspection.labels import pad
+from inspection.views import Settings, compute
+from inspection.views.roles import measure_heads, roles_from_record, roles_record
+from inspection.views.words import word_start_ids
 from model.errors import UserError
 from storage.checkpoint import read_meta, snapshot_step, snapshots_of_run
 from training.metrics import read_metrics
@@ -41,20 +41,21 @@ def over_training_page(snapshots: list[Path], run_dir, prompt: str, device: str 
                        layers: list[int] | None = None, lang: str = "en") -> tuple[str, list[dict], list[str]]:
     """The page of `prompt` through `snapshots` (of the run `run_dir`, its metrics.jsonl's role scores), opening in
     `lang`, with its frames and token labels (for format_snapshot_table)."""
-    frames, labels, run = snapshot_frames(snapshots, prompt, read_metrics(Path(run_dir) / "metrics.jsonl"), device,
-                                          layers, lang)  # fmt: skip
+    frames, records, run = snapshot_frames(snapshots, prompt, read_metrics(Path(run_dir) / "metrics.jsonl"), device,
+                                           layers, lang)  # fmt: skip
     layers = list(range(run.model.config.n_layer)) if layers is None else layers
     title = messages(lang)("snapshots.page_title", text=prompt[:60] + ("…" if len(prompt) > 60 else ""),
                            n=len(frames), run=run_dir)
-    return frames_page(frames, labels, title, layers, run.model.config.n_head, lang=lang), frames, labels
+    maps = records["maps"]
+    return (frames_page(frames, maps["tokens"], title, layers, maps["att"].shape[1], lang), frames, maps["tokens"])
 
 
 def snapshot_frames(snapshots: list[Path], prompt: str, records: list[dict], device: str = "auto",
-                    layers: list[int] | None = None, lang: str = "en") -> tuple[list[dict], list[str], object]:
-    """The frames of `prompt` (html.frame_data), one per snapshot in order, its token labels and the last
-    snapshot's Run (for titles and sizes); `lang`: the language of the warnings."""
+                    layers: list[int] | None = None, lang: str = "en") -> tuple[list[dict], dict, object]:
+    """The frames of `prompt` (html.frame), one per snapshot in order, the last snapshot's records and its Run (for
+    titles and sizes); `lang`: the language of the warnings."""
     recorded = {r.get("step"): r["heads"] for r in records if r.get("kind") == "eval" and r.get("heads")}
-    frames, labels, first_meta, run = [], None, None, None
+    frames, found, first_meta, run = [], None, None, None
     for directory in snapshots:
         run = load_run(directory, device=device, lang=lang)
         meta = read_meta(directory) or {}
@@ -63,17 +64,15 @@ def snapshot_frames(snapshots: list[Path], prompt: str, records: list[dict], dev
         elif meta.get("tokenizer_hash") != first_meta.get("tokenizer_hash"):
             raise UserError(f"{directory} has another tokenizer than {snapshots[0]}; the snapshots of one run share "
                             "theirs, so this folder was changed by hand: remove the odd one")
-        maps = attention_for_ids(run, ids)
-        labels = maps.labels
+        found = compute(run, ids, ["maps", "walkthrough"], Settings(layers=layers))
         step = snapshot_step(directory)
         roles = recorded_roles(recorded.get(step), directory, (run.model.config.n_layer, run.model.config.n_head))
         if roles is None:  # a snapshot whose evaluation record is gone: score it the same way now
             roles = measure_heads(run.model, held_out_ids(run)[0], usable_ids(run), run.eot_id,
                                   word_starts=word_start_ids(run.token_bytes))
-        chosen = list(range(run.model.config.n_layer)) if layers is None else layers
-        frames.append(frame_data(maps.att, chosen, trace=maps.trace, roles=roles, step=step,
-                                  off=maps.trace.off))
-    return frames, labels, run
+        found["roles"] = roles_record(roles)
+        frames.append(frame(found, list(range(run.model.config.n_layer)) if layers is None else layers, step))
+    return frames, found, run
 
 
 def recorded_roles(record, snapshot: Path, shape: tuple[int, int]):
@@ -96,11 +95,11 @@ def format_snapshot_table(frames: list[dict], layers: list[int], lang: str = "en
     scores, and the in-context loss drop (the header in `lang`, "en" or "ko")."""
     step, previous, induction, drop = messages(lang)("snapshots.columns").split("|")
     lines = [pad(step, 8, right=True) + "  " + pad(previous, 18) + pad(induction, 18) + drop]
-    for frame in frames:
-        r, cells = frame["scores"], []
+    for shown in frames:
+        r, cells = shown["scores"], []
         for role in ("previous-token", "induction"):
             layer, head, score = max(((li, h, x) for li, row in enumerate(r["scores"][role]) for h, x in enumerate(row)
                                       if x is not None), key=lambda t: t[2], default=(0, 0, float("nan")))  # fmt: skip
             cells.append(f"{layers[layer]}.{head} {score:.3f}".ljust(18))
-        lines.append(f"{frame['step']:>8}  {''.join(cells)}{r['loss_first_copy'] - r['loss_second_copy']:.3f} nats")
+        lines.append(f"{shown['step']:>8}  {''.join(cells)}{r['loss_first_copy'] - r['loss_second_copy']:.3f} nats")
     return "\n".join(lines)

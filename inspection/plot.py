@@ -91,7 +91,7 @@ def _draw_map(ax, att: np.ndarray, labels: list[str], title: str, say):
 def draw_layer(att: np.ndarray, labels: list[str], layer: int, heads: list[int] | None = None,
                roles: list[list[str]] | None = None, lang: str = "en", off=None):
     """A matplotlib Figure with one heatmap per head of `att[layer]` (att: (L, H, T, T)); `roles`
-    (L, H) nested lists of captions (inspection.heads.HeadRoles.labels) are added to the titles; the
+    (L, H) nested lists of captions (inspection.views.roles.HeadRoles.labels) are added to the titles; the
     titles and axis labels in `lang` ("en" or "ko"). `off` (L, H): "", "mean" or "zero" (a `Trace`'s): a
     switched-off head's title says so, and the figure that its map is still its attention."""
     from matplotlib import rc_context
@@ -130,7 +130,7 @@ def draw_head(att: np.ndarray, labels: list[str], layer: int, head: int, lang: s
 
 
 def draw_patch(record: dict, labels: list[str], lang: str = "en"):
-    """A Figure of a patching record's grid (inspection/patching.py; its "token" and "versus" as they are to be
+    """A Figure of a patching record's grid (inspection/views/patch.py; its "token" and "versus" as they are to be
     shown): a row per stage of the residual stream, a column per token of the clean text, coloured by the share of
     the logit difference that comes back."""
     from matplotlib import rc_context

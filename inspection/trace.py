@@ -1,11 +1,11 @@
 """One recording forward: every step of the model's forward pass over a text, read from the pass itself.
 
-    trace = trace_ids(run.model, ids)    # .tok .pos .resid .x .q .k .v .scores .att .y .out ... .logits
+    trace = trace_ids(run.model, ids, off)   # .tok .pos .resid .x .q .k .v .scores .att .y .out ... .logits
     save_trace(trace, "out/explain.npz"); trace = load_trace("out/explain.npz")
 
 Nothing here computes the network: forward hooks read what the modules of model/gpt.py return, and what
 `CausalSelfAttention`'s explicit path hands to its `probe` (model/attention.py), during one
-`forward_with_attention`. The maps, the walkthroughs (inspection/explain.py, inspection/path.py), the logit
+`forward_with_attention`. The maps, the walkthroughs (inspection/views/walkthrough.py, inspection/views/path.py), the logit
 lens and the live page's next token all read this one record. explain.npz (float32, loadable with
 allow_pickle=False) holds, for layer l, head h and token t (C = n_embd, d = C / H, V = vocab_size):
 
@@ -27,11 +27,13 @@ allow_pickle=False) holds, for layer l, head h and token t (C = n_embd, d = C / 
     block    (L, T, C)         what block l hands on: mid + mlp, the next block's resid
     final    (T, C)            ln_f(the last block's output)
     logits   (T, V)            final times the tied head: the next-token logits after each token
-    off      (L, H)            "" for a head that is on, "mean" or "zero" for one switched off (model/ablation.py)
+    w_o      (L, C, C)         each layer's W_O as in out = concat(y) W_O + b_O (c_proj.weight transposed)
+    off      (L, H)            "" for a head that is on, "mean" or "zero" for one switched off (common/heads_off.py),
+                               as the caller that switched them off says (`off` of trace_ids)
 
-y is read where c_proj takes it, after the ablation's pre-hooks, not from the probe: a switched-off head's att
-is still computed (its map is what it would look at), but what it hands W_O is the replacement, so the shares
-y W_O of all heads, plus b_O, make the recorded out.
+y is read where c_proj takes it, after the pre-hooks that switch heads off, not from the probe: a switched-off
+head's att is still computed (its map is what it would look at), but what it hands W_O is the replacement, so the
+shares y W_O of all heads (`shares`, the one place they are computed), plus b_O, make the recorded out.
 """
 
 import os
@@ -41,7 +43,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from model.ablation import heads_off
+from model.errors import UserError
 from storage.atomic import write_npz
 
 
@@ -66,6 +68,7 @@ class Trace:
     block: np.ndarray
     final: np.ndarray
     logits: np.ndarray
+    w_o: np.ndarray
     off: np.ndarray
 
     def switched_off(self) -> dict[tuple[int, int], str]:
@@ -76,9 +79,24 @@ class Trace:
     def d_head(self) -> int:
         return self.q.shape[-1]
 
+    def shares(self, tokens=slice(None)) -> np.ndarray:
+        """Each head's own part of the attention's output at `tokens`, y_h times its d rows of W_O: (L, H, T', C)
+        float64. They add up, with b_O, to `out`."""
+        L, H, _, d = self.y.shape
+        w_o = self.w_o.astype(np.float64).reshape(L, 1, H, d, -1).transpose(0, 2, 1, 3, 4)  # (L, H, 1, d, C)
+        return (self.y[:, :, tokens, None, :].astype(np.float64) @ w_o)[..., 0, :]  # (L, H, T', C)
+
     def streams(self) -> np.ndarray:
         """The residual stream after the embeddings and after each block: (L + 1, T, C), the logit lens's stages."""
         return np.concatenate([self.resid[:1], self.block])
+
+
+def resolve_query(query: int, T: int) -> int:
+    """A token index (negative counts from the end) -> 0..T-1, or a UserError naming the range."""
+    if not -T <= query < T:
+        raise UserError(f"--query {query} is outside the {T} tokens of the text; give 0..{T - 1} "
+                        f"or -1..-{T} (from the end)")
+    return query % T
 
 
 def record(records: dict, name: str, index: int | None = None):
@@ -89,8 +107,9 @@ def record(records: dict, name: str, index: int | None = None):
 
 
 @torch.inference_mode()
-def trace_ids(model, ids) -> Trace:
-    """One forward over `ids` (at most block_size of them), every step kept (the module docstring's arrays)."""
+def trace_ids(model, ids, off: dict | None = None) -> Trace:
+    """One forward over `ids` (at most block_size of them), every step kept (the module docstring's arrays);
+    `off`: the heads switched off in `model` now, {(layer, head): "mean" or "zero"}, which the trace records."""
     records: dict[str, list] = {}
     hooks = [model.tok_emb.register_forward_hook(record(records, "tok")),
              model.ln_f.register_forward_hook(record(records, "final")),
@@ -132,9 +151,9 @@ def trace_ids(model, ids) -> Trace:
     T, C = arrays["tok"].shape[-2:]
     L, H, _, d = arrays["q"].shape
     y = arrays["y"].reshape(L, T, H, d).transpose(0, 2, 1, 3)  # (L, T, C) -> (L, H, T, d): heads side by side
-    off = np.full((L, H), "", dtype="<U4")
-    for (layer, head), mode in heads_off(model).items():
-        off[layer, head] = mode
+    modes = np.full((L, H), "", dtype="<U4")
+    for (layer, head), mode in (off or {}).items():
+        modes[layer, head] = mode
     if "mlp" not in arrays:  # attention-only blocks: the stream passes the MLP's place unchanged
         L = len(model.blocks)
         arrays.update(mid=arrays["block"], x2=np.zeros((L, T, 0), np.float32), hidden=np.zeros((L, T, 0), np.float32),
@@ -143,7 +162,8 @@ def trace_ids(model, ids) -> Trace:
                  resid=arrays["resid"], x=arrays["x"], q=arrays["q"], k=arrays["k"], v=arrays["v"],
                  scores=arrays["scores"], att=arrays["att"], y=np.ascontiguousarray(y), out=arrays["out"], mid=arrays["mid"],
                  x2=arrays["x2"], hidden=arrays["hidden"], mlp=arrays["mlp"], block=arrays["block"],
-                 final=arrays["final"][0], logits=arrays["logits"][0], off=off)
+                 final=arrays["final"][0], logits=arrays["logits"][0], off=modes,
+                 w_o=torch.stack([b.attn.c_proj.weight.detach().T for b in model.blocks]).float().cpu().numpy())
 
 
 def numpy_rows(table: torch.Tensor, T: int) -> np.ndarray:

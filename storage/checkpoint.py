@@ -2,6 +2,7 @@
 
     save_model(model, directory, extra_config)    # model.safetensors + config.json, atomically
     model = load_model("runs/small", device)      # a run dir (its best/, else last/) or a checkpoint dir
+    kept = load_kept_off(model, ckpt)             # the heads its run kept off (train.heads_off), off in it too
     tok, eot_id = checkpoint_tokenizer(ckpt, model.config.vocab_size)
     start = open_checkpoint("runs/small")         # config, tokenizer and end-of-text now, weights on demand
     save_train_state(state, path); state = load_train_state(ckpt)   # a run's last/ and best/ only
@@ -30,7 +31,7 @@ import torch
 
 from data.tokenizer import check_fits, load_tokenizer, special_ids, tokenizer_hash
 from model import GPT, GPTConfig, ModelConfigError
-from model.ablation import KeptOff
+from common.heads_off import HeadsOff
 from model.errors import UserError, check_utf8
 from storage.atomic import atomic_write, write_json
 
@@ -56,9 +57,7 @@ def save_model(model: GPT, directory, extra_config: dict | None = None) -> None:
     directory.mkdir(parents=True, exist_ok=True)
     tensors = {k: t.detach().cpu().contiguous() for k, t in model.state_dict().items() if k != TIED}
     atomic_write(directory / WEIGHTS, lambda tmp: safetensors.torch.save_file(tensors, tmp))
-    kept = getattr(model, "kept_off", None)  # train.heads_off: which heads, and what they output (model/ablation.py)
-    write_json(directory / CONFIG, {"model": asdict(model.config), **(extra_config or {}),
-                                    **({"kept_off": kept.record()} if kept else {})})
+    write_json(directory / CONFIG, {"model": asdict(model.config), **(extra_config or {})})
 
 
 SNAPSHOTS = "snapshots"  # RUN/snapshots/step_<step>/: a run's train.snapshots, checkpoint dirs without train_state.pt
@@ -272,19 +271,22 @@ def load_model(path, device="cpu") -> GPT:
     tensors = read_weights(ckpt, config)  # the header is checked first: a config that lies allocates nothing
     model = GPT(config)
     put_weights(model, tensors)
-    model = model.to(device).eval()
-    keep_heads_off(model, ckpt)
-    return model
+    return model.to(device).eval()
 
 
-def keep_heads_off(model: GPT, ckpt: Path) -> None:
-    """The heads the run kept off (its config.json's "kept_off", train.heads_off) kept off in `model` too, each
-    giving the output that checkpoint's evaluation gave it (model.ablation.KeptOff)."""
-    kept = (read_json(ckpt / CONFIG, "restore it or use another checkpoint") or {}).get("kept_off")
+def kept_off_record(ckpt: Path) -> dict | None:
+    """The heads the run kept off (its config.json's "kept_off", train.heads_off): their names, mode and means."""
+    return (read_json(ckpt / CONFIG, "restore it or use another checkpoint") or {}).get("kept_off") or None
+
+
+def load_kept_off(model: GPT, ckpt: Path) -> HeadsOff | None:
+    """The heads the run kept off kept off in `model` (a checkpoint's network, from `load_model`) too, each giving
+    the output that checkpoint's evaluation gave it (common.heads_off.HeadsOff), or None when it kept none."""
+    kept = kept_off_record(ckpt)
     if not kept:
-        return
+        return None
     try:
-        KeptOff(model, [tuple(int(x) for x in name.split(".")) for name in kept["heads"]], kept["mode"], kept["means"])
+        return HeadsOff.from_record(model, kept)
     except (KeyError, TypeError, ValueError, AttributeError, RuntimeError) as e:
         raise CheckpointError(f"{ckpt / CONFIG} has a damaged \"kept_off\" ({e}); restore it from the run") from None
 

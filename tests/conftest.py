@@ -125,6 +125,29 @@ def biased_model(seed=0, block_size=16):
     return model
 
 
+def toy_run(model, eot_id=None):
+    """A Run of a hand-built model, its V tokens named t0, t1, ... by a word-level tokenizer (texts: "t3 t5 t1"),
+    so the views (inspection/views/) can be computed of it as of a trained run's."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    from inference.runs import Run
+
+    tokenizer = Tokenizer(models.WordLevel({f"t{i}": i for i in range(model.config.vocab_size)}, unk_token="t0"))
+    tokenizer.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    return Run(model, tokenizer, ROOT / "no-such-run", eot_id)
+
+
+def look_at(model, ids, labels=None, query=-1, off=None):
+    """What the views read of `ids` (inspection.views.Look) for a hand-built model, its tokens labelled `labels`
+    (default: t<id>) and the heads `off` ({(layer, head): mode}) recorded as switched off."""
+    from inspection.trace import trace_ids
+    from inspection.views import Look
+
+    trace = trace_ids(model, ids, off)
+    return Look(toy_run(model), list(ids), labels or [f"t{i}" for i in ids], trace, trace.att, None,
+                query % len(ids), lambda i: f"t{i}")
+
+
 V, P = 8, 16  # vocabulary (token 0 is the end of text) and block size of the hand-built model
 TOK, PREV, POS = 0, 8, 16  # residual dims: the token (one-hot), the previous token, the position
 

@@ -1,6 +1,6 @@
 """The notebook API's arguments checked where they enter (model/arguments.py): every public function of the README's
-"In a notebook" section (inference's generate_text, score_text, load_run; inspection's head_stats, draw_head,
-attribute, patch, ...; the notebook views nb.*) swept with bad arguments (None, a wrong type, a wrong shape, out of
+"In a notebook" section (inference's generate_text, score_text, load_run; inspection's compute and its Settings,
+head_stats, draw_head, attribute, patch, ...; the notebook views nb.*) swept with bad arguments (None, a wrong type, a wrong shape, out of
 range, a bad lang): each is one UserError that names the argument, raised at entry, never an IndexError, an
 AttributeError or a KeyError from deep inside; and good calls still work.
 
@@ -13,10 +13,14 @@ import torch
 
 import train
 from inference import generate_text, load_run, score_file, score_text, stream_text
-from inspection import (attention_for_ids, attention_for_text, attribute, draw_head, draw_layer, format_attribution,
-                        format_roles_table, format_stats_table, format_top_attended, head_stats, labeller,
-                        measure_heads, patch, word_maps)
+from types import SimpleNamespace
+
+from inspection import (Settings, VIEWS, attribute, compute, draw_head, draw_layer, head_stats, labeller, measure_heads,
+                        patch, word_maps)
 from inspection import notebook as nb
+from inspection.labels import format_top_attended
+from inspection.views.maps import format_stats_table
+from inspection.views.roles import format_roles_table
 from model.arguments import ArgumentTypeError, ArgumentValueError, need_int, need_maps, need_token_ids
 from model.errors import UserError
 from tests.conftest import TINY, random_maps
@@ -33,7 +37,8 @@ def ctx(tmp_path_factory, data_cache):
                        "--train.sample_tokens=0", "--train.max_steps=2", "--train.eval_interval=2",
                        "--out", str(out)]) == 0  # fmt: skip
     run = load_run(out, device="cpu")
-    maps = attention_for_text(run, TEXT)
+    found = compute(run, TEXT, ["maps"])["maps"]
+    maps = SimpleNamespace(att=found["att"], labels=found["tokens"], trace=found["trace"])
 
     class Ctx:
         pass
@@ -66,9 +71,21 @@ SWEEP = [
     ("score_file", "path", lambda c, v: score_file(c.run, v), [None, 123]),
     ("load_run", "path", lambda c, v: load_run(v), [123, ["runs"]]),
     ("load_run", "lang", lambda c, v: load_run(c.dir, lang=v), ["fr", 5]),
-    ("attention_for_text", "run", lambda c, v: attention_for_text(v, "가"), [None]),
-    ("attention_for_text", "text", lambda c, v: attention_for_text(c.run, v), [None, 5, ["가"]]),
-    ("attention_for_ids", "ids", lambda c, v: attention_for_ids(c.run, v), [None, "가", [1.5], [], [10**6]]),
+    ("compute", "run", lambda c, v: compute(v, "가", ["maps"]), [None, "runs/x"]),
+    ("compute", "text", lambda c, v: compute(c.run, v, ["maps"]), [None, 5, [1.5], [], [10**6], ""]),
+    ("compute", "names", lambda c, v: compute(c.run, "가", v), [None, "nope", ["maps", "x"]]),
+    ("compute", "settings", lambda c, v: compute(c.run, "가", ["maps"], v), [None, {"query": 1}]),
+    ("compute", "off", lambda c, v: compute(c.run, "가", ["maps"], off=v), [5, "1.x", [(1, 0, 0)], ["1.0", 9]]),
+    ("Settings", "query", lambda c, v: Settings(query=v), ["1", None, 2.5, True]),
+    ("Settings", "explain", lambda c, v: Settings(explain=v), ["x", 5, (1,), ("1", "0")]),
+    ("Settings", "head", lambda c, v: Settings(head=v), ["1", [1, 0, 0]]),
+    ("Settings", "sampling", lambda c, v: Settings(sampling=v), [0.8, None]),
+    ("Settings", "why", lambda c, v: Settings(why=v), ["ab", (5, None), ("a",)]),
+    ("Settings", "corrupt", lambda c, v: Settings(corrupt=v), [5]),
+    ("Settings", "patch_heads", lambda c, v: Settings(patch_heads=v), ["x", [(1, 0, 0)]]),
+    ("Settings", "layers", lambda c, v: Settings(layers=v), [5, ["0"], [-1]]),
+    ("Settings", "heads_text", lambda c, v: Settings(heads_text=v), [5]),
+    ("Settings", "mode", lambda c, v: Settings(mode=v), ["half", None]),
     ("head_stats", "att", lambda c, v: head_stats(v),
      [None, "maps", np.ones((2, 3, 4)), np.ones((2, 2, 3, 4)), [[1.0]], np.ones((1, 1, 0, 0))]),
     ("format_stats_table", "stats", lambda c, v: format_stats_table(v),
@@ -90,14 +107,10 @@ SWEEP = [
     ("attribute", "query", lambda c, v: attribute(c.model, c.maps.trace, v), ["1", None, 99]),
     ("attribute", "token", lambda c, v: attribute(c.model, c.maps.trace, token=v), ["가", 10**6]),
     ("attribute", "versus", lambda c, v: attribute(c.model, c.maps.trace, versus=v), ["가", 10**6]),
-    ("format_attribution", "record", lambda c, v: format_attribution(v, c.label), [None, {}]),
-    ("format_attribution", "label", lambda c, v: format_attribution(c.record, v), [None, "x"]),
-    ("format_attribution", "rows", lambda c, v: format_attribution(c.record, c.label, rows=v), ["3", 0]),
-    ("format_attribution", "lang", lambda c, v: format_attribution(c.record, c.label, v), ["fr"]),
     ("patch", "model", lambda c, v: patch(v, [0, 1], [0, 2]), [None]),
     ("patch", "clean_ids", lambda c, v: patch(c.model, v, [0, 2]), [None, "가", [], [10**6, 1]]),
     ("patch", "corrupt_ids", lambda c, v: patch(c.model, [0, 1], v), [None, [0.5, 1]]),
-    ("patch", "heads", lambda c, v: patch(c.model, [0, 1], [0, 2], heads=v), [5, "1.0"]),
+    ("patch", "heads", lambda c, v: patch(c.model, [0, 1], [0, 2], heads=v), [5, "1.x", [(1, 0, 0)], [("1", "0")]]),
     ("measure_heads", "model", lambda c, v: measure_heads(v, [0, 1, 2], [1, 2]), [None]),
     ("measure_heads", "text_ids", lambda c, v: measure_heads(c.model, v, [1, 2]), [None, "가", [10**6]]),
     ("measure_heads", "vocab_ids", lambda c, v: measure_heads(c.model, [0, 1, 2], v), [None, [1.5]]),
@@ -149,6 +162,7 @@ def test_the_sweep_covers_the_notebook_api():
     assert len(CASES) >= 150
     names = {fn for fn, *_ in SWEEP}
     assert {"generate_text", "score_text", "head_stats", "format_stats_table", "attribute", "patch", "draw_head",
+            "compute", "Settings",
             "nb.page", "nb.walkthrough", "nb.path", "nb.lens", "nb.why", "nb.score", "nb.heads", "nb.over_training",
             "nb.heads_over_training", "nb.language"} <= names  # fmt: skip
 
@@ -203,7 +217,8 @@ def test_good_calls_still_work(ctx):
     assert format_stats_table(ctx.stats, lang="ko").count("\n") == 4
     assert draw_head(ctx.maps.att, ctx.maps.labels, 1, np.int64(1)) is not None
     assert word_maps(ATT, [[0, 1], [2], [3]]).shape == (2, 2, 3, 3)
-    assert "+" in format_attribution(attribute(ctx.model, ctx.maps.trace, token=3, versus=4), ctx.label)
+    why = compute(run, TEXT, ["why"], Settings(why=("#3", "#4")))["why"]
+    assert why["focus"]["token_id"] == 3 and "+" in VIEWS["why"].text(why, "en")
     assert nb.lens(run, TEXT, 2) and nb.walkthrough(run, TEXT, (1, 0))
 
 

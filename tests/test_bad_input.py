@@ -53,11 +53,11 @@ from cli.command import integer
 from data import prepare, sources
 from data.config import DataConfig, DataError
 from hf import export_gpt2, import_gpt2
-from inspection.html import save_html
-from inspection.trace import trace_ids
+from inspection.html import page as page_html, title_of
+from inspection.views import VIEWS, Settings
 from model.config import GPTConfig
 from storage.checkpoint import load_model
-from tests.conftest import CHROMIUM, ROOT, TINY, biased_model, common_args, copy_run, korean_texts, read_only_dir, refused
+from tests.conftest import CHROMIUM, ROOT, TINY, biased_model, common_args, look_at, copy_run, korean_texts, read_only_dir, refused
 from training.config import LogConfig, TrainConfig
 
 NOT_UTF8 = b"\xb4\xeb\xc7\xd1".decode("utf-8", "surrogateescape")  # "대한" in cp949, as it arrives in sys.argv
@@ -181,7 +181,7 @@ CASES = [
     (G, ["--prompt", "가", "--head", "x.y"], "must be LAYER.HEAD"),
     (G, ["--prompt", "가", "--explain", "paths"], "must be LAYER.HEAD with two numbers, e.g. --explain 0.1 or path"),
     (G, ["--prompt", "가", "--explain", "path", "--query", "9"], "--query 9 is outside the"),
-    (G, ["--prompt", "가", "--head", "9.9"], "head 9.9 does not exist"),
+    (G, ["--prompt", "가", "--head", "9.9"], "head 9.9 is not in this model"),
     (G, ["--bogus"], "unrecognized arguments: --bogus"),
     # python -m data.prepare
     (P, ["--config", "{root}/dir"], "is a directory"),
@@ -713,10 +713,12 @@ def test_the_page_shows_injected_markup_as_text_and_fetches_nothing(env, tmp_pat
     # the prompt, through the run's own tokenizer, into the title and the token spellings of a real page
     prompt = "대한민국 " + " ".join(HOSTILE)
     assert generate.main(["--ckpt", str(env.run), "--prompt", prompt, "--attention", str(tmp_path / "maps")]) == 0
-    # the spellings whole, as tokens of a tokenizer could spell them, with a walkthrough and hostile roles
-    trace = trace_ids(biased_model(), list(range(len(HOSTILE))))
-    page = save_html(trace.att, HOSTILE, tmp_path / "tokens.html", title=" ".join(HOSTILE), trace=trace,
-                     roles=[[HOSTILE[0], HOSTILE[2]]] * 2)  # fmt: skip
+    # the spellings whole, as tokens of a tokenizer could spell them, with a walkthrough, in the title too
+    look = look_at(biased_model(), list(range(len(HOSTILE))), HOSTILE)
+    records = {name: VIEWS[name].record(look, Settings()) for name in ("maps", "walkthrough")}
+    records["maps"]["text"] = " ".join(HOSTILE)
+    page = tmp_path / "tokens.html"
+    page.write_text(page_html(records), encoding="utf-8")
     for path, fragment in ((tmp_path / "maps" / "attention.html", "#layer=1&head=0&focus=3&explain=1"),
                            (page, "#layer=<img src=x onerror=window.pwned=6>&focus=2&head=1")):  # fmt: skip
         b = browser(path, fragment)
@@ -730,7 +732,7 @@ def test_the_page_shows_injected_markup_as_text_and_fetches_nothing(env, tmp_pat
         assert b.problems() == ([], "")
         if path == page:
             assert b.texts("#tokens .t") == HOSTILE
-            assert b.evaluate("document.title") == " ".join(HOSTILE).replace("\x00", "\ufffd")
+            assert b.evaluate("document.title") == title_of(" ".join(HOSTILE)).replace("\x00", "\ufffd")
             assert HOSTILE[0] in b.evaluate("document.getElementById('explain').textContent")
 
 

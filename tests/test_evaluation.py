@@ -1,6 +1,6 @@
 """What each evaluation measures of the heads (training/evaluation.py): their cost when switched off, recorded as
 `--heads` prints it (train.head_costs), and heads kept off from the first step (train.heads_off,
-model/ablation.py's KeptOff) in training, in every command that opens the run, and through a resume.
+common/heads_off.py's HeadsOff) in training, in every command that opens the run, and through a resume.
 
     python -m pytest tests/test_evaluation.py -q
 """
@@ -18,7 +18,7 @@ import generate
 import train
 from inference.runs import load_run
 from model import GPT
-from model.ablation import ablated
+from common.heads_off import HeadsOff
 from storage.checkpoint import load_model
 from training.config import load_config
 from training.evaluation import head_costs_due
@@ -65,12 +65,10 @@ def test_each_evaluation_s_costs_are_those_heads_prints_for_its_snapshot(tmp_pat
                           str(tmp_path / "heads")]) == 0  # fmt: skip
     assert "this run kept heads 1.0 off from its first step" in capsys.readouterr().err
     printed = json.loads((tmp_path / "heads" / "heads.json").read_text(encoding="utf-8"))
-    recorded = records[-1]["heads"]
-    for h in printed["heads"]:
-        l, k = h["layer"], h["head"]
-        assert h["off_loss_increase"] == pytest.approx(recorded["importance"]["loss"][l][k], abs=2e-6)
-        assert h["off_drop_lost"] == pytest.approx(recorded["importance"]["drop"][l][k], abs=2e-6)
-        assert h["induction"] == pytest.approx(recorded["scores"]["induction"][l][k], abs=2e-6)
+    recorded = records[-1]["heads"]  # the same record's form as heads.json's
+    for l, k in ((0, 0), (0, 1), (1, 0), (1, 1)):
+        for table, key in (("importance", "loss"), ("importance", "drop"), ("scores", "induction")):
+            assert printed[table][key][l][k] == pytest.approx(recorded[table][key][l][k], abs=2e-6)
     assert recorded["importance"]["loss"][1][0] == 0 and recorded["importance"]["drop"][1][0] == 0  # off already
     assert generate.main(["--prompt", PROMPT, "--attention", str(tmp_path / "page"), "--over-training", str(run)]) == 0
     page = (tmp_path / "page" / "over_training.html").read_text(encoding="utf-8")
@@ -121,7 +119,7 @@ def test_a_zeroed_head_never_changes_but_by_weight_decay_and_every_command_keeps
 def test_a_head_kept_off_in_mean_mode_stays_off_through_a_resume_and_in_every_command(tmp_path, data_cache,
                                                                                      monkeypatch):
     """Six steps straight, and the same run stopped by Ctrl-C after step 3 and resumed: the same weights and the
-    same recorded means; the run opened by load_run gives what `ablated` gives the bare weights with those means."""
+    same recorded means; the run opened by load_run gives what `HeadsOff` gives the bare weights with those means."""
     straight = trained(tmp_path / "a", data_cache, "--train.heads_off=0.1")
     argv = ["--config", str(TINY), f"--data.cache_dir={data_cache}", "--train.threads=1", "--train.sample_tokens=0",
             "--train.max_steps=6", "--train.eval_interval=2", "--train.heads_off=0.1", "--out", str(tmp_path / "b")]
@@ -136,13 +134,12 @@ def test_a_head_kept_off_in_mean_mode_stays_off_through_a_resume_and_in_every_co
     kept = [json.loads((r / "last" / "config.json").read_text(encoding="utf-8"))["kept_off"] for r in (straight, resumed)]
     assert kept[0] == kept[1] and kept[0]["heads"] == ["0.1"] and kept[0]["mode"] == "mean"
     run = load_run(straight, device="cpu")
-    bare = load_model(straight / "last")
-    bare.kept_off.remove()
+    bare = load_model(straight / "last")  # the network alone: the kept-off heads are on in it
     hs = bare.config.head_dim
     means = torch.zeros(bare.config.n_layer, bare.config.n_embd)
     means[0, hs : 2 * hs] = torch.tensor(kept[0]["means"]["0.1"])
     x = torch.tensor([run.encode_prompt(PROMPT)])
-    with torch.no_grad(), ablated(bare, [(0, 1)], means):
+    with torch.no_grad(), HeadsOff(bare, [(0, 1)], "mean", means):
         expected = bare(x, all_logits=True)[0]
     with torch.no_grad():
         torch.testing.assert_close(run.model(x, all_logits=True)[0], expected, rtol=0, atol=1e-6)

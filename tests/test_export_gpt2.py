@@ -27,9 +27,9 @@ transformers = pytest.importorskip("transformers")
 from data.tokenizer import EOT, train_tokenizer  # noqa: E402
 from model import GPT, GPTConfig  # noqa: E402
 from hf.export_gpt2 import ExportError, check_expressible, export, gpt2_weights, main  # noqa: E402
-from model.ablation import KeptOff  # noqa: E402
+from common.heads_off import HeadsOff  # noqa: E402
 from model.sampling import generate  # noqa: E402
-from storage.checkpoint import load_model, save_model  # noqa: E402
+from storage.checkpoint import load_kept_off, load_model, save_model  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 TINY = dict(block_size=16, n_layer=2, n_head=2, n_embd=32)
@@ -56,9 +56,10 @@ def tok():
     return train_tokenizer(DOCS, vocab_size=400)
 
 
-def save_run(model: GPT, tok, run_dir: Path) -> Path:
-    """A run dir as train.py leaves it: last/ with the weights, config.json and tokenizer.json."""
-    save_model(model, run_dir / "last", extra_config={"note": "test run"})
+def save_run(model: GPT, tok, run_dir: Path, kept: HeadsOff | None = None) -> Path:
+    """A run dir as train.py leaves it: last/ with the weights, config.json (with `kept`'s record: the heads kept off)
+    and tokenizer.json."""
+    save_model(model, run_dir / "last", extra_config={"note": "test run", **({"kept_off": kept.record()} if kept else {})})
     tok.save(str(run_dir / "last" / "tokenizer.json"))
     return run_dir
 
@@ -112,13 +113,13 @@ def load_hf(out: Path, **kwargs):
     return hf, info, messages + [str(w.message) for w in caught]
 
 
-def kept_off(tok, mode: str) -> GPT:
+def kept_off(tok, mode: str) -> tuple[GPT, HeadsOff]:
     """A random model with heads 0.1 and 1.0 kept off (train.heads_off), by random means or zeros: the export
-    folds them into the weights (KeptOff.fold)."""
+    folds them into the weights (HeadsOff.fold)."""
     model = random_model(tok)
-    kept = KeptOff(model, [(0, 1), (1, 0)], mode)
+    kept = HeadsOff(model, [(0, 1), (1, 0)], mode)
     kept.means.normal_(0.0, 0.5, generator=torch.Generator().manual_seed(2))
-    return model
+    return model, kept
 
 
 @pytest.fixture(scope="module", params=["random", "trained", "no_bias", "attention_only", "heads_off_mean",
@@ -129,10 +130,14 @@ def exported(request, tok, tmp_path_factory):
             "attention_only": lambda t: random_model(t, mlp=False), "heads_off_mean": lambda t: kept_off(t, "mean"),
             "heads_off_zero": lambda t: kept_off(t, "zero")}
     base = tmp_path_factory.mktemp(request.param)
-    run = save_run(make[request.param](tok), tok, base / "run")
+    made = make[request.param](tok)
+    model, kept = made if isinstance(made, tuple) else (made, None)
+    run = save_run(model, tok, base / "run", kept)
     out = export(run, base / "hf")
     hf, _, _ = load_hf(out, attn_implementation="eager")
-    return load_model(run), hf, out
+    ours = load_model(run)
+    load_kept_off(ours, run / "last")  # its heads kept off, as every command that opens the run keeps them
+    return ours, hf, out
 
 
 def probe_ids(tok, n=2) -> torch.Tensor:

@@ -28,16 +28,14 @@ import torch.nn.functional as F
 
 import generate
 from inference import find_latest_run, generate_text, load_run, score_text, stream_text
-from inspection import attention_for_text, draw_head, load_npz, token_labels
+from common.heads_off import HeadsOff
+from inspection import compute, draw_head, load_npz, token_labels
 from data.token_bytes import byte_of_token
 from inference.scoring import score_ids
-from inspection.heads import ROLES, induction_sequences
-from inspection.heldout import held_out_ids, usable_ids
-from inspection.importance import ablation_means, held_out_windows, losses
-from inspection.lens import logit_lens
-from model.ablation import ablated
-from inspection.stats import STAT_NAMES
+from inspection.heldout import held_out_ids, held_out_means, held_out_windows, usable_ids
 from inspection.trace import load_trace
+from inspection.views.maps import STAT_NAMES
+from inspection.views.roles import ROLES, induction_sequences, losses, roles_from_record
 from storage.checkpoint import save_model
 from tests.conftest import CHROMIUM, console_errors, render
 
@@ -421,37 +419,36 @@ def test_heads_alone_scores_the_run_on_its_validation_split(run_dir, tmp_path, c
     assert "on the run's validation split" in out and "val.bin" in out
     saved = json.loads((tmp_path / "heads.json").read_text(encoding="utf-8"))
     assert sorted(p.name for p in tmp_path.iterdir()) == ["heads.json"]  # no prompt, no maps
-    assert [(h["layer"], h["head"]) for h in saved["heads"]] == [(0, 0), (0, 1), (1, 0), (1, 1)]
+    assert saved["source"]["kind"] == "validation" and saved["source"]["path"].endswith("val.bin")
     table = out.splitlines()[1:6]
     assert table[0].split()[:4] == ["rank", "layer", "head", "strongest"]
-    ranked = [next(h for h in saved["heads"] if (h["layer"], h["head"]) == (int(r.split()[1]), int(r.split()[2])))
-              for r in table[1:]]
     roles = list(saved["chance"])  # the five roles, and the three word roles: the tokens' word starts are known
     assert roles == [*ROLES, "same-word", "word-start", "previous-word"]
-    strongest = [max(h[r] for r in roles) for h in ranked]
+    assert all(np.shape(saved["scores"][r]) == (2, 2) for r in roles)
+    strongest = [max(saved["scores"][r][int(row.split()[1])][int(row.split()[2])] for r in roles) for row in table[1:]]
     assert strongest == sorted(strongest, reverse=True)
     assert saved["loss_drop"] == pytest.approx(saved["loss_first_copy"] - saved["loss_second_copy"], abs=1e-5)
 
 
 def test_ablate_switches_heads_off_for_the_text_the_score_and_the_heads(run_dir, run, tmp_path, capsys):
     """--ablate L.H,...: greedy text, --score (with its difference to the full model), --heads and --lens all
-    see the model with those heads off, as model.ablation.ablated computes it."""
-    means = ablation_means(run.model, held_out_ids(run)[0])
+    see the model with those heads off, as common.heads_off.HeadsOff computes it."""
+    means = held_out_means(run)
     ids = run.encode_prompt(PROMPT)
-    with ablated(run.model, [(1, 0), (0, 1)], means):
+    with HeadsOff(run.model, [(1, 0), (0, 1)], "mean", means):
         expected = generate_text(run, PROMPT, 12, temperature=0)[0]
-        lens = logit_lens(run.model, ids)
+        off = run.model(torch.tensor([ids]))[0][0, -1].softmax(-1)
     code, out, _ = cli(["--ckpt", run_dir, "--prompt", PROMPT, "--max-new-tokens", 12, "--temperature", 0,
                         "--ablate", "1.0,0.1"], capsys)
     assert code == 0 and out == PROMPT + expected + "\n"
-    assert (lens.probs[-1] - logit_lens(run.model, ids).probs[-1]).abs().max() > 1e-3  # the heads matter here
+    assert (off - run.model(torch.tensor([ids]))[0][0, -1].softmax(-1)).abs().max() > 1e-3  # the heads matter here
     code, out, _ = cli(["--ckpt", run_dir, "--prompt", PROMPT, "--lens", "--ablate", "1.0,0.1"], capsys)
-    assert f"the model's final choice ({token_labels(run.tokenizer, [lens.choice])[0]})" in out
+    assert f"the model's final choice ({token_labels(run.tokenizer, [int(off.argmax())])[0]})" in out
 
     text = tmp_path / "t.txt"
     text.write_text("대한민국은 민주공화국이다. 대한민국의 주권은 국민에게 있다.", encoding="utf-8")
     full = score_text(run, text.read_text(encoding="utf-8"))
-    with ablated(run.model, [(1, 1)]):
+    with HeadsOff(run.model, [(1, 1)], "zero"):
         off = score_text(run, text.read_text(encoding="utf-8"))
     code, out, _ = cli(["--ckpt", run_dir, "--score", text, "--ablate", "1.1", "--ablate-mode", "zero"], capsys)
     assert code == 0 and re.search(rf"bits per character: +{off.bits_per_char:.4f}\n", out)
@@ -460,14 +457,14 @@ def test_ablate_switches_heads_off_for_the_text_the_score_and_the_heads(run_dir,
 
     code, out, _ = cli(["--ckpt", run_dir, "--heads", "--attention", tmp_path / "h"], capsys)
     saved = json.loads((tmp_path / "h" / "heads.json").read_text(encoding="utf-8"))
-    assert saved["off_mode"] == "mean" and "+loss off" in out and "held-out loss it adds" in out
-    one = next(h for h in saved["heads"] if (h["layer"], h["head"]) == (1, 0))
+    costs = saved["importance"]
+    assert costs["mode"] == "mean" and "+loss off" in out and "held-out loss it adds" in out
     windows = held_out_windows(run.model, held_out_ids(run)[0])
     seqs, n, o = induction_sequences(run.model, usable_ids(run), run.eot_id)
-    with ablated(run.model, [(1, 0)], means):  # the table's numbers for head 1.0, by hand
+    with HeadsOff(run.model, [(1, 0)], "mean", means):  # the table's numbers for head 1.0, by hand
         loss_off, drop_off = losses(run.model, windows, seqs, n, o)
-    assert one["off_loss_increase"] == pytest.approx(loss_off - saved["held_out_loss"], abs=1e-5)
-    assert one["off_drop_lost"] == pytest.approx(saved["loss_drop"] - drop_off, abs=1e-5)
+    assert costs["loss"][1][0] == pytest.approx(loss_off - costs["full_loss"], abs=1e-5)
+    assert costs["drop"][1][0] == pytest.approx(saved["loss_drop"] - drop_off, abs=1e-5)
 
 
 def test_heads_fall_back_to_text_the_model_writes_and_take_a_file(run_dir, tmp_path, capsys):
@@ -489,15 +486,14 @@ def test_heads_with_a_prompt_put_each_heads_role_on_the_page_and_the_pngs(run_di
     saved = json.loads((tmp_path / "heads.json").read_text(encoding="utf-8"))
     page = (tmp_path / "attention.html").read_text(encoding="utf-8")
     data = json.loads(re.search(r'<script type="application/json" id="data">(.*?)</script>', page, re.S).group(1))
-    for h in saved["heads"]:
-        role, score = data["frames"][0]["roles"][h["layer"]][h["head"]]  # the page names the role in its language
-        assert role == h["role"]
-        scores = data["frames"][0]["scores"]["scores"]  # the page's table of role scores: heads.json's numbers
-        assert [scores[r][h["layer"]][h["head"]] for r in ROLES] == [h[r] for r in ROLES]
-        assert float(score) == pytest.approx(max(h[r] for r in saved["chance"]), abs=0.006)  # word roles too
-        importance = data["frames"][0]["scores"]["importance"]  # what switching it off costs, heads.json's too
-        assert importance["loss"][h["layer"]][h["head"]] == h["off_loss_increase"]
-        assert importance["drop"][h["layer"]][h["head"]] == h["off_drop_lost"]
+    roles = roles_from_record(saved)
+    frame = data["frames"][0]
+    assert frame["scores"]["scores"] == saved["scores"]  # the page's table of role scores: heads.json's numbers
+    assert frame["scores"]["importance"] == saved["importance"]  # what switching each off costs, heads.json's too
+    for layer, head in ((0, 0), (0, 1), (1, 0), (1, 1)):
+        role, score = frame["roles"][layer][head]  # the page names the role in its language
+        assert (role, score) == pytest.approx(roles.strongest(layer, head))
+        assert score == pytest.approx(max(saved["scores"][r][layer][head] for r in saved["chance"]), abs=1e-6)
 
 
 @pytest.mark.skipif(CHROMIUM is None, reason="needs Chromium (apt-get install chromium)")
@@ -541,12 +537,12 @@ def test_generated_tokens_maps_come_from_the_cached_decoding(run_dir, run, tmp_p
 
 def test_notebook_api(run_dir):
     run = load_run(run_dir / "last", device="cpu")
-    maps = attention_for_text(run, ATTN_PROMPT)
-    assert maps.att.shape[:2] == (2, 2) and maps.labels == token_labels(run.tokenizer, maps.ids)
-    fig = draw_head(maps.att, maps.labels, layer=1, head=0)
+    maps = compute(run, ATTN_PROMPT, ["maps"])["maps"]
+    assert maps["att"].shape[:2] == (2, 2) and maps["tokens"] == token_labels(run.tokenizer, maps["ids"])
+    fig = draw_head(maps["att"], maps["tokens"], layer=1, head=0)
     assert len(fig.axes[0].images) == 1 and fig.axes[0].get_title() == "layer 1 head 0"
-    assert [t.get_text() for t in fig.axes[0].get_yticklabels()] == maps.labels
-    assert score_text(run, ATTN_PROMPT).tokens == len(maps.ids) - 1
+    assert [t.get_text() for t in fig.axes[0].get_yticklabels()] == maps["tokens"]
+    assert score_text(run, ATTN_PROMPT).tokens == len(maps["ids"]) - 1
 
 
 # ---- bad input ------------------------------------------------------------------------------------
@@ -572,8 +568,8 @@ BAD = [
     (["--score", "{d}/missing.txt"], "missing.txt is not a file"),
     (["--score", "{d}/cp949.txt"], "is not UTF-8"),
     (["--score", "{d}/empty.txt"], "is empty"),
-    (["--prompt", "가", "--head", "2.0"], "head 2.0 does not exist"),
-    (["--prompt", "가", "--head", "0.2"], "head 0.2 does not exist"),
+    (["--prompt", "가", "--head", "2.0"], "head 2.0 is not in this model"),
+    (["--prompt", "가", "--head", "0.2"], "head 0.2 is not in this model"),
     (["--prompt", "가", "--head", "1"], "must be LAYER.HEAD"),
     (["--prompt", ""], "the prompt is empty"),
     (["--prompt", "가", "--temperature", "-0.5"], "temperature -0.5 must be >= 0"),
@@ -592,12 +588,12 @@ BAD = [
     (["--ckpt", "{d}/bad_tokenizer", "--prompt", "가"], "tokenizer.json is damaged"),
     (["--ckpt", "{d}/nowhere", "--prompt", "가"], "does not exist"),
     (["--prompt", "가", "--explain", "1"], "--explain '1' must be LAYER.HEAD"),
-    (["--prompt", "가", "--explain", "2.0"], "head 2.0 does not exist"),
+    (["--prompt", "가", "--explain", "2.0"], "head 2.0 is not in this model"),
     (["--prompt", "가", "--explain", "0.0", "--query", "2", "--attention", "{d}/out"], "--query 2 is outside the 2 tokens"),
     (["--explain", "0.0"], "need --prompt"),
     (["--prompt", "가", "--query", "1"], "--query picks the token of --explain, --why and --lens"),
     (["--lens"], "--lens reads the model at a token of --prompt"),
-    (["--prompt", "가", "--ablate", "9.9"], "--ablate 9.9: head 9.9 is not in this model: it has layers 0..1"),
+    (["--prompt", "가", "--ablate", "9.9"], "--ablate: head 9.9 is not in this model: it has layers 0..1"),
     (["--prompt", "가", "--ablate", "1.x"], "--ablate '1.x' must be LAYER.HEAD"),
     (["--prompt", "가", "--ablate", ""], "--ablate needs at least one head"),
     (["--prompt", "가", "--ablate", " , "], "--ablate needs at least one head"),
@@ -649,7 +645,7 @@ def test_3_a_layer_range_is_checked_before_it_is_built(monkeypatch):
     built = []
     monkeypatch.setattr(generate, "range", lambda a, b: built.append(b - a) or range(0), raising=False)
     with pytest.raises(generate.UserError, match="names a layer this model lacks"):
-        generate.parse_layers("0-99999999999", 2)
+        generate.parse_layers("0-99999999999")
     assert built == []  # no set of 10**11 layers
 
 
@@ -679,9 +675,9 @@ def test_why_prints_the_shares_that_make_the_logit_difference_and_writes_why_jso
 
 
 def test_patch_writes_the_grid_and_every_head_and_the_page_draws_them(run_dir, run, tmp_path, capsys, monkeypatch):
-    """The command's files and page (tests/test_patching.py tests what the numbers mean, on a model whose circuit is
+    """The command's files and page (tests/test_patch.py tests what the numbers mean, on a model whose circuit is
     known); this run, trained 60 steps, predicts nearly alike after any two texts, so any gap is taken here."""
-    from inspection import patching
+    from inspection.views import patch as patching
 
     monkeypatch.setattr(patching, "MIN_GAP", 1e-9)
     clean, corrupt = "국회는 법률을", "국회는 법률로"

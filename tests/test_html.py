@@ -13,9 +13,37 @@ import re
 import numpy as np
 import pytest
 
-from inspection.html import attention_page, pack_att, save_html
-from inspection.stats import STAT_NAMES, head_stats
-from tests.conftest import CHROMIUM, LABELS, biased_model, random_maps
+from inspection.html import pack_att, page as page_html
+from inspection.views import VIEWS, Settings
+from inspection.views.maps import STAT_NAMES, head_stats
+from tests.conftest import CHROMIUM, LABELS, biased_model, look_at, random_maps
+
+
+def maps_record(att, labels, prefill=None, text=None):
+    """A maps record (inspection/views/maps.py) of random maps `att` (L, H, T, T) with tokens `labels`: what a page
+    of maps alone draws, with no model behind it."""
+    L, H, T = att.shape[0], att.shape[1], len(labels)
+    return {"ids": list(range(T)), "tokens": list(labels), "pieces": list(labels), "text": text or "".join(labels),
+            "att": att, "prefill": T if prefill is None else prefill, "stats": head_stats(att), "off": [[""] * H] * L,
+            "head": None, "trace": None}
+
+
+def attention_page(att, labels, title=None, **options):
+    return page_html({"maps": maps_record(att, labels, text=title)}, **options)
+
+
+def save_html(att, labels, path, prefill=None, roles=None, layers=None):
+    records = {"maps": maps_record(att, labels, prefill)} | ({"roles": roles} if roles else {})
+    path.write_text(page_html(records, layers=layers), encoding="utf-8")
+    return path
+
+
+def save_views(model, ids, labels, path, names=("maps", "walkthrough"), lang="en", **settings):
+    """attention.html of the views `names` of `ids` through `model`, its tokens `labels`."""
+    look = look_at(model, ids, labels)
+    records = {name: VIEWS[name].record(look, Settings(**settings)) for name in names}
+    path.write_text(page_html(records, lang), encoding="utf-8")
+    return path
 
 
 def test_packed_weights_round_trip():
@@ -146,7 +174,7 @@ def test_clicking_a_query_token_of_a_head_opens_its_walkthrough_with_the_npz_num
     assert len(ids) == len(LABELS)
     trace = trace_ids(biased_model(), ids)
     t = load_trace(save_trace(trace, tmp_path / "explain.npz"))  # what the page shows = what the npz holds
-    page = browser(save_html(trace.att, LABELS, tmp_path / "attention.html", trace=trace))
+    page = browser(save_views(biased_model(), ids, LABELS, tmp_path / "attention.html"))
     assert page.evaluate("document.getElementById('explain').children.length") == 0  # nothing clicked yet
     T = len(ids)
     page.click(*page.centre("#outgoing .tok", 1 * T + 6))  # head 1's row strip, token 6
@@ -173,7 +201,7 @@ def test_a_link_opens_a_walkthrough(tmp_path, browser):
     ids = [0, 5, 17, 3, 42, 17, 9, 63, 1, 2, 30, 11]
     trace = trace_ids(biased_model(), ids)
     t = load_trace(save_trace(trace, tmp_path / "explain.npz"))
-    page = browser(save_html(trace.att, LABELS, tmp_path / "attention.html", trace=trace), "#layer=1&head=0&focus=7&explain=1")
+    page = browser(save_views(biased_model(), ids, LABELS, tmp_path / "attention.html"), "#layer=1&head=0&focus=7&explain=1")
     check_walkthrough(page, t, 1, 0, 7)
     assert page.problems() == ([], "")
 
@@ -183,17 +211,17 @@ def test_a_link_opens_a_walkthrough(tmp_path, browser):
 def test_a_long_text_s_walkthrough_lists_the_keys_the_terminal_lists_with_numpy_s_numbers(tmp_path, browser):
     """40 tokens: past inspection.explain.ALL_KEYS the walkthrough lists the first key, the 8 strongest and the last
     4 (with "…" where it skips), on the page as in the terminal; q·k_j is NumPy's product of the recorded q and k."""
-    from inspection.explain import explain_head
     from inspection.trace import load_trace, save_trace, trace_ids
 
     ids = [(7 * i + 3) % 64 for i in range(40)]
     labels = [f"t{i}" for i in ids]
-    trace = trace_ids(biased_model(block_size=48), ids)
+    model = biased_model(block_size=48)
+    trace = trace_ids(model, ids)
     t = load_trace(save_trace(trace, tmp_path / "explain.npz"))
-    page = browser(save_html(trace.att, labels, tmp_path / "attention.html", trace=trace),
-                   "#layer=1&head=1&focus=33&explain=1")
+    page = browser(save_views(model, ids, labels, tmp_path / "attention.html"), "#layer=1&head=1&focus=33&explain=1")
     shown = page.texts("#ex-keys td.j")
-    terminal = explain_head(t, labels, 1, 1, 33)
+    look = look_at(model, ids, labels, 33)
+    terminal = VIEWS["walkthrough"].text(VIEWS["walkthrough"].record(look, Settings(explain=(1, 1), query=33)), "en")
     lines = terminal.splitlines()
     header = next(n for n, line in enumerate(lines) if line.split()[:1] == ["j"] and "q·k_j" in line)
     listed = [row.split()[0] for row in lines[header + 1 : header + 1 + len(shown)]]
@@ -238,18 +266,16 @@ def hangul_drawn_by_other_fonts(page) -> list:
 def test_every_korean_text_of_the_page_is_drawn_with_its_embedded_font(tmp_path, browser):
     """The Korean page with every panel open (walkthrough, path, lens, roles, glossary): no Hangul falls back to a
     system font, which on a machine without a Korean font (CI's) draws empty boxes."""
-    from inspection.heads import measure_heads
-    from inspection.lens import lens_table
-    from inspection.path import forward_path
-    from inspection.trace import trace_ids
+    from inspection.html import frames_page, frame, path_data
+    from inspection.views.roles import measure_heads, roles_record
 
     ids, model = [0, 5, 17, 3, 42, 17, 9, 63, 1, 2, 30, 11], biased_model()
-    trace = trace_ids(model, ids)
-    roles = measure_heads(model, np.arange(1, 64), list(range(1, 64)), eot_id=0)
-    path = forward_path(model, trace, lambda i: f"토큰{i}")
-    page = browser(save_html(trace.att, LABELS, tmp_path / "attention.html", trace=trace, roles=roles, paths=path,
-                             lens=lens_table(model, trace, lambda i: f"토큰{i}"), lang="ko"),
-                   "#layer=1&head=1&focus=6&explain=1&lang=ko")
+    look = look_at(model, ids, LABELS)
+    look.label = lambda i: f"토큰{i}"  # every vocabulary label in Korean: the lens and the path name them
+    records = {name: VIEWS[name].record(look, Settings()) for name in ("maps", "walkthrough", "path", "lens")}
+    records["roles"] = roles_record(measure_heads(model, np.arange(1, 64), list(range(1, 64)), eot_id=0))
+    (tmp_path / "attention.html").write_text(page_html(records, "ko"), encoding="utf-8")
+    page = browser(tmp_path / "attention.html", "#layer=1&head=1&focus=6&explain=1&lang=ko")
     page.evaluate("document.getElementById('glossary').open = true")
     assert page.texts("#path th") and page.texts("#explain th") and page.texts("#lens")[0]  # the panels are drawn
     assert hangul_drawn_by_other_fonts(page) == []
@@ -290,14 +316,18 @@ def test_page_steps_through_the_decoding_one_cached_row_at_a_time(tmp_path, brow
 def test_page_shows_head_roles_and_only_the_chosen_layers(tmp_path, browser):
     T = len(LABELS)
     weights = random_maps(3, 2, T, seed=4)
-    roles = [[f"role{layer}{head} 0.5{head}" for head in range(2)] for layer in range(3)]
+    from inspection.views.roles import ROLES
+    scores = {role: [[0.0, 0.0]] * 3 for role in ROLES} | {"self": [[0.5 + layer / 10, 0.51 + layer / 10]
+                                                                      for layer in range(3)]}
+    roles = {"scores": scores, "chance": {role: 0.01 for role in ROLES}, "repeat": 2, "loss_first_copy": 1.0,
+             "loss_second_copy": 1.0, "loss_drop": 0.0}  # a roles record (inspection/views/roles.py) made by hand
     page = browser(save_html(weights, LABELS, tmp_path / "attention.html", roles=roles, layers=[0, 2]),
                    "#layer=2&head=all&focus=5")
     assert page.texts("#layer option") == ["layer 0", "layer 2"]
-    assert page.texts("#maps figcaption") == ["layer 2 head 0 · role20 0.50", "layer 2 head 1 · role21 0.51"]
+    assert page.texts("#maps figcaption") == ["layer 2 head 0 · self 0.70", "layer 2 head 1 · self 0.71"]
     shown = np.array([float(w) for w in page.texts("#outgoing .w")]).reshape(2, T)
     np.testing.assert_allclose(shown, weights[2, :, 5], atol=6e-4)
-    assert page.evaluate("document.getElementById('stats').textContent").splitlines()[1].endswith("role20 0.50")
+    assert page.evaluate("document.getElementById('stats').textContent").splitlines()[1].endswith("self 0.70")
     assert page.evaluate("document.getElementById('stepper').hidden") is True  # not from decoding
     page.click(*page.centre("#tokens .tok", 3))
     assert page.evaluate("document.getElementById('explain').children.length") == 0  # no trace, no walkthrough

@@ -1,4 +1,4 @@
-"""Readable token labels (inspection/labels.py) and the bytes each token stands for (data/token_bytes.py): our
+"""Readable token labels (inspection/labels.py) with the terminal tables' widths, and the bytes each token stands for (data/token_bytes.py): our
 tokens, GPT-2's byte-level letters and KoGPT2's ▁, by hand and from imported tokenizers; the display width.
 
     python -m pytest tests/test_labels.py -q

@@ -23,7 +23,8 @@ from model.config import GPTConfig
 from tests.conftest import ROOT, TINY
 from training.config import LogConfig, TrainConfig
 
-PACKAGES = ("cli", "data", "data/corpora", "hf", "inference", "inspection", "model", "model/speed", "storage", "training")
+PACKAGES = ("cli", "common", "data", "data/corpora", "hf", "inference", "inspection", "inspection/views", "model", "model/speed",
+            "storage", "training")
 SCRIPTS = ("train", "generate")
 README = (ROOT / "README.md").read_text(encoding="utf-8")
 

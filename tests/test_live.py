@@ -17,6 +17,7 @@ import threading
 import time
 
 import numpy as np
+import torch
 import pytest
 
 import generate
@@ -161,24 +162,21 @@ def test_a_bad_request_gets_a_4xx_line_and_the_server_goes_on(server, what, requ
 def test_switched_off_heads_give_the_ablated_models_view_beside_the_full_models(server, run_dir):
     """"ablate": the maps, next-token probabilities and held-out loss of the model with those heads off (their
     mean output, as generate.py --ablate), each candidate's full-model probability beside; the lens too."""
-    from inspection.importance import ablation_means
-    from inspection.heldout import held_out_ids
-    from inspection.lens import logit_lens
-    from model.ablation import ablated
+    from common.heads_off import HeadsOff
+    from inspection.heldout import held_out_means
 
     run = server.inspector.run
     ids = run.encode_prompt(PROMPT)
     status, full = ask(server, body={"text": PROMPT, "temperature": 1})
     status, off = ask(server, body={"text": PROMPT, "temperature": 1, "ablate": [[1, 0], [0, 1]]})
     assert status == 200 and "held_out" not in full and "p_full" not in full["next"][0]
-    with ablated(run.model, [(0, 1), (1, 0)], ablation_means(run.model, held_out_ids(run)[0])):
-        lens = logit_lens(run.model, ids)
-    expected = lens.probs[-1]  # the ablated model's own next-token distribution (temperature 1, no filter)
+    with torch.no_grad(), HeadsOff(run.model, [(0, 1), (1, 0)], "mean", held_out_means(run)):
+        expected = run.model(torch.tensor([ids], device=run.device))[0][0, -1].softmax(-1)  # the ablated model's own
     for c in off["next"]:
         assert c["p"] == pytest.approx(float(expected[c["id"]]), abs=1e-5)
         assert c["p_full"] == pytest.approx(next((f["p"] for f in full["next"] if f["id"] == c["id"]), c["p_full"]), abs=1e-6)
     assert off["held_out"]["full"] == pytest.approx(server.inspector.full_loss) != off["held_out"]["loss"]
-    assert off["lens"]["top"][-1][-1][0] == lens.choice  # the last token's output-stage choice
+    assert off["lens"]["top"][-1][-1][0] == int(expected.argmax())  # the last token's output-stage choice
     assert not weights_of(off).tolist() == weights_of(full).tolist()  # layer 1's maps change with 0.1 off
 
 

@@ -10,13 +10,13 @@ import numpy as np
 import pytest
 
 import generate
-from inspection.explain import explain_head
-from inspection.heads import measure_heads, format_roles_table
-from inspection.html import save_html
+from inspection.html import page as page_html
+from inspection.views import VIEWS, Settings
+from inspection.views.roles import format_roles_table, measure_heads, roles_record
 from cli.messages import LANGUAGES, MESSAGES, fields_of, locale_language, messages
-from inspection.stats import format_stats_table, head_stats
+from inspection.views.maps import format_stats_table, head_stats
 from inspection.trace import trace_ids
-from tests.conftest import CHROMIUM, biased_model, trained_tiny_run
+from tests.conftest import CHROMIUM, biased_model, look_at, trained_tiny_run
 
 HANGUL = re.compile("[\uac00-\ud7a3]")
 NUMBER = re.compile(r"-?\d+(?:[.,]\d+)*")
@@ -64,10 +64,10 @@ def test_the_default_language_is_the_locale_s(env, lang, monkeypatch):
 def test_the_korean_walkthrough_roles_and_statistics_carry_exactly_the_english_numbers():
     model = biased_model()
     trace = trace_ids(model, list(range(12)))
-    labels = [f"토큰{i}" for i in range(12)]
-    w_o = model.blocks[1].attn.c_proj.weight.detach().T.numpy()
+    look = look_at(model, list(range(12)), [f"토큰{i}" for i in range(12)], 7)
+    walk = VIEWS["walkthrough"].record(look, Settings(explain=(1, 0), query=7))
     roles = measure_heads(model, np.arange(1, 64), list(range(1, 64)), eot_id=0)
-    for text in (lambda lang: explain_head(trace, labels, 1, 0, 7, w_o, lang),
+    for text in (lambda lang: VIEWS["walkthrough"].text(walk, lang),
                  lambda lang: format_roles_table(roles, lang),
                  lambda lang: format_stats_table(head_stats(trace.att), lang)):
         en, ko = text("en"), text("ko")
@@ -166,7 +166,7 @@ def test_every_command_under_korean_prints_no_english_prose(tmp_path, capsys, mo
                  ["--prompt", prompt, "--attention", tmp_path / "o", "--over-training", run]):
         lines += command_lines(generate.main, (["--ckpt", run] if "--over-training" not in argv else []) + argv, capsys)
     assert any(line.startswith("경고: prompt의 토큰이") for line in lines)
-    from inspection import patching
+    from inspection.views import patch as patching
 
     monkeypatch.setattr(patching, "MIN_GAP", 1e-9)  # this tiny run predicts nearly alike after any two texts
     from inference.runs import load_run
@@ -183,10 +183,11 @@ def test_every_command_under_korean_prints_no_english_prose(tmp_path, capsys, mo
 @pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install chromium); CI installs it")
 def test_the_page_switches_language_in_place_and_keeps_every_number(tmp_path, browser):
     model = biased_model()
-    trace = trace_ids(model, list(range(10)))
-    roles = measure_heads(model, np.arange(1, 64), list(range(1, 64)), eot_id=0)
-    page = save_html(trace.att, [f"토큰{i}" for i in range(10)], tmp_path / "attention.html", trace=trace,
-                     roles=roles)  # fmt: skip
+    look = look_at(model, list(range(10)), [f"토큰{i}" for i in range(10)])
+    records = {name: VIEWS[name].record(look, Settings()) for name in ("maps", "walkthrough")}
+    records["roles"] = roles_record(measure_heads(model, np.arange(1, 64), list(range(1, 64)), eot_id=0))
+    page = tmp_path / "attention.html"
+    page.write_text(page_html(records), encoding="utf-8")
     b = browser(page, "#layer=1&head=0&focus=6&explain=1")
 
     def view():
@@ -229,7 +230,7 @@ def test_a_language_that_is_not_one_is_refused_in_one_line_that_names_the_argume
     # every text of every view goes through messages(): a notebook's lang="fr" ended in "tuple.index(x): x not in tuple"
     import torch
 
-    from inspection import format_stats_table, head_stats
+    from inspection.views.maps import format_stats_table, head_stats
     from model.errors import UserError
 
     with pytest.raises(UserError, match=rf"^lang = '{lang}' is not one of 'en', 'ko'$"):

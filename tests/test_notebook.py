@@ -1,4 +1,4 @@
-"""Every view in a notebook (inspection/notebook.py): the command line's numbers (inspection/of_run.py computes them
+"""Every view in a notebook (inspection/notebook.py): the command line's numbers (inspection.views.compute makes them
 for both), each one rendered in Chromium, two pages side by side, bad input as one line in a real kernel, and both
 lesson notebooks (notebooks/) run top to bottom.
 
@@ -18,7 +18,7 @@ import pytest
 import generate
 import train
 from inference import load_run
-from inspection import attention_for_text
+from inspection import compute
 from inspection import notebook as nb
 from model.errors import UserError
 from tests.conftest import CHROMIUM, ROOT, TINY
@@ -125,14 +125,14 @@ def test_every_view_renders_and_two_pages_work_side_by_side(run_dir, english, tm
     assert shown == [str(t) for t in texts]
     assert page.wait_for("document.querySelector('img').complete && [document.querySelector('img').naturalWidth, "
                          "document.querySelector('img').naturalHeight]") == list(png_size(picture))
-    maps = attention_for_text(load_run(run_dir), PROMPT)
-    assert loaded_frames(page, 2) == [len(maps.labels)] * 2
+    maps = compute(load_run(run_dir), PROMPT, ["maps"])["maps"]
+    assert loaded_frames(page, 2) == [len(maps["tokens"])] * 2
     for index in (0, 1):
         weights = hover_in_frame(page, index, 4)
         if index == 0:  # layer 0 as the page opens, every head's row 4: the model's own maps
-            np.testing.assert_allclose(np.reshape(weights, (2, -1)), maps.att[0, :, 4], atol=6e-4)
+            np.testing.assert_allclose(np.reshape(weights, (2, -1)), maps["att"][0, :, 4], atol=6e-4)
         else:  # the last snapshot's frame is not the one shown first: its own weights, a row of them
-            assert len(weights) == 2 * len(maps.labels) and sum(weights[:5]) == pytest.approx(1, abs=3e-3)
+            assert len(weights) == 2 * len(maps["tokens"]) and sum(weights[:5]) == pytest.approx(1, abs=3e-3)
     assert page.evaluate("document.querySelectorAll('iframe')[1].contentDocument.getElementById('trainer').hidden") is False
     errors = page.evaluate("Array.from(document.querySelectorAll('iframe'), f => f.contentDocument"
                            ".getElementById('errors').textContent)")
@@ -167,9 +167,8 @@ def test_bad_input_in_a_kernel_is_one_line(run_dir, tmp_path):
     seen = [o["traceback"] for o in errors_of(execute(book, tmp_path, allow_errors=True))]
     assert seen == [[f"CheckpointError: {tmp_path / 'nowhere'} does not exist; pass a run directory (runs/<name>) "
                      "or a checkpoint directory"],
-                    ["UserError: head 9.9 does not exist; this model has layers 0..1 and heads 0..1 (write --head "
-                     "LAYER.HEAD, e.g. --head 0.1)"],
-                    ["UserError: off '1.x' must be LAYER.HEAD with two numbers, e.g. off 0.1"],
+                    ["ModelInputError: head: head 9.9 is not in this model: it has layers 0..1 and heads 0..1 in each"],
+                    ["ModelInputError: off '1.x' must be LAYER.HEAD with two numbers, e.g. off 0.1"],
                     ["UserError: --query 40 is outside the 3 tokens of the text; give 0..2 or -1..-3 (from the end)"]]
 
 

@@ -1,4 +1,4 @@
-"""The path of a token through the whole forward pass (inspection/path.py): the model's own numbers.
+"""The path of a token through the whole forward pass (inspection/views/path.py): the model's own numbers.
 
     python -m pytest tests/test_path.py -q
 """
@@ -12,12 +12,27 @@ import numpy as np
 import pytest
 import torch
 
-from inspection.html import path_data as path_for_page, save_html
-from inspection.path import Sampling, forward_path, format_path
+from inspection.html import page as page_html
 from inspection.trace import trace_ids
+from inspection.views import VIEWS, Settings, path as path_view
+from inspection.views.path import Sampling, forward_path
+from inspection.trace import resolve_query
 from model.sampling import generate, sampling_probs
 from model.speed import speed_up
-from tests.conftest import CHROMIUM, biased_model
+from tests.conftest import CHROMIUM, biased_model, look_at
+
+
+def format_path(path, query=-1, lang="en"):
+    """The path view's text of token `query` (as --explain path --query prints it)."""
+    return path_view.text({**path, "query": resolve_query(query, path["T"])}, lang)
+
+
+def write_page(model, labels, path_file, sampling=Sampling()):
+    """attention.html of IDS with the maps, the walkthrough and the path (drawn with `sampling`), its tokens `labels`."""
+    look, settings = look_at(model, IDS, labels), Settings(sampling=sampling)
+    records = {name: VIEWS[name].record(look, settings) for name in ("maps", "walkthrough", "path")}
+    path_file.write_text(page_html(records), encoding="utf-8")
+    return path_file
 
 IDS = [0, 5, 17, 3, 42, 17, 9, 63, 1]
 
@@ -157,7 +172,7 @@ def test_the_page_draws_the_path_a_head_s_lines_and_bars_that_follow_the_setting
     trace = trace_ids(model, IDS)
     labels = [f"토큰{i}" for i in IDS]
     path = forward_path(model, trace, lambda i: f"t{i}", Sampling(0.8, 5, None, seed=1))
-    page = browser(save_html(trace.att, labels, tmp_path / "attention.html", trace=trace, paths=path_for_page(path, trace)),
+    page = browser(write_page(model, labels, tmp_path / "attention.html", Sampling(0.8, 5, None, seed=1)),
                    "#layer=1&head=1&focus=6")
     with torch.no_grad():
         logits = model(torch.tensor([IDS]), all_logits=True)[0][0].double()  # (T, V)
@@ -206,7 +221,7 @@ def test_the_page_s_one_sampling_rule_is_python_s_on_random_logits_with_ties(mod
     random rows (logits in steps of 0.5, so many tie; top-k and top-p cut through the ties) it keeps the same tokens
     with the same probabilities as sampling_probs (float64: the page computes in doubles from float32 logits)."""
     trace = trace_ids(model, IDS)
-    page = browser(save_html(trace.att, [f"t{i}" for i in IDS], tmp_path / "attention.html", trace=trace))
+    page = browser(write_page(model, None, tmp_path / "attention.html"))
     rng = np.random.default_rng(0)
     cases = []
     for _ in range(400):
@@ -233,3 +248,7 @@ def test_a_record_from_a_later_token_is_the_whole_record_s_tail(model):
     assert format_path(tail, 8) == format_path(whole, 8)  # the text of a token the tail holds is the same
     with pytest.raises(ValueError, match="tokens 7..8, not token 3"):
         format_path(tail, 3)
+    look = look_at(model, IDS)
+    last = path_view.record(look, Settings(sampling=Sampling(0.9, 6, seed=3), last_only=True))
+    assert last["first"] == 8 and last["query"] == 8  # a live keystroke: the last token alone
+    assert last["blocks"]["att"] == [[row[-1:] for row in layer] for layer in tail["blocks"]["att"]]

@@ -1,4 +1,4 @@
-"""Korean words as units (inspection/words.py): the words of a text from its token labels, a word-level map worked
+"""Korean words as units (inspection/views/words.py): the words of a text from its token labels, a word-level map worked
 out by hand, and the word roles' keys.
 
 python -m pytest tests/test_words.py -q
@@ -8,10 +8,11 @@ import numpy as np
 import pytest
 import torch
 
-from inspection.html import save_html
+from inspection.html import page as page_html
 from inspection.trace import trace_ids
-from inspection.words import word_key_sets, word_maps, word_role_sums, word_spans
-from tests.conftest import CHROMIUM, biased_model
+from inspection.views import VIEWS, Settings
+from inspection.views.words import word_key_sets, word_maps, word_role_sums, word_spans
+from tests.conftest import CHROMIUM, biased_model, look_at
 
 LABELS = ["<|endoftext|>", "␣대한", "민국", "의", "␣국회", "는"]  # three words: [0], [1, 2, 3], [4, 5]
 # one head's attention, rows = query tokens
@@ -68,8 +69,10 @@ def test_the_page_s_switch_reads_the_maps_by_word_in_both_languages(tmp_path, br
     labels = ["<|endoftext|>", "대한", "민국", "␣국회", "는", "␣법률", "을"]
     trace = trace_ids(model, ids)
     words = word_spans(labels)
-    page = browser(save_html(trace.att, labels, tmp_path / "attention.html", trace=trace, words=words),
-                   "#layer=1&head=0&lang=ko")
+    look = look_at(model, ids, labels)
+    records = {name: VIEWS[name].record(look, Settings()) for name in ("maps", "words")}
+    (tmp_path / "attention.html").write_text(page_html(records), encoding="utf-8")
+    page = browser(tmp_path / "attention.html", "#layer=1&head=0&lang=ko")
     assert page.evaluate("document.getElementById('words-switch').hidden") is False
     page.evaluate("{ const w = document.getElementById('words'); w.checked = true; w.dispatchEvent(new Event('change')) }")
     assert page.texts("#tokens .t") == ["<|endoftext|>", "대한민국", "␣국회는", "␣법률을"]

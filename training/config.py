@@ -27,7 +27,7 @@ from cli.messages import messages
 from data.config import DataConfig
 from hf.pretrained import open_pretrained
 from model.config import GPTConfig
-from model.ablation import parse_heads_off
+from common.heads_off import read_heads
 from model.device import check_device_name
 from model.errors import UserError
 from model.sampling import MAX_SEED
@@ -37,7 +37,7 @@ from training.recipe import AUTO, MANY_EPOCHS_BATCH, parse_duration
 MAX_THREADS = 4096  # torch takes a C int; more threads than this is no machine
 MAX_STRING = 4096  # characters: the longest path Linux takes, far beyond any name a setting holds
 # What best/ keeps, and patience waits for: the weights with the lowest of these, measured at each evaluation.
-# "copy_loss" is the loss on the second copy of the head scores' repeated random tokens (inspection/heads.py),
+# "copy_loss" is the loss on the second copy of the head scores' repeated random tokens (inspection/views/roles.py),
 # which only copying from the context lowers: a lesson run's best/ is where its heads copy best.
 BEST_BY = ("val_loss", "copy_loss")
 
@@ -75,7 +75,7 @@ class TrainConfig:
     copy_lessons: float = 0.0  # share of training windows with a repeated run of random tokens (data/lessons.py)
     best_by: str = "val_loss"  # what best/ keeps (BEST_BY): the lowest validation loss, or the lesson's copy_loss
     speed_up: bool = True  # the speed layer (model/speed/); false: model/gpt.py and attention.py alone, slower
-    heads_off: str = ""  # heads kept off from step 0, "L.H" or "L" (a whole layer), e.g. "0.2,1" (model/ablation.py)
+    heads_off: str = ""  # heads kept off from step 0, "L.H" or "L" (a whole layer), e.g. "0.2,1" (common/heads_off.py)
     heads_off_mode: str = "mean"  # what a kept-off head outputs: "mean" (while training, its batch's mean) or "zero"
     head_costs: str | bool = "auto"  # each evaluation records each head's cost when off: auto (when cheap) | true | false
 
@@ -272,7 +272,7 @@ def build_config(raw: dict, source: str = "config") -> RunConfig:
         vocab = 2048 if data.vocab_size == "auto" else data.vocab_size  # a placeholder until the tokenizer says
         model = GPTConfig(vocab_size=vocab, **values["model"])  # checked now, before any data work
     if train.heads_off:  # checked against the model now: a head it lacks, one named twice, every head
-        parse_heads_off(train.heads_off.split(","), model.n_layer, model.n_head)
+        read_heads(train.heads_off, "train.heads_off", model, layers=True)
     if train.best_by == "copy_loss" and model.block_size < 5:  # <|endoftext|> and two copies of two tokens
         raise ConfigError(f'train.best_by = "copy_loss" needs model.block_size of at least 5 to repeat random tokens '
                           f'in (it is {model.block_size}); raise block_size or keep best_by = "val_loss"')

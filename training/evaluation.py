@@ -12,7 +12,7 @@ enough that reading it whole costs no more than those batches is scored exactly 
 best/ is chosen by the very number the run is billed by, not an estimate of it. That is the case of the
 built-in corpus (4,904 validation tokens, 9,728 read against 20,480 for the batches).
 
-The head scores are `generate.py --heads`'s (inspection/heads.py) on the validation split, computed in
+The head scores are `generate.py --heads`'s (inspection/views/roles.py) on the validation split, computed in
 float32 outside autocast, so a checkpoint of the same weights gives the same numbers with `--heads`.
 
 Evaluation never draws from the training RNGs (its batches and samples use their own seeded
@@ -33,14 +33,15 @@ from data.loader import BatchLoader, load_tokens
 from data.token_bytes import token_bytes
 from data.tokenizer import ordinary_ids
 from model.nll import bits_per_char, stream_nll, windows_read
-from inspection.importance import ablation_means, head_importance, held_out_windows
-from inspection.words import word_start_ids
-from inspection.heads import (DROP_FORMED, FORMED, SEQUENCES, WINDOW, WINDOWS, Circuit, copying_circuit, measure_heads,
-                              roles_from_record, roles_record)
+from common.heads_off import head_means
+from inspection.heldout import WINDOW, WINDOWS, held_out_windows
+from inspection.views.roles import (DROP_FORMED, FORMED, SEQUENCES, Circuit, copying_circuit, head_importance,
+                                    measure_heads, roles_from_record, roles_record)
+from inspection.views.words import word_start_ids
 from model.errors import UserError
 from model.sampling import generate
 from model.speed import is_sped_up, speed_up
-from storage.checkpoint import checkpoint_step, load_model
+from storage.checkpoint import checkpoint_step, load_kept_off, load_model
 
 EVAL_SEED = 1234  # fixed: every evaluation sees the same batches, so evaluations compare like with like
 
@@ -74,9 +75,9 @@ def evaluate(model, data_dir: Path, tc, device, autocast=None, rank: int = 0, wo
 
 
 def score_heads(model, data_dir: Path, meta: dict, tokenizer, importance: bool = False) -> dict | None:
-    """Every head's role scores on the validation split (`inspection.heads.roles_record`) and the "seconds"
+    """Every head's role scores on the validation split (`inspection.views.roles.roles_record`) and the "seconds"
     they took, or None for a model whose context is too short to measure them. `importance`: what switching
-    each head off alone costs too (inspection/importance.py: L x H forwards more: `head_costs_due` says when)."""
+    each head off alone costs too (inspection/views/roles.py: L x H forwards more: `head_costs_due` says when)."""
     started, was_training = time.perf_counter(), model.training
     model.eval()
     val, usable = load_tokens(data_dir / "val.bin", meta["dtype"]), ordinary_ids(tokenizer, model.config.vocab_size)
@@ -84,7 +85,8 @@ def score_heads(model, data_dir: Path, meta: dict, tokenizer, importance: bool =
         starts = word_start_ids(token_bytes(tokenizer, model.config.vocab_size))
         roles = measure_heads(model, val, usable, meta["eot_id"], word_starts=starts)
         if importance:
-            roles.importance = head_importance(model, val, usable, meta["eot_id"], ablation_means(model, val))
+            means = head_means(model, held_out_windows(model, val))
+            roles.importance = head_importance(model, val, usable, meta["eot_id"], "mean", means)
     except UserError:  # fewer than 5 positions: no two copies of 2 random tokens fit
         return None
     finally:
@@ -112,10 +114,10 @@ def head_costs_due(tc, c, snapshot: bool) -> bool:
     return snapshot or cost_share(tc, c) <= COSTS_SHARE
 
 
-def measure_kept_off(model, data_dir: Path, meta: dict) -> None:
-    """train.heads_off = ... in "mean" mode: each kept-off head's mean output over the validation split's windows
-    (the ones --heads and --ablate read), which the evaluation and every checkpoint saved until the next use."""
-    kept = getattr(model, "kept_off", None)
+def measure_kept_off(kept, model, data_dir: Path, meta: dict) -> None:
+    """train.heads_off = ... in "mean" mode (`kept`, a HeadsOff, or None): each kept-off head's mean output over
+    the validation split's windows (the ones --heads and --ablate read), which the evaluation and every checkpoint
+    saved until the next use."""
     if kept is not None:
         kept.measure(model, held_out_windows(model, load_tokens(data_dir / "val.bin", meta["dtype"])))
 
@@ -150,6 +152,8 @@ def final_scores(model, data_dir: Path, meta: dict, tokenizer, run_dir: Path, st
     if best_step is None:  # no best/ to score: last/ is the best there is
         best_dir, best_step = run_dir / "last", step
     best = model if best_step == step else load_model(best_dir, model.tok_emb.weight.device)  # same step, same weights
+    if best is not model:
+        load_kept_off(best, best_dir)  # best/'s kept-off heads, giving what its evaluation measured
     if is_sped_up(model) and not is_sped_up(best):  # scored by the code the run trained with
         speed_up(best)
     best_nll = nll if best is model else stream_nll(best, val_tokens, rank=rank, world=world)[0]
@@ -175,7 +179,7 @@ def final_report(final: dict, best_dir: Path, run_dir: Path, last_heads: dict | 
 
 def heads_line(final: dict, run_dir: Path, last_heads: dict | None, lesson: bool, lang: str = "en") -> str | None:
     """One line on the copying circuit of best/, the checkpoint every inspection command opens
-    (`inspection.heads.copying_circuit`), in `lang`: formed; formed in last/ only; or not formed, with what to try
+    (`inspection.views.roles.copying_circuit`), in `lang`: formed; formed in last/ only; or not formed, with what to try
     when the run is a `lesson` (copy lessons). `last_heads`: the last evaluation's scores. None: no scores."""
     if not final.get("best_heads"):
         return None

@@ -7,7 +7,7 @@
 
 metrics.jsonl has one JSON object per line: per logged step `{"step", "loss", "lr", "tokens_per_s", ...}`,
 per evaluation `{"kind": "eval", "step", "train_loss", "val_loss", "heads", ...}` ("heads": every head's role
-scores, inspection.heads.roles_record, and the "seconds" they took) and a last
+scores, inspection.views.roles.roles_record, and the "seconds" they took) and a last
 `{"kind": "final", "val_loss", "val_bpc", "best_val_bpc", ...}`.
 """
 

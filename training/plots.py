@@ -4,7 +4,7 @@
     plot_losses(records, run_dir / "loss.png")             # train and validation loss against the step
     plot_heads(records, run_dir / "heads.png")             # the loss, then every head's role scores below it
 
-heads.png shares one step axis between the loss curves (top), one panel per role of inspection/heads.py
+heads.png shares one step axis between the loss curves (top), one panel per role of inspection/views/roles.py
 (every head a line, coloured by layer, with chance dashed and the bar a role must pass dotted) and the
 in-context loss drop on repeated random tokens (bottom), so the evaluation at which a head forms, and the
 change in the loss that often comes with an induction head, line up. A head is marked where its score first
@@ -17,7 +17,7 @@ its role score rises.
 from math import nan
 from pathlib import Path
 
-from inspection.heads import ROLE_MIN, ROLES
+from inspection.views.roles import ROLE_MIN, ROLES
 from storage.atomic import atomic_write
 
 

@@ -25,7 +25,7 @@ from data.prepare import Prepared, check_splits, prepare
 from data.tokenizer import load_tokenizer, ordinary_ids
 from hf.pretrained import open_pretrained
 from model import GPT
-from model.ablation import KeptOff, parse_heads_off
+from common.heads_off import HeadsOff, read_heads
 from model.errors import UserError
 from model.nll import windows_read
 from model.speed import speed_up
@@ -62,6 +62,7 @@ class TrainingRun:
     lang: str = "en"  # the language of what the run prints (cli/messages.py)
     precision: str = "fp32"  # train.dtype resolved: a resume keeps it (train_state's "precision")
     compiling: bool = False  # the model is compiled and its first step has not run yet (first_compiled_step)
+    kept_off: HeadsOff | None = None  # train.heads_off: the heads kept off, their means measured at each evaluation
 
 
 @dataclass
@@ -97,8 +98,9 @@ def set_up(cfg: RunConfig, out_dir: Path, resume: bool, overwrite: bool, ddp: Di
     # the model and the optimizer
     raw = initial_model(cfg, ddp.rank, saved, start, out_dir, prepared.meta, lang)
     raw.to(device)
-    if tc.heads_off:  # kept off from the first step to the last, and in every command that opens the run
-        KeptOff(raw, parse_heads_off(tc.heads_off.split(","), raw.config.n_layer, raw.config.n_head), tc.heads_off_mode)
+    kept_off = None  # train.heads_off: kept off from the first step to the last, and in every command that opens the run
+    if tc.heads_off:
+        kept_off = HeadsOff(raw, read_heads(tc.heads_off, "train.heads_off", raw.config, layers=True), tc.heads_off_mode)
     if tc.speed_up:
         speed_up(raw)  # faster variants of some parts, the same numbers (model/speed/)
     optimizer = make_optimizer(raw, tc, device)
@@ -123,7 +125,7 @@ def set_up(cfg: RunConfig, out_dir: Path, resume: bool, overwrite: bool, ddp: Di
                       resuming=say("train.resuming", step=progress.step) if saved else "")
         log = open_log(cfg, out_dir, overwrite, progress.step if saved else None, summary, lang)
     run = TrainingRun(cfg, out_dir, ddp, raw, model, optimizer, scaler, loader, prepared, tokenizer, autocast, budget,
-                      log, tokens_per_step, lang, precision, compiling=use_compile)  # fmt: skip
+                      log, tokens_per_step, lang, precision, compiling=use_compile, kept_off=kept_off)  # fmt: skip
     return run, progress
 
 

@@ -68,7 +68,7 @@ function att(li, head, q, k) {
   return ATT[(li * H + head) * TRI + q * (q + 1) / 2 + k] / 65535;
 }
 
-// The walkthrough's numbers (float32), Python's (inspection/html.py explain_data): x and out as (L, T, dims + 1) =
+// The walkthrough's numbers (float32), Python's (inspection/html.py walkthrough_data): x and out as (L, T, dims + 1) =
 // first dims and the norm; q, k, v, y (L, H, T, d); per head and query the K keys listed (-1: none), their q·k_j and
 // ÷√d_k, Σ w_j, |q|, |y|, |v_j|, and y's largest terms (top_n of them).
 function explainOf(e) {

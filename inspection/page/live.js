@@ -11,7 +11,7 @@ function showNext(next, heldOut) {  // the next token's top candidates under the
     full: off.full.toFixed(4), diff: ((off.loss >= off.full ? "+" : "") + (off.loss - off.full).toFixed(4)) }) : "";
 }
 
-// A switch on each head of a live page: the heads switched off (model/ablation.py, their mean output) go
+// A switch on each head of a live page: the heads switched off (common/heads_off.py, their mean output) go
 // with every request, and the page shows what changes against the full model.
 const switchedOff = new Set();  // "layer.head"
 

@@ -1,6 +1,7 @@
-"""The traced intermediates of attention (inspection/trace.py) and the walkthrough of one head (inspection/explain.py).
+"""The traced intermediates of attention (inspection/trace.py) and the walkthrough of one head
+(inspection/views/walkthrough.py).
 
-    python -m pytest tests/test_explain.py -q
+    python -m pytest tests/test_walkthrough.py -q
 """
 
 import math
@@ -10,12 +11,19 @@ import numpy as np
 import pytest
 import torch
 
-from inspection.explain import explain_head, resolve_query
 from inspection.trace import load_trace, save_trace, trace_ids
+from inspection.views import Settings, walkthrough
+from inspection.trace import resolve_query
 from model.config import GPTConfig
 from model.errors import UserError
 from model.gpt import GPT
-from tests.conftest import biased_model
+from tests.conftest import biased_model, look_at
+
+
+def explain_head(model, ids, layer, head, query, labels=None, lang="en"):
+    """The walkthrough's text of head layer.head at token `query` of `ids`, as --explain prints it."""
+    look = look_at(model, ids, labels, query)
+    return walkthrough.text(walkthrough.record(look, Settings(explain=(layer, head), query=query)), lang)
 
 C, H, D = 32, 2, 16  # biased_model's n_embd, heads and head size
 IDS = [0, 5, 17, 3, 42, 17, 9, 63, 1]
@@ -89,6 +97,11 @@ def test_the_recording_forward_holds_every_step_of_the_pass():
         np.testing.assert_allclose(t.final, model.ln_f(torch.from_numpy(t.block[-1])).numpy(), atol=1e-6)
         np.testing.assert_allclose(t.logits, model(idx, all_logits=True)[0][0].numpy(), atol=1e-6, rtol=0)
     assert t.hidden.shape == (2, len(IDS), 4 * C) and t.streams().shape == (3, len(IDS), C)
+    for layer, block in enumerate(model.blocks):  # W_O as out = concat(y) W_O + b_O, and each head's part of out
+        np.testing.assert_array_equal(t.w_o[layer], block.attn.c_proj.weight.detach().numpy().T)
+        for head in range(H):
+            np.testing.assert_allclose(t.shares()[layer, head], t.y[layer, head] @ t.w_o[layer][head * D : (head + 1) * D],
+                                       atol=1e-5)
 
 
 def test_an_attention_only_model_records_no_mlp():
@@ -105,7 +118,7 @@ def test_explain_npz_round_trips(tmp_path):
     back = load_trace(save_trace(trace, tmp_path / "explain.npz"))
     with np.load(tmp_path / "explain.npz", allow_pickle=False) as f:
         assert sorted(f.files) == sorted(["ids", "tok", "pos", "resid", "x", "q", "k", "v", "scores", "att", "y", "out",
-                                          "mid", "x2", "hidden", "mlp", "block", "final", "logits", "off"])
+                                          "mid", "x2", "hidden", "mlp", "block", "final", "logits", "w_o", "off"])
         assert f["q"].shape == (2, H, len(IDS), D) and f["scores"].shape == (2, H, len(IDS), len(IDS))
         assert f["out"].shape == (2, len(IDS), C) and f["q"].dtype == np.float32
     for name in ("q", "scores", "att", "out", "hidden", "logits", "off"):
@@ -145,7 +158,7 @@ def test_walkthrough_prints_the_models_numbers_in_the_textbook_order():
     labels = ["<|endoftext|>", "대한", "민국", "␣은", "<0xEC>", "민국", "↵", "a", "b"]
     layer, head, i = 1, 0, 5
     w_o = model.blocks[layer].attn.c_proj.weight.detach().T.numpy()
-    text = explain_head(t, labels, layer, head, i, w_o)
+    text = explain_head(model, IDS, layer, head, i, labels)
     marks = ["1. The query", "2. Into head", "3. The dot products q·k_j", "4. Divided by √d_k they are the scores", "5. Masked", "6. Softmax", "7. y =",
              "8. Where y goes"]
     steps = [text.index(m) for m in marks]
@@ -189,7 +202,7 @@ def test_walkthrough_of_a_long_text_lists_a_selection_and_says_so():
     model = biased_model(block_size=64)
     ids = list(range(1, 41))
     t = trace_ids(model, ids)
-    text = explain_head(t, [f"t{j}" for j in ids], 0, 1, 30)
+    text = explain_head(model, ids, 0, 1, 30)
     assert re.search(r"\n   \d+ of the 31 keys are listed: the first, the most attended, the last few", text)
     rows = score_rows(text)
     listed = [int(r.split()[0]) for r in rows if r.split()[0] != "…"]
@@ -204,7 +217,7 @@ def test_the_walkthrough_says_why_in_this_head_s_own_numbers():
     t = trace_ids(model, IDS)
     layer, head, i = 1, 0, 5
     w_o = model.blocks[layer].attn.c_proj.weight.detach().T.numpy()
-    text = explain_head(t, [f"t{j}" for j in range(len(IDS))], layer, head, i, w_o)
+    text = explain_head(model, IDS, layer, head, i)
     scaled = t.scores[layer, head, i, : i + 1].astype(np.float64)
     raw = scaled * math.sqrt(D)  # q·k_j before the division
     undivided = np.exp(raw - raw.max()) / np.exp(raw - raw.max()).sum()

@@ -1,8 +1,7 @@
-"""The path of a token through the whole forward pass, from its id to the next token: `--explain path`.
+"""The path view: a token through the whole forward pass, from its id to the next token (`--explain path`).
 
-    trace = trace_ids(run.model, ids)
-    path = forward_path(run.model, trace, labeller(run.tokenizer), Sampling(0.8, 50, 0.95, seed=0))
-    print(format_path(path, query=-1, lang="ko"))   # the terminal; the page draws the same record for any token
+    records = compute(run, text, ["path"], Settings(sampling=Sampling(0.8, 50, 0.95, seed=0), query=-1))
+    print(text(records["path"], "ko"))   # the terminal; the page (path.js beside this file) draws any token's
 
 The record follows every token in the textbook's order: its id picks a row of tok_emb and its position a row
 of pos_emb, whose sum is the residual stream; each block reads it through ln_1, its heads attend (each head's
@@ -16,14 +15,15 @@ tokens. The record holds plain lists (floats to 6 decimals), indexed [token] or 
 their norms.
 """
 
+from dataclasses import replace
+
 import numpy as np
 import torch
 
-from inspection.explain import off_names, resolve_query, table
 from cli.messages import messages
+from inspection.labels import DIMS, off_names, table
 from model.sampling import Sampling, choose_next, penalize_repetition, sampling_probs, seen_tokens
 
-DIMS = 4  # values shown of each vector
 TOP = 10  # candidates shown at each sampling stage
 
 
@@ -51,7 +51,8 @@ def seen_before(ids: torch.Tensor, vocab_size: int, eos_token_id) -> torch.Tenso
     """(T, V) bool: row i marks the tokens of ids[0..i], as `model.sampling.seen_tokens` marks a prompt that ends at
     token i (every later position of row i repeats ids[0], a token of that prefix already)."""
     T = ids.numel()
-    prefixes = torch.where(torch.ones(T, T, dtype=torch.bool).tril(), ids, ids[0])  # (T, T): row i is ids[:i+1]
+    lower = torch.ones(T, T, dtype=torch.bool, device=ids.device).tril()
+    prefixes = torch.where(lower, ids, ids[0])  # (T, T): row i is ids[:i+1]
     return seen_tokens(prefixes, vocab_size, eos_token_id)
 
 
@@ -91,13 +92,24 @@ def sampling_stages(logits: torch.Tensor, sampling: Sampling, ids: torch.Tensor,
             "seed": seed}
 
 
+def record(look, settings) -> dict:
+    """The path of every token (of the last alone with settings.last_only: a live keystroke's), drawn with
+    settings.sampling as a decoding draws (the end-of-text token unpenalised, as inference.textgen decodes);
+    "query" the token the terminal follows, "next_logits" the last token's logits, from which the page draws the
+    next token's probabilities as the sampling settings move."""
+    trace = look.trace
+    decoding = replace(settings.sampling, eos_token_id=look.run.eot_id)
+    first = len(look.ids) - 1 if settings.last_only else 0
+    path = forward_path(look.run.model, trace, look.label, decoding, first)
+    return {**path, "query": look.query, "next_logits": trace.logits[-1]}
+
+
 def forward_path(model, trace, label, sampling: Sampling = Sampling(), first: int = 0) -> dict:
     """The path of tokens first..T-1 (the module docstring; "first" says where the lists start: a live keystroke
     asks for the last token's alone); `label(id)` names the vocabulary tokens the record shows."""
     L, H, T, d = trace.q.shape
     C = trace.tok.shape[-1]
-    w_o = torch.stack([b.attn.c_proj.weight.detach().float().cpu().T for b in model.blocks]).numpy()  # (L, C, C)
-    shares = trace.y[:, :, first:] @ w_o.reshape(L, H, d, C)  # (L, H, T', C): each head's part of out
+    shares = trace.shares(slice(first, None))  # (L, H, T', C): each head's part of out
     att = trace.att[:, :, first:]  # (L, H, T', T)
     key = att.argmax(-1)  # the strongest key of each head and token (the masked future holds 0)
     has_mlp = trace.hidden.shape[-1] > 0
@@ -113,7 +125,8 @@ def forward_path(model, trace, label, sampling: Sampling = Sampling(), first: in
     return {"T": T, "first": first, "C": C, "V": trace.logits.shape[-1], "L": L, "H": H, "d": d,
             "ids": trace.ids.tolist(), **vectors("tok", trace.tok[first:]), **vectors("pos", trace.pos[first:]),
             **vectors("sum", trace.resid[0, first:]), "blocks": blocks, **vectors("final", trace.final[first:]),
-            "logit_max": plain(logits.max(-1).values), "logit_min": plain(logits.min(-1).values), "sampling": sampled,
+            "logit_max": plain(logits.max(-1).values.cpu()), "logit_min": plain(logits.min(-1).values.cpu()),
+            "sampling": sampled,
             "labels": {i: label(i) for i in sorted(shown | set(trace.ids.tolist()))}}
 
 
@@ -125,10 +138,10 @@ def vec(path: dict, name: str, *index) -> str:
     return "[" + ", ".join(f"{x: .4f}" for x in dims) + f", …]   |·| = {norm:.4f}"
 
 
-def format_path(path: dict, query: int = -1, lang: str = "en") -> str:
-    """Token `query`'s path as text, each step with what it computes and why, in `lang`."""
+def text(path: dict, lang: str) -> str:
+    """The path of the record's "query" token as text, each step with what it computes and why, in `lang`."""
     say = messages(lang)
-    at, C, V, label = resolve_query(query, path["T"]), path["C"], path["V"], path["labels"].__getitem__
+    at, C, V, label = path["query"], path["C"], path["V"], path["labels"].__getitem__
     if at < path["first"]:
         raise ValueError(f"the record holds tokens {path['first']}..{path['T'] - 1}, not token {at}")
     i, token_id = at - path["first"], path["ids"][at]  # i: the record's index

@@ -1,7 +1,9 @@
-"""Korean words (어절) as units: tokens grouped by the spaces of the text, and attention read word by word.
+"""The words view: Korean words (어절) as units, tokens grouped by the spaces of the text, attention read word by word.
 
-    words = word_spans(labels)                 # [[0], [1, 2], [3, 4, 5], ...]: the tokens of each word
-    att_words = word_maps(maps.att, words)     # (L, H, W, W)
+    records = compute(run, text, ["words"], Settings(head=(1, 0)))
+    records["words"]["spans"]    # [[0], [1, 2], [3, 4, 5], ...]: the tokens of each word
+    records["words"]["att"]      # (L, H, W, W): every head's map by word
+    print(text(records["words"], "ko"))   # where each query word of settings.head looks, by word
 
 A word is a token that starts with a space or a newline (its label starts with ␣ or ↵) and the tokens after it
 up to the next such token; the first token of the text begins the first word, and the <|endoftext|> every
@@ -11,7 +13,7 @@ The word-level map of a head: for a query word Q and a key word K, the attention
 summed over K's tokens (the share of attention the word gets) and averaged over Q's tokens (each query token
 counts once). Each row then sums to 1, as a token's does; the keys after a query token carry 0, as ever.
 
-Three role scores read the word structure (inspection/heads.py measures them beside its five), each leaving the
+Three role scores read the word structure (inspection/views/roles.py measures them beside its five), each leaving the
 previous token to the previous-token role (its keys are at least two tokens back, as duplicate-token leaves the
 previous and first tokens to theirs), so a previous-token head is not named by the words its previous tokens fall
 in: for every query token that is not the first of its word, the attention on the earlier tokens of the same word
@@ -24,6 +26,7 @@ import numpy as np
 import torch
 
 from cli.messages import messages
+from inspection.labels import format_top_attended
 from model.arguments import ArgumentTypeError, kind, need_maps, need_token_ids, need_type
 
 WORD_START = ("␣", "↵")  # a label that starts a word (inspection/labels.py marks a leading space and newline so)
@@ -98,8 +101,27 @@ def word_labels(labels: list[str], words: list[list[int]]) -> list[str]:
     return ["".join(labels[t] for t in tokens) for tokens in words]
 
 
-def format_word_sums(row: np.ndarray, labels: list[str], words: list[list[int]], lang: str = "en") -> str:
-    """One query token's attention `row` (T,) summed per word, as a line in `lang` (the walkthrough's keys by word)."""
-    parts = [f"{name} {row[tokens].sum():.4f}" for name, tokens in zip(word_labels(labels, words), words)
-             if row[tokens].sum() > 0]
-    return messages(lang)("words.sums", sums=", ".join(parts))
+def record(look, settings) -> dict:
+    """The text's words ("spans", their labels "words"), every head's map by word ("att"); with settings.head where
+    each query word of that head looks ("head"), with settings.explain the query token's attention summed per word
+    ("sums", the walkthrough's keys by word)."""
+    spans = word_spans(look.labels)
+    found = {"spans": spans, "words": word_labels(list(look.labels), spans), "att": word_maps(look.att, spans),
+             "head": None if settings.head is None else list(settings.head), "sums": None}
+    if settings.explain is not None:
+        row = look.att[settings.explain[0], settings.explain[1], look.query]
+        found["sums"] = [float(row[tokens].sum()) for tokens in spans]
+    return found
+
+
+def text(record: dict, lang: str) -> str:
+    """Where each query word of record["head"] looks, and the walkthrough's query summed per word."""
+    say, lines = messages(lang), []
+    if record["head"] is not None:
+        layer, head = record["head"]
+        lines += [say("words.top", layer=layer, head=head),
+                  format_top_attended(record["att"][layer, head], record["words"])]
+    if record["sums"] is not None:
+        parts = [f"{name} {x:.4f}" for name, x in zip(record["words"], record["sums"]) if x > 0]
+        lines.append(say("words.sums", sums=", ".join(parts)))
+    return "\n".join(lines)

@@ -1,8 +1,8 @@
-"""Switching heads off (model/ablation.py), for a look or for good (train.heads_off), and what each head is worth
-(inspection/importance.py); and ablations x views: a switched-off head shown off, with the y W_O received
-(inspection/trace.py), in the walkthrough, the path, the lens and the maps' titles.
+"""Switching heads off (common/heads_off.py), for a look or for good (train.heads_off), the one reader of "L.H", and
+what each head is worth (inspection/views/roles.py); and switched-off heads x views: a switched-off head shown off, with
+the y W_O received (inspection/trace.py), in the walkthrough, the path, the lens and the maps' titles.
 
-    python -m pytest tests/test_ablation.py -q
+    python -m pytest tests/test_heads_off.py -q
 """
 
 import itertools
@@ -13,18 +13,18 @@ import pytest
 import torch
 
 from cli.messages import messages
-from inspection.explain import explain_head, vector
-from inspection.html import explain_data, frame_data, path_data, save_html
-from inspection.importance import head_importance
-from inspection.lens import format_lens, lens_table, logit_lens
-from inspection.path import format_path, forward_path
+from common.heads_off import HeadsOff, head_means, read_heads
+from inspection.html import frame, page, walkthrough_data
 from inspection.plot import draw_layer
+from inspection.labels import vector
 from inspection.trace import trace_ids
-from model.ablation import KeptOff, ablated, check_heads, has_hooks, head_means, parse_heads_off
+from inspection.views import VIEWS, Settings, compute
+from inspection.views.roles import head_importance
 from model.config import ModelInputError
 from model.sampling import generate
 from model.speed import speed_up
-from tests.conftest import CHROMIUM, biased_model, copying_model
+from model.speed.fast_gpt import has_hooks
+from tests.conftest import CHROMIUM, biased_model, copying_model, toy_run
 
 
 def ids(seed=0, B=3, T=16):
@@ -33,7 +33,7 @@ def ids(seed=0, B=3, T=16):
 
 def test_switching_no_head_off_gives_exactly_the_normal_forward():
     model, x = biased_model(), ids()
-    with ablated(model, []):
+    with HeadsOff(model, [], "zero"):
         assert not has_hooks(model)
         off = model(x, all_logits=True)[0]
     assert torch.equal(off, model(x, all_logits=True)[0])
@@ -45,7 +45,7 @@ def test_zeroing_every_head_of_a_layer_leaves_only_c_proj_s_bias():
     model, x = biased_model(), ids()
     seen = []
     hook = model.blocks[0].attn.register_forward_hook(lambda m, args, out: seen.append(out[0]))
-    with ablated(model, [(0, 0), (0, 1)]):
+    with HeadsOff(model, [(0, 0), (0, 1)], "zero"):
         logits = model(x, all_logits=True)[0]
     hook.remove()
     bias = model.blocks[0].attn.c_proj.bias
@@ -69,7 +69,7 @@ def test_mean_ablation_gives_the_head_its_mean_output_over_the_text():
     y = ys[0]  # (B, nh, T, hs)
     torch.testing.assert_close(means[1], y.transpose(1, 2).reshape(-1, 32).mean(0), rtol=0, atol=1e-6)
     outs = []
-    with ablated(model, [(1, 1)], means):  # a hook registered after the ablation's sees what it did
+    with HeadsOff(model, [(1, 1)], "mean", means):  # a hook registered after its own sees what it did
         hook = model.blocks[1].attn.c_proj.register_forward_pre_hook(lambda m, args: outs.append(args[0]))
         model(x)
     hook.remove()
@@ -81,7 +81,7 @@ def test_cached_and_uncached_decoding_switch_off_the_same_heads():
     model = speed_up(biased_model(block_size=32))  # its decoding step would skip the hooks: the modules run
     prompt = ids(2, B=2, T=5)
     full = model(prompt)[0]
-    with ablated(model, [(1, 0), (0, 1)]):
+    with HeadsOff(model, [(1, 0), (0, 1)], "zero"):
         assert (model(prompt)[0] - full).abs().max() > 1e-3  # the heads matter (logits of this model are ~0.1)
         cached = generate(model, prompt, 40, temperature=0)  # past block_size: the cache slides too
         uncached = generate(model, prompt, 40, temperature=0, use_cache=False)
@@ -93,32 +93,40 @@ def test_cached_and_uncached_decoding_switch_off_the_same_heads():
     assert torch.equal(model(prompt)[0], full)
 
 
-def test_heads_are_checked():
-    model = biased_model()
-    assert check_heads(model, [(1, 0), (0, 1)]) == [(0, 1), (1, 0)]
-    with pytest.raises(ModelInputError, match=r"head 9\.9 is not in this model: it has layers 0\.\.1 and heads 0\.\.1"):
-        check_heads(model, [(9, 9)])
+def test_heads_are_read_in_every_form_and_checked_with_one_wording():
+    config = biased_model().config
+    for given in ("1.0,0.1", " 1.0 , 0.1 ", ["1.0", "0.1"], [(1, 0), (0, 1)], [[1, 0], [0, 1]], ((np.int64(1), 0), (0, 1))):
+        assert read_heads(given, "off", config) == [(0, 1), (1, 0)], given
+    assert read_heads((1, 0), "off", config) == [(1, 0)]  # one pair
+    with pytest.raises(ModelInputError, match=r"off: head 9\.9 is not in this model: it has layers 0\.\.1 and heads 0\.\.1"):
+        read_heads([(9, 9)], "off", config)
     with pytest.raises(ModelInputError, match=r"head 1\.0 is given twice"):
-        check_heads(model, [(1, 0), (0, 0), (1, 0)])
+        read_heads("1.0,0.0,1.0", "off", config)
+    for bad in (["1.0", "x"], "1.x", "１.０", "².0", 0, 1.0, (1, 0, 0), [(1, True)], [("1", "0")], [[1, 0], [1]], None):
+        with pytest.raises(ModelInputError, match="^off"):  # one line naming the argument, never a traceback
+            read_heads(bad, "off", config)
+    for bad in ("", " , ", []):
+        with pytest.raises(ModelInputError, match="off needs at least one head"):
+            read_heads(bad, "off", config)
 
 
 def test_importance_of_the_hand_built_copying_model():
     """Its previous-token head 0.0 and induction head 1.0 carry the whole in-context loss drop; its zeroed
     heads 0.1 and 1.1 output zeros already, so zero-ablating them changes nothing."""
     text = torch.randint(1, 8, (64,), generator=torch.Generator().manual_seed(1)).numpy()
-    imp = head_importance(copying_model(), text, list(range(1, 8)), eot_id=0, means=None)
+    imp = head_importance(copying_model(), text, list(range(1, 8)), eot_id=0, mode="zero")
     assert imp.full_drop > 13
     assert imp.drop[0, 0] > 0.8 * imp.full_drop and imp.drop[1, 0] > 0.99 * imp.full_drop
     assert imp.loss[0, 1] == imp.drop[0, 1] == imp.loss[1, 1] == imp.drop[1, 1] == 0
 
 
 def test_a_kept_off_head_gives_its_batch_mean_while_training_and_the_measured_mean_after():
-    """train.heads_off's hook (KeptOff): in training, head 1.0's dims of every token are that batch's mean of its
+    """train.heads_off's hook (HeadsOff): in training, head 1.0's dims of every token are that batch's mean of its
     own raw output, with no gradient into its q, k and v; in evaluation they are `means`, which `measure` takes
     over every token of the windows; the other head is untouched either way."""
     model, x = biased_model(), ids()
     c, hs = model.config.n_embd, model.config.head_dim
-    kept = KeptOff(model, [(1, 0)], "mean")
+    kept = HeadsOff(model, [(1, 0)], "mean")
     raw, given = [], []
     proj = model.blocks[1].attn.c_proj
     hooks = [proj.register_forward_pre_hook(lambda m, a: raw.append(a[0].detach().clone()), prepend=True),
@@ -151,12 +159,14 @@ def test_a_kept_off_head_gives_its_batch_mean_while_training_and_the_measured_me
 
 
 def test_train_heads_off_names_heads_and_layers_and_refuses_what_cannot_be():
-    assert parse_heads_off(["1.1", "0"], 2, 3) == [(0, 0), (0, 1), (0, 2), (1, 1)]
-    for names, message in ((["2.0"], "layer 2; this model has layers 0..1"), (["1.3"], "head 1.3 is not in this model"),
+    config = biased_model().config.__class__(vocab_size=64, block_size=16, n_layer=2, n_head=3, n_embd=33)
+    assert read_heads("1.1,0", "train.heads_off", config, layers=True) == [(0, 0), (0, 1), (0, 2), (1, 1)]
+    assert read_heads(["1.1", "0"], "train.heads_off", config, layers=True) == [(0, 0), (0, 1), (0, 2), (1, 1)]
+    for names, message in ((["2"], "layer 2; this model has layers 0..1"), (["1.3"], "head 1.3 is not in this model"),
                            (["1.0", "1.0"], "head 1.0 is given twice"), (["0", "1"], "names every head"),
-                           (["x"], 'names "x"'), (["1.a"], 'names "1.a"')):
+                           (["x"], "names 'x'"), (["1.a"], "names '1.a'"), (["１"], "names '１'")):
         with pytest.raises(ModelInputError, match=re.escape(message)):
-            parse_heads_off(names, 2, 3)
+            read_heads(names, "train.heads_off", config, layers=True)
 
 
 # ---- ablations x views: a switched-off head is shown off, with the y W_O received, wherever its numbers appear ----
@@ -165,15 +175,19 @@ VIEW_IDS = [0, 5, 17, 3, 42, 17, 9, 63, 1]
 OFF = [(0, 1), (1, 0)]  # one head in each layer: layer 1 reads layer 0's replaced output
 
 
-def off_trace(mode, heads=OFF):
-    """biased_model's recording forward with `heads` off in `mode`, and what each off head's y became (C,) per layer."""
+def off_records(mode, heads=OFF, kept=None):
+    """biased_model's records of every view with `heads` off in `mode` (inspection/views/: compute switches them off),
+    the model, and what each off head's y became (C,) per layer; `kept`: heads its run keeps off (zeros)."""
     model = biased_model(3)
-    means = head_means(model, torch.tensor([VIEW_IDS])) if mode == "mean" else None
-    with ablated(model, heads, means):
-        trace = trace_ids(model, VIEW_IDS)
-        lens = logit_lens(model, VIEW_IDS)
-    fill = torch.zeros(2, 32) if means is None else means
-    return model, trace, lens, fill.numpy()
+    run = toy_run(model)
+    if kept:
+        run.kept_off = HeadsOff(model, kept, "zero")
+    records = compute(run, VIEW_IDS, ["maps", "walkthrough", "path", "lens"], Settings(mode=mode, explain=(1, 0)), heads)
+    means = run.memo.get(("means", None))  # what compute measured: the heads' mean on the run's held-out text
+    fill = torch.zeros(2, 32) if mode == "zero" else means
+    if run.kept_off:
+        run.kept_off.remove()
+    return model, run, records, fill.numpy()
 
 
 def w_o_of(model, layer):
@@ -187,13 +201,15 @@ def switched_off_name(layer, head, mode, lang="en"):
 
 @pytest.mark.parametrize("mode", ["mean", "zero"])
 def test_the_trace_records_the_y_w_o_receives_so_the_shares_make_out(mode):
-    model, trace, _, fill = off_trace(mode)
+    model, _, records, fill = off_records(mode)
+    trace = records["maps"]["trace"]
     assert trace.switched_off() == {head: mode for head in OFF}
     d = trace.d_head
     for layer in range(2):
         w_o, b_o = w_o_of(model, layer)
         out = sum(trace.y[layer, h] @ w_o[h * d : (h + 1) * d] for h in range(2)) + b_o  # (T, C)
         np.testing.assert_allclose(out, trace.out[layer], atol=1e-5)  # the shares plus b_O are the recorded out
+        np.testing.assert_allclose(trace.shares()[layer].sum(0) + b_o, trace.out[layer], atol=1e-5)  # said once
     for layer, head in OFF:
         np.testing.assert_allclose(trace.y[layer, head], np.broadcast_to(fill[layer, head * d : (head + 1) * d], (9, d)),
                                    atol=1e-6)  # its mean everywhere, or exactly zeros
@@ -205,8 +221,9 @@ def test_the_trace_records_the_y_w_o_receives_so_the_shares_make_out(mode):
 @pytest.mark.parametrize("mode", ["mean", "zero"])
 @pytest.mark.parametrize("view", ["walkthrough", "path", "lens", "maps"])
 def test_every_view_shows_a_switched_off_head_off_with_its_replacement_s_share(mode, view):
-    model, trace, lens, fill = off_trace(mode)
-    d, i = trace.d_head, len(VIEW_IDS) - 1
+    model, run, records, fill = off_records(mode)
+    trace = records["maps"]["trace"]
+    d = trace.d_head
     share = {(l, h): float(np.linalg.norm(fill[l, h * d : (h + 1) * d] @ w_o_of(model, l)[0][h * d : (h + 1) * d]))
              for l, h in OFF}  # the replacement times W_O: the same at every token
     if mode == "zero":
@@ -214,7 +231,8 @@ def test_every_view_shows_a_switched_off_head_off_with_its_replacement_s_share(m
     if view == "walkthrough":
         for (layer, head), lang in itertools.product(OFF, ("en", "ko")):
             say = messages(lang)
-            text = explain_head(trace, [f"t{j}" for j in VIEW_IDS], layer, head, i, w_o_of(model, layer)[0], lang)
+            found = compute(run, VIEW_IDS, ["walkthrough"], Settings(mode=mode, explain=(layer, head)), OFF)
+            text = VIEWS["walkthrough"].text(found["walkthrough"], lang)
             assert say("explain.off", layer=layer, head=head, mode=say("ablate." + mode)) in text
             assert f"|share| = {share[layer, head]:.4f}" in text
             assert say("explain.step7_off", y=vector(fill[layer, head * d : (head + 1) * d]), norm=
@@ -222,25 +240,24 @@ def test_every_view_shows_a_switched_off_head_off_with_its_replacement_s_share(m
             assert text.endswith(say("explain.off_hint")) and say("path.hint") not in text  # not "switch it off"
             assert f"{head}: {share[layer, head]:.4f}{say('explain.off_mark')}" in text
     elif view == "path":
-        path = forward_path(model, trace, str)
+        path = records["path"]
         assert path["blocks"]["off"] == [["", mode], [mode, ""]]
         for (layer, head), token in itertools.product(OFF, range(len(VIEW_IDS))):
             assert path["blocks"]["share"][layer][head][token] == pytest.approx(share[layer, head], abs=1e-6)
         for lang in ("en", "ko"):
-            text = format_path(path, -1, lang)
+            text = VIEWS["path"].text(path, lang)
             say = messages(lang)
             for layer, head in OFF:
                 assert say("path.off_note", heads=switched_off_name(layer, head, mode, lang)) in text
                 row = next(line for line in text.splitlines() if line.strip().startswith(f"{layer}.{head} "))
                 assert row.endswith(say("ablate.off", mode=say("ablate.short_" + mode)))
     elif view == "lens":
-        assert lens.off == {head: mode for head in OFF}
         names = ", ".join(switched_off_name(l, h, mode) for l, h in OFF)
-        assert messages("en")("lens.off", heads=names) in format_lens(lens, str)
-        assert lens_table(model, trace, str)["off"] == [[l, h, mode] for l, h in OFF]
+        assert messages("en")("lens.off", heads=names) in VIEWS["lens"].text(records["lens"], "en")
+        assert records["lens"]["off"] == [[l, h, mode] for l, h in OFF]
     else:  # the maps: the PNG's titles, the page's frame and walkthrough data
-        assert frame_data(trace.att, [0, 1], trace=trace, off=trace.off)["off"] == [["", mode], [mode, ""]]
-        assert explain_data(trace, [1])["off"] == [[mode, ""]]
+        assert frame(records, [0, 1])["off"] == [["", mode], [mode, ""]]
+        assert walkthrough_data(records["walkthrough"], [1])["off"] == [[mode, ""]]
         figure = draw_layer(trace.att, [f"t{j}" for j in VIEW_IDS], 0, off=trace.off)
         titles = [ax.get_title() for ax in figure.axes if ax.get_title()]
         assert titles == ["layer 0 head 0", "layer 0 head 1 · off (" + mode + ")"]
@@ -248,62 +265,57 @@ def test_every_view_shows_a_switched_off_head_off_with_its_replacement_s_share(m
 
 
 def test_with_no_head_off_the_views_are_as_before():
-    """Nothing off: y is the probe's att @ v, and no view names a head off (an `ablated` block of no heads too)."""
+    """Nothing off: y is the probe's att @ v, and no view names a head off."""
     model = biased_model(3)
-    with ablated(model, []):
-        trace = trace_ids(model, VIEW_IDS)
+    records = compute(toy_run(model), VIEW_IDS, ["maps", "walkthrough", "path", "lens"], Settings(explain=(1, 0)))
+    trace = records["maps"]["trace"]
     ys = []
     hook = model.blocks[1].attn.probe.register_forward_hook(lambda m, a, kw, out: ys.append(kw["y"]), with_kwargs=True)
     model.forward_with_attention(torch.tensor([VIEW_IDS]))
     hook.remove()
     np.testing.assert_allclose(trace.y[1], ys[0][0].detach().numpy(), atol=1e-6)
-    assert trace.switched_off() == {} and getattr(model, "ablated_heads", {}) == {}  # the block's heads are on again
-    text = explain_head(trace, [f"t{j}" for j in VIEW_IDS], 1, 0, -1, w_o_of(model, 1)[0])
+    assert trace.switched_off() == {} and not has_hooks(model)
+    text = VIEWS["walkthrough"].text(records["walkthrough"], "en")
     assert "7. y = Σ_j w_j v_j = " in text and text.endswith(messages("en")("path.hint"))
     assert "switched off" not in text and "(off)" not in text
-    path = forward_path(model, trace, str)
-    assert path["blocks"]["off"] == [["", ""], ["", ""]] and "off (mean)" not in format_path(path)
-    assert "switched off:" not in format_path(path) and "off (zero)" not in format_path(path)
-    lens = logit_lens(model, VIEW_IDS)
-    assert lens.off == {} and "switched off" not in format_lens(lens, str)
-    assert frame_data(trace.att, [0, 1], off=trace.off)["off"] == [["", ""], ["", ""]]
+    path, path_text = records["path"], VIEWS["path"].text(records["path"], "en")
+    assert path["blocks"]["off"] == [["", ""], ["", ""]] and "off (mean)" not in path_text
+    assert "switched off:" not in path_text and "off (zero)" not in path_text
+    assert records["lens"]["off"] == [] and "switched off" not in VIEWS["lens"].text(records["lens"], "en")
+    assert frame(records, [0, 1])["off"] == [["", ""], ["", ""]]
     figure = draw_layer(trace.att, [f"t{j}" for j in VIEW_IDS], 1, off=trace.off)
     assert [ax.get_title() for ax in figure.axes if ax.get_title()] == ["layer 1 head 0", "layer 1 head 1"]
 
 
-def test_a_head_kept_off_by_the_run_is_shown_off_and_a_nested_block_s_mode_counts():
-    model = biased_model(3)
-    KeptOff(model, [(1, 1)], "zero")
-    means = head_means(model, torch.tensor([VIEW_IDS]))
-    with ablated(model, [(0, 0)], means):
-        with ablated(model, [(1, 1)], means):  # the innermost hook runs last: its mean replaces the kept zeros
-            inner = trace_ids(model, VIEW_IDS)
-        outer = trace_ids(model, VIEW_IDS)
-    assert inner.switched_off() == {(0, 0): "mean", (1, 1): "mean"}
-    np.testing.assert_allclose(inner.y[1, 1, 0], means[1, 16:].numpy(), atol=1e-6)
-    assert outer.switched_off() == {(0, 0): "mean", (1, 1): "zero"} and not outer.y[1, 1].any()
-    assert trace_ids(model, VIEW_IDS).switched_off() == {(1, 1): "zero"}
+def test_a_head_kept_off_by_the_run_is_shown_off_and_one_switched_off_on_top_counts():
+    model, run, records, fill = off_records("mean", [(0, 0), (1, 1)], kept=[(1, 1)])
+    trace = records["maps"]["trace"]  # the view's hook runs last: its mean replaces the kept zeros
+    assert trace.switched_off() == {(0, 0): "mean", (1, 1): "mean"}
+    np.testing.assert_allclose(trace.y[1, 1, 0], fill[1, 16:], atol=1e-6)
+    run.kept_off = HeadsOff(model, [(1, 1)], "zero")
+    kept = compute(run, VIEW_IDS, ["maps"])["maps"]["trace"]
+    assert kept.switched_off() == {(1, 1): "zero"} and not kept.y[1, 1].any()
+    run.kept_off.remove()
 
 
 @pytest.mark.slow
 @pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install chromium)")
 @pytest.mark.parametrize("mode", ["mean", "zero"])
 def test_the_page_shows_a_switched_off_head_off_in_its_walkthrough_path_maps_and_lens(mode, tmp_path, browser):
-    model, trace, _, fill = off_trace(mode)
-    path = forward_path(model, trace, lambda i: f"t{i}")
-    page = browser(save_html(trace.att, [f"t{j}" for j in VIEW_IDS], tmp_path / "attention.html", trace=trace,
-                             paths=path_data(path, trace), lens=lens_table(model, trace, lambda i: f"t{i}")),
-                   "#layer=1&head=0&focus=8&explain=1")
-    say, d = messages("en"), trace.d_head
-    walkthrough = page.evaluate("document.getElementById('explain').textContent")
+    model, run, records, fill = off_records(mode)
+    path = records["path"]
+    (tmp_path / "attention.html").write_text(page(records), encoding="utf-8")
+    page_ = browser(tmp_path / "attention.html", "#layer=1&head=0&focus=8&explain=1")
+    say, d = messages("en"), records["maps"]["trace"].d_head
+    walkthrough = page_.evaluate("document.getElementById('explain').textContent")
     assert say("explain.off", layer=1, head=0, mode=say("ablate." + mode)) in walkthrough
     assert say("explain.step7_off", y=vector(fill[1, :d]), norm=f"{np.linalg.norm(fill[1, :d]):.4f}") in walkthrough
     assert walkthrough.endswith(say("explain.off_hint")) and say("path.hint") not in walkthrough
     assert f"0: {path['blocks']['share'][1][0][8]:.4f} (off)" in walkthrough
-    assert "layer 1 head 0 · off (" + mode + ")" in page.texts("#maps figcaption")[0]
-    rows = page.texts("table.path-heads tr")
+    assert "layer 1 head 0 · off (" + mode + ")" in page_.texts("#maps figcaption")[0]
+    rows = page_.texts("table.path-heads tr")
     assert [r.endswith("off (" + mode + ")") for r in rows if r.strip()[:3] in ("0.0", "0.1", "1.0", "1.1")] == \
         [False, True, True, False]
-    assert say("path.off_note", heads=switched_off_name(1, 0, mode)) in page.evaluate("document.getElementById('path').textContent")
-    assert "0.1 off (" + mode + "), 1.0 off (" + mode + ")" in page.evaluate("document.getElementById('lens').textContent")
-    assert page.problems() == ([], "")
+    assert say("path.off_note", heads=switched_off_name(1, 0, mode)) in page_.evaluate("document.getElementById('path').textContent")
+    assert "0.1 off (" + mode + "), 1.0 off (" + mode + ")" in page_.evaluate("document.getElementById('lens').textContent")
+    assert page_.problems() == ([], "")

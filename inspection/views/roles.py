@@ -1,8 +1,8 @@
-"""What each head does: five role scores per head, measured with fixed definitions, and its strongest role.
+"""The roles view: what each head does, role scores measured with fixed definitions, and what it costs switched off.
 
-    ids, where = held_out_ids(run)          # inspection/heldout.py: the run's validation split, or ...
-    roles = measure_heads(run.model, ids, usable_ids(run), eot_id=run.eot_id, text=where)
-    print(format_roles_table(roles)); save_roles(roles, "out/heads.json")
+    records = compute(run, None, ["roles"])     # on the run's held-out text (inspection/heldout.py), or settings.heads_text
+    print(text(records["roles"], "ko"))          # heads ranked by their strongest role, with their costs
+    roles = measure_heads(run.model, ids, usable_ids(run), eot_id=run.eot_id)   # the scores alone, a HeadRoles
 
 Every score is attention mass, a mean over query tokens of the attention a head puts on one set of keys:
 
@@ -18,46 +18,48 @@ Every score is attention mass, a mean over query tokens of the attention a head 
   predicts the second copy far better (loss drop = first copy - second copy, in nats).
 
 Given which tokens begin a word (`word_starts`, from the tokens' bytes: a leading space or newline), three word
-roles beside them, on the same windows (inspection/words.py defines them): same-word (the earlier tokens of the
+roles beside them, on the same windows (inspection/views/words.py defines them): same-word (the earlier tokens of the
 query's own word, 어절), word-start (its word's first token) and previous-word (every token of the word before).
 They name the heads of a Korean model by what they do in Korean.
 
 The held-out text of a run is chosen by `inspection.heldout.held_out_ids` (its docstring says how).
+
+What a head is worth is measured by switching it off alone (common/heads_off.py): `Importance.loss` the nats per
+token the held-out text costs more without it, `Importance.drop` the nats of the in-context loss drop lost. A role
+score says where a head looks; these say what the model needs it for. The held-out loss is the mean next-token
+loss over the same windows the role scores read.
 
 `chance` is what a head that spreads its attention evenly over the keys it may see would score on the
 same queries. A head's strongest role is its highest score when that is at least `ROLE_MIN` and twice
 chance, else "mixed".
 """
 
-import os
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
-from inspection.labels import display_width, pad
-from inspection.words import word_role_sums
 from cli.messages import messages
-from model.device import sum_dtype
+from common.heads_off import HeadsOff
+from inspection.heldout import held_out_ids, held_out_means, held_out_windows, usable_ids, where
+from inspection.labels import display_width, pad
+from inspection.views.maps import text_role_sums
+from inspection.views.words import word_role_sums, word_start_ids
 from model import GPT
 from model.arguments import need_int, need_token_ids, need_type
 from model.errors import UserError
-from storage.atomic import write_json
 
 ROLES = ("previous-token", "first-token", "self", "duplicate-token", "induction")
 TEXT_ROLES = ROLES[:4]
 WORD_ROLES = ("same-word", "word-start", "previous-word")  # measured when the tokens' word starts are known
 ROLE_MIN = 0.3
-WINDOW = 256  # tokens per window of held-out text (fewer when the context is shorter)
-WINDOWS = 16
 SEQUENCES, MAX_REPEAT = 16, 50
 
 
 @dataclass
 class Importance:
-    """What switching each head off alone costs (inspection/importance.py measures it)."""
+    """What switching each head off alone costs (inspection/views/roles.py measures it)."""
     mode: str               # "mean" or "zero": what a switched-off head outputs
     loss: np.ndarray        # (L, H): held-out loss with the head off minus the full model's, nats per token
     drop: np.ndarray        # (L, H): the full model's in-context loss drop minus the drop with the head off
@@ -73,7 +75,7 @@ class HeadRoles:
     loss_second: float              # the same tokens in the second copy
     text: str = ""                  # where the held-out text came from
     repeat: int = 0                 # n, the length of each random copy
-    importance: object = None       # what switching each head off costs (inspection/importance.py), if measured
+    importance: object = None       # what switching each head off costs (inspection/views/roles.py), if measured
 
     @property
     def loss_drop(self) -> float:
@@ -142,40 +144,11 @@ def uniform_maps(shape: tuple[int, ...], T: int) -> torch.Tensor:
     return rows.expand(*shape, T, T)
 
 
-def text_role_sums(maps: torch.Tensor, ids: torch.Tensor) -> dict[str, tuple[torch.Tensor, int]]:
-    """maps (B, L, H, T, T) of windows ids (B, T) -> role: (summed score (L, H), number of queries)."""
-    B, T = ids.shape
-    q = torch.arange(2, T)
-    maps = maps.to(sum_dtype(maps.device))
-    sums = {
-        "previous-token": (maps[..., q, q - 1].sum((0, 3)), B * len(q)),
-        "first-token": (maps[..., q, 0].sum((0, 3)), B * len(q)),
-        "self": (maps[..., q, q].sum((0, 3)), B * len(q)),
-    }
-    same = ids[:, :, None] == ids[:, None, :]  # (B, T, T): [b, query, key] hold the same token
-    keys = torch.ones(T, T, dtype=torch.bool).tril(diagonal=-2)
-    keys[:, 0] = False  # keys 1..q-2
-    dup = (same & keys)[:, 2:]  # (B, T-2, T)
-    has = dup.any(-1)  # (B, T-2): queries whose token occurs earlier
-    mass = (maps[..., 2:, :] * dup[:, None, None]).sum(-1)  # (B, L, H, T-2)
-    sums["duplicate-token"] = ((mass * has[:, None, None]).sum((0, 3)), int(has.sum()))
-    return sums
-
-
-def windows_of(ids, T: int, count: int = WINDOWS) -> torch.Tensor:
-    """Up to `count` non-overlapping windows of T tokens spread evenly over ids -> (N, T) int64."""
-    ids = np.asarray(ids)
-    T = min(T, len(ids))
-    n = min(count, len(ids) // T)
-    starts = np.linspace(0, len(ids) - T, n).astype(np.int64) if n > 1 else np.zeros(1, dtype=np.int64)
-    return torch.from_numpy(np.stack([np.asarray(ids[s : s + T], dtype=np.int64) for s in starts]))
-
-
 @torch.inference_mode()
 def text_roles(model, text_ids, word_starts=None) -> tuple[dict[str, np.ndarray], dict[str, float]]:
     """The four text scores (L, H) of every head on windows of `text_ids`, and their chance levels; with
     `word_starts` ((V,) bool: which token ids begin a word), the three word roles too."""
-    windows = windows_of(text_ids, min(WINDOW, model.config.block_size)).to(model.tok_emb.weight.device)
+    windows = held_out_windows(model, text_ids)
     if windows.size(1) < 3:
         raise UserError(f"the held-out text has {windows.size(1)} tokens; the head scores need at least 3")
     c = model.config
@@ -242,7 +215,7 @@ def induction_roles(model, vocab_ids, eot_id=None, seed: int = 0):
 
 def measure_heads(model, text_ids, vocab_ids, eot_id=None, text: str = "", word_starts=None) -> HeadRoles:
     """All five scores of every head (the module docstring defines them), and the three word roles given
-    `word_starts` ((V,) bool: the token ids that begin a word, `inspection.words.word_start_ids`)."""
+    `word_starts` ((V,) bool: the token ids that begin a word, `inspection.views.words.word_start_ids`)."""
     need_type("model", model, GPT, "a GPT (run.model)")
     need_token_ids("text_ids", text_ids, model.config.vocab_size, "token ids of a held-out text (held_out_ids(run)[0])")
     need_token_ids("vocab_ids", vocab_ids, model.config.vocab_size, "the token ids to draw from (usable_ids(run))")
@@ -289,22 +262,6 @@ def number(x) -> float | None:
     return None if np.isnan(x) else round(float(x), 6)
 
 
-def roles_json(roles: HeadRoles) -> dict:
-    """heads.json's content: every head's scores and role, the chance levels, the induction losses, and with
-    `roles.importance` each head's "off_loss_increase" and "off_drop_lost" (nats) and the full model's figures."""
-    L, H, importance = *roles.scores[ROLES[0]].shape, roles.importance
-    off = (lambda l, h: {"off_loss_increase": number(importance.loss[l, h]),
-                         "off_drop_lost": number(importance.drop[l, h])}) if importance else (lambda l, h: {})
-    heads = [{"layer": l, "head": h, "role": roles.strongest(l, h)[0],
-              **{r: number(roles.scores[r][l, h]) for r in roles.roles}, **off(l, h)} for l in range(L) for h in range(H)]
-    extra = {"off_mode": importance.mode, "held_out_loss": number(importance.full_loss)} if importance else {}
-    return {"text": roles.text, "chance": {r: number(roles.chance[r]) for r in roles.roles},
-            "induction_repeat": roles.repeat, "induction_sequences": SEQUENCES,
-            "loss_first_copy": number(roles.loss_first), "loss_second_copy": number(roles.loss_second),
-            "loss_drop": number(roles.loss_drop), **extra, "heads": heads,
-            "definitions": "inspection/heads.py and inspection/importance.py (module docstrings)"}
-
-
 def roles_record(roles: HeadRoles) -> dict:
     """The scores as a training run records them in metrics.jsonl: role -> (L, H) nested lists, with the
     same rounding as heads.json; `roles_from_record` reads them back. With `roles.importance`, "importance" too
@@ -336,7 +293,46 @@ def roles_from_record(record: dict, text: str = "") -> HeadRoles:
     return roles
 
 
-def save_roles(roles: HeadRoles, path: str | os.PathLike) -> Path:
-    """Write heads.json atomically."""
-    return write_json(Path(path), roles_json(roles))
+@torch.inference_mode()
+def held_out_loss(model, windows) -> float:
+    """The model's mean next-token loss on held-out windows (N, T), as it runs now (heads switched off included)."""
+    logits = model(windows[:, :-1], all_logits=True)[0]  # (N, T - 1, V)
+    return F.cross_entropy(logits.flatten(0, 1).float(), windows[:, 1:].flatten()).item()
 
+
+@torch.inference_mode()
+def losses(model, windows, seqs, n: int, o: int) -> tuple[float, float]:
+    """(held-out loss of windows, in-context loss drop of seqs) of the model as it runs now."""
+    first, second = copy_losses(model(seqs, all_logits=True)[0], seqs, n, o)
+    return held_out_loss(model, windows), first - second
+
+
+def head_importance(model, text_ids, vocab_ids, eot_id, mode: str = "mean", means=None) -> Importance:
+    """Every head's `Importance`, one head off at a time (the module docstring); `means` those of mode "mean"."""
+    windows = held_out_windows(model, text_ids)
+    seqs, n, o = induction_sequences(model, vocab_ids, eot_id)
+    full_loss, full_drop = losses(model, windows, seqs, n, o)
+    L, H = model.config.n_layer, model.config.n_head
+    loss, drop = np.zeros((L, H)), np.zeros((L, H))
+    for layer in range(L):
+        for head in range(H):
+            with HeadsOff(model, [(layer, head)], mode, means):
+                held_out, in_context = losses(model, windows, seqs, n, o)
+            loss[layer, head], drop[layer, head] = held_out - full_loss, full_drop - in_context
+    return Importance(mode, loss, drop, full_loss, full_drop)
+
+
+def record(run, settings) -> dict:
+    """Every head's role scores on the held-out text (settings.heads_text, a file, else the run's validation split),
+    what switching each off alone costs (settings.mode), and where that text came from ("source")."""
+    ids, source = held_out_ids(run, settings.heads_text)
+    roles = measure_heads(run.model, ids, usable_ids(run), run.eot_id, word_starts=word_start_ids(run.token_bytes))
+    means = held_out_means(run, settings.heads_text) if settings.mode == "mean" else None
+    roles.importance = head_importance(run.model, ids, usable_ids(run), run.eot_id, settings.mode, means)
+    return {**roles_record(roles), "source": source}
+
+
+def text(record: dict, lang: str) -> str:
+    """Where the scores were measured, and the heads ranked by their strongest role (`format_roles_table`)."""
+    return "\n".join([messages(lang)("roles.title", where=where(record["source"], lang)),
+                      format_roles_table(roles_from_record(record), lang)])

@@ -1,8 +1,8 @@
-"""Why this token and not that one: a prediction's logit difference split exactly into the parts that wrote it.
+"""The why view: why this token and not that one, a prediction's logit difference split into the parts that wrote it.
 
-    record = attribute(run.model, trace, query=-1)                    # the model's choice against its runner-up
-    record = attribute(run.model, trace, query=5, token=17, versus=3)  # or two tokens named by id
-    print(format_attribution(record, label, lang="ko"))
+    records = compute(run, text, ["why"], Settings(query=-1))             # the model's choice against its runner-up
+    records = compute(run, text, ["why"], Settings(query=5, why=("␣법률", "#3")))   # or two tokens named
+    print(text(records["why"], "ko"))
 
 The last residual stream at a token is a sum: the token's row of tok_emb, the position's row of pos_emb, and,
 for every block, each head's output y_h W_O (its d rows of W_O), the attention's bias b_O and the MLP's output.
@@ -23,10 +23,10 @@ Every number is read from the recording forward (inspection/trace.py) and the mo
 import numpy as np
 
 from cli.messages import messages
-from inspection.explain import resolve_query, table
-from inspection.trace import Trace
+from inspection.trace import Trace, resolve_query
+from inspection.labels import table
 from model import GPT
-from model.arguments import ArgumentTypeError, ArgumentValueError, kind, need_int, need_type
+from model.arguments import need_int, need_type
 from model.errors import UserError
 
 TOP = 5  # tokens a head pushes up and down the most, shown per head
@@ -36,11 +36,10 @@ def stream_parts(model, trace) -> tuple[list[dict], np.ndarray]:
     """The parts whose sum is the last residual stream: ([{"name", "kind", "layer", "head"}], (P, T, C) float64)."""
     c, vectors, parts = model.config, [trace.tok, trace.pos], [{"name": "tok_emb", "kind": "embedding"},
                                                                 {"name": "pos_emb", "kind": "embedding"}]
-    H, d = c.n_head, c.n_embd // c.n_head
+    shares = trace.shares()  # (L, H, T, C): out = concat(y) W_O + b_O, a head's rows of W_O at a time
     for layer, block in enumerate(model.blocks):
-        w_o = block.attn.c_proj.weight.detach().cpu().double().numpy().T  # (C, C): out = concat(y) W_O + b_O
-        for head in range(H):
-            vectors.append(trace.y[layer, head].astype(np.float64) @ w_o[head * d:(head + 1) * d])  # (T, C)
+        for head in range(c.n_head):
+            vectors.append(shares[layer, head])  # (T, C)
             parts.append({"name": f"head {layer}.{head}", "kind": "head", "layer": layer, "head": head})
         if block.attn.c_proj.bias is not None:
             vectors.append(np.broadcast_to(block.attn.c_proj.bias.detach().cpu().double().numpy(), trace.tok.shape))
@@ -139,30 +138,21 @@ def token_id(text: str, labels: dict[str, int], vocab_size: int) -> int:
     return labels[text]
 
 
-def format_attribution(record: dict, label, lang: str = "en", rows: int = 12) -> str:
-    """The record as a ranked table, with what a share means, in `lang`; `label(id)` names a token."""
-    say = messages(lang)  # first: it checks lang
-    said = "attribute(...)'s record, a dict of query, token, versus, logit_diff, sigma and parts"
-    need_type("record", record, dict, said)
-    if missing := [k for k in ("query", "token", "versus", "logit_diff", "sigma", "parts") if k not in record]:
-        raise ArgumentValueError(f"record must be {said}, got one without {', '.join(missing)}")
-    if not callable(label):
-        raise ArgumentTypeError(f"label must be a function from a token id to its label (labeller(run.tokenizer)), "
-                                f"got {kind(label)}")
-    rows = need_int("rows", rows, lo=1)
-    lines = [say("why.title", i=record["query"], token=repr(label(record["token"])), versus=repr(label(record["versus"])),
-                 diff=f"{record['logit_diff']:.4f}", sigma=f"{record['sigma']:.4f}"), say("why.exact"), ""]
+def text(record: dict, lang: str, rows: int = 12) -> str:
+    """The record's focus as a ranked table, with what a share means, in `lang`."""
+    say, focus = messages(lang), record["focus"]
+    lines = [say("why.title", i=focus["query"], token=repr(focus["token"]), versus=repr(focus["versus"]),
+                 diff=f"{focus['logit_diff']:.4f}", sigma=f"{focus['sigma']:.4f}"), say("why.exact"), ""]
     cells = [[say("why.share"), say("why.part"), say("why.up"), say("why.down")]]  # the part's name left-aligned
-    for part in record["parts"][:rows]:
-        up = " ".join(label(t) for t in part.get("up", [])[:3])
-        down = " ".join(label(t) for t in part.get("down", [])[:3])
-        cells.append([f"{part['share']:+.4f}", part["name"], up, down])
+    for part in focus["parts"][:rows]:
+        cells.append([f"{part['share']:+.4f}", part["name"], " ".join(part.get("up", [])[:3]),
+                      " ".join(part.get("down", [])[:3])])
     lines += table(cells)
-    rest = sum(p["share"] for p in record["parts"][rows:])
-    if len(record["parts"]) > rows:
-        lines.append(say("why.rest", n=len(record["parts"]) - rows, share=f"{rest:+.4f}"))
-    total = sum(p["share"] for p in record["parts"])
-    lines += [say("why.sum", total=f"{total:.4f}", diff=f"{record['logit_diff']:.4f}"), "", say("why.meaning")]
+    rest = sum(p["share"] for p in focus["parts"][rows:])
+    if len(focus["parts"]) > rows:
+        lines.append(say("why.rest", n=len(focus["parts"]) - rows, share=f"{rest:+.4f}"))
+    total = sum(p["share"] for p in focus["parts"])
+    lines += [say("why.sum", total=f"{total:.4f}", diff=f"{focus['logit_diff']:.4f}"), "", say("why.meaning")]
     return "\n".join(lines)
 
 
@@ -181,9 +171,14 @@ def named(record: dict, label) -> dict:
             "versus": label(record["versus"]), "parts": parts}
 
 
-def page_record(model, trace, label) -> dict:
-    """What the page shows of the attribution: every token's shares (`shares_per_token`, its choice against its
-    runner-up, with "labels" for those tokens) and the last token's whole record, named, with what each head pushes."""
-    shares = shares_per_token(model, trace)
+def record(look, settings) -> dict:
+    """Every token's shares of its choice against its runner-up (`shares_per_token`, with "labels" for those
+    tokens), and at "focus" the query's whole record (`attribute`, the tokens settings.why names or its choice and
+    runner-up), every token named, with what each head pushes."""
+    model, label = look.run.model, look.label
+    V = model.config.vocab_size
+    names = labels_to_ids(label, V) if any(settings.why) else {}
+    token, versus = (None if name is None else token_id(name, names, V) for name in settings.why)
+    shares = shares_per_token(model, look.trace)
     labels = {i: label(i) for i in set(shares["token"]) | set(shares["versus"])}
-    return {**shares, "labels": labels, "last": named(attribute(model, trace, -1), label)}
+    return {**shares, "labels": labels, "focus": named(attribute(model, look.trace, look.query, token, versus), label)}

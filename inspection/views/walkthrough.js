@@ -28,7 +28,7 @@ function renderExplain() {
   panel.replaceChildren();
   if (!EX || !state.explain) return;
   const { li, head: h, q: i } = state.explain, d = EX.d, root = Math.sqrt(d), dims = EX.dims;
-  // the texts are the terminal's (explain.*, inspection/explain.py), the same steps in the same words
+  // the texts are the terminal's (explain.*, inspection/views/walkthrough.py), the same steps in the same words
   panel.appendChild(el("h2", "", t("explain.title", { layer: LAYERS[li], head: h, i: i, token: "“" + TOKENS[i] + "”", T: T,
     C: EX.C, H: H, d: d })));
   const off = EX.off[li][h];  // "" when on; else its y below is what replaced it (inspection/trace.py)
@@ -40,7 +40,7 @@ function renderExplain() {
   para(panel, "vec ex-q", "q = " + vec(q, dims) + "   |q| = " + headNumber("q_norm", li, h, i).toFixed(4));
   para(panel, "", t("explain.step34", { d: d, C: EX.C, H: H, root: root.toFixed(4) }));
   para(panel, "", t("explain.step56"));
-  // the keys Python lists (inspection.explain.listed_keys), with the column of each in the record
+  // the keys Python lists (inspection.views.walkthrough.listed_keys), with the column of each in the record
   const listed = Array.from(headRow("keys", li, h, i, EX.K)).map((j, c) => [j, c]).filter(([j]) => j >= 0);
   const seen = listed.filter(([j]) => j <= i).length;
   if (seen < i + 1) para(panel, "ex-some", t("explain.some_keys", { shown: seen, n: i + 1 }));
@@ -67,7 +67,7 @@ function renderExplain() {
   panel.appendChild(tables);
   if (T - 1 - i > EX.future) para(panel, "ex-more", t("explain.more_masked", { n: T - 1 - i - EX.future }));
   para(panel, "vec ex-sum", "Σ w_j = " + headNumber("sum", li, h, i).toFixed(4));
-  // why, in this head's numbers (inspection.explain.why_numbers: Python's, not recomputed here)
+  // why, in this head's numbers (inspection.views.walkthrough.why_numbers: Python's, not recomputed here)
   const why = (k) => EX.why[((k * L + li) * H + h) * T + i];
   para(panel, "why ex-why-qkv", t("explain.why_qkv", { i: i }));
   para(panel, "why ex-why-scale", t("explain.why_scale", { d: d, before: why(0).toFixed(4), after: why(1).toFixed(4),

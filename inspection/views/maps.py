@@ -1,4 +1,8 @@
-"""Per-head statistics of causal attention maps, and the terminal tables that show them.
+"""The maps view: every layer and head's attention over a text, and per-head statistics of it.
+
+    records = compute(run, "대한민국은 서울", ["maps"])     # inspection/views/__init__.py
+    record = records["maps"]    # ids, tokens (labels), pieces, att (L, H, T, T), prefill, stats, off, trace
+    print(text(record, "ko"))   # the statistics table; with settings.head, where each query of that head looks
 
 For one head, `att[q, k]` is the attention query token q gives key token k (each row sums to 1, zero
 for k > q). entropy and distance are means over the query positions q = 1 .. T-1 (query 0 can only attend
@@ -7,20 +11,44 @@ to itself, so it would add the same trivial value to every head); NaN when T = 1
 - entropy:  mean of -sum_k att[q, k] * ln att[q, k], in nats. 0 = one key only; ln(q+1) = uniform.
 - distance: mean of sum_k att[q, k] * (q - k), in tokens: how far back the head looks on average.
 
-prev, first and self are the previous-token, first-token and self role scores of inspection/heads.py, one
-definition for both: means over the queries q = 2 .. T-1 (at q = 1 the previous token is the first) of
+prev, first and self are the previous-token, first-token and self role scores of inspection/views/roles.py, one
+definition for both (`text_role_sums`, here, which the roles read): means over the queries q = 2 .. T-1 (at q = 1 the previous token is the first) of
 att[q, q-1], att[q, 0] (often an "attention sink") and att[q, q]; NaN when T < 3.
+
+`att` comes from the text's recording forward, or, for text a decoding generated, from the decoding's own
+forwards: rows 0..prefill-1 from its prefill, each later row from one cached step (the KV cache's keys).
 """
+
 
 import numpy as np
 import torch
 
-from inspection.heads import text_role_sums
-from inspection.labels import display_width, pad
-from model.arguments import ArgumentValueError, need_int, need_labels, need_maps, need_type
 from cli.messages import messages
+from inspection.labels import display_width, format_top_attended, pad, token_pieces
+from model.arguments import ArgumentValueError, need_maps, need_type
+from model.device import sum_dtype
 
 STAT_NAMES = ("entropy", "distance", "prev", "first", "self")
+
+
+def text_role_sums(maps: torch.Tensor, ids: torch.Tensor) -> dict[str, tuple[torch.Tensor, int]]:
+    """maps (B, L, H, T, T) of windows ids (B, T) -> role: (summed score (L, H), number of queries)."""
+    B, T = ids.shape
+    q = torch.arange(2, T)
+    maps = maps.to(sum_dtype(maps.device))
+    sums = {
+        "previous-token": (maps[..., q, q - 1].sum((0, 3)), B * len(q)),
+        "first-token": (maps[..., q, 0].sum((0, 3)), B * len(q)),
+        "self": (maps[..., q, q].sum((0, 3)), B * len(q)),
+    }
+    same = ids[:, :, None] == ids[:, None, :]  # (B, T, T): [b, query, key] hold the same token
+    keys = torch.ones(T, T, dtype=torch.bool).tril(diagonal=-2)
+    keys[:, 0] = False  # keys 1..q-2
+    dup = (same & keys)[:, 2:]  # (B, T-2, T)
+    has = dup.any(-1)  # (B, T-2): queries whose token occurs earlier
+    mass = (maps[..., 2:, :] * dup[:, None, None]).sum(-1)  # (B, L, H, T-2)
+    sums["duplicate-token"] = ((mass * has[:, None, None]).sum((0, 3)), int(has.sum()))
+    return sums
 
 
 def head_stats(att: np.ndarray) -> dict[str, np.ndarray]:
@@ -69,15 +97,24 @@ def need_stats(stats) -> tuple[int, int]:
     return next(iter(shapes))
 
 
-def format_top_attended(att: np.ndarray, labels: list[str], k: int = 3) -> str:
-    """For each query token of one head's map `att` (T, T): the `k` keys it attends to most, with their attention."""
-    att = need_maps("att", att, dims=2)
-    need_labels("labels", labels, att.shape[-1])
-    k = need_int("k", k, lo=1)
-    width = max(display_width(label) for label in labels)
-    lines = []
-    for q, label in enumerate(labels):
-        top = np.argsort(-att[q, : q + 1], kind="stable")[:k]
-        targets = "  ".join(f"{labels[j]}({j}) {att[q, j]:.3f}" for j in top)
-        lines.append(f"{q:>4} {pad(label, width)} -> {targets}")
+def record(look, settings) -> dict:
+    """The text's maps and their statistics, and the recording forward they came with ("trace", explain.npz's
+    arrays); `settings.head` (layer, head): the one head whose queries the text lists."""
+    # the window may start inside a character: its leftover bytes are left out of the text
+    text = b"".join(look.run.token_bytes[i] for i in look.ids).decode("utf-8", errors="ignore")
+    return {"ids": list(look.ids), "tokens": list(look.labels), "pieces": token_pieces(look.run.tokenizer, look.ids),
+            "text": text,
+            "att": look.att, "prefill": len(look.ids) if look.prefill is None else look.prefill,
+            "stats": head_stats(look.att), "off": look.trace.off.tolist(),
+            "head": None if settings.head is None else list(settings.head), "trace": look.trace}
+
+
+def text(record: dict, lang: str) -> str:
+    """The statistics table with its title and definitions, then where each query of `record["head"]` looks."""
+    say, T = messages(lang), len(record["ids"])
+    lines = [say("stats.title", n=T, cells=T**2), format_stats_table(record["stats"], lang), say("stats.defs")]
+    if record["head"] is not None:
+        layer, head = record["head"]
+        lines += [say("stats.top", layer=layer, head=head), format_top_attended(record["att"][layer, head],
+                                                                              record["tokens"])]
     return "\n".join(lines)

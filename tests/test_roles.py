@@ -1,6 +1,6 @@
-"""Head roles (inspection/heads.py) against known answers: hand-set heads, a hand-built copying model, init.
+"""Head roles (inspection/views/roles.py) against known answers: hand-set heads, a hand-built copying model, init.
 
-    python -m pytest tests/test_heads.py -q
+    python -m pytest tests/test_roles.py -q
 """
 
 import json
@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 import torch
 
-from inspection.heads import (ROLES, HeadRoles, copying_circuit, format_roles_table, measure_heads,
-                              repeated_sequences, roles_record, save_roles, text_role_sums)
+from inspection.views.roles import (ROLES, HeadRoles, copying_circuit, format_roles_table, measure_heads,
+                                    repeated_sequences, roles_from_record, roles_record, text_role_sums)
 from model import GPT, GPTConfig
 from tests.conftest import P, V, copying_model
 from training.evaluation import heads_line
@@ -85,17 +85,19 @@ def test_repeated_sequences_are_two_copies_of_distinct_tokens():
     assert all(len(set(row[1:6].tolist())) == 5 for row in seqs) and int(seqs[:, 1:].min()) >= 1
 
 
-def test_table_ranks_heads_by_their_strongest_role_and_json_holds_every_score(copying_roles, tmp_path):
+def test_table_ranks_heads_by_their_strongest_role_and_the_record_holds_every_score(copying_roles):
     lines = format_roles_table(copying_roles).splitlines()
     ranked = [tuple(int(x) for x in line.split()[1:3]) for line in lines[1:5]]
     assert set(ranked[:2]) == {(0, 0), (1, 0)} and set(ranked[2:]) == {(0, 1), (1, 1)}
     assert "loss" in lines[-1] and f"drop {copying_roles.loss_drop:.3f}" in lines[-1]
-    saved = json.loads(save_roles(copying_roles, tmp_path / "heads.json").read_text(encoding="utf-8"))
-    assert len(saved["heads"]) == 4 and saved["loss_drop"] == pytest.approx(copying_roles.loss_drop, abs=1e-6)
-    first = next(h for h in saved["heads"] if (h["layer"], h["head"]) == (0, 0))
-    assert first["role"] == "previous-token"
-    assert first["previous-token"] == pytest.approx(copying_roles.scores["previous-token"][0, 0], abs=1e-6)
+    saved = json.loads(json.dumps(roles_record(copying_roles)))  # heads.json's and metrics.jsonl's one form
+    assert saved["loss_drop"] == pytest.approx(copying_roles.loss_drop, abs=1e-6)
+    assert saved["scores"]["previous-token"][0][0] == pytest.approx(copying_roles.scores["previous-token"][0, 0], abs=1e-6)
     assert set(saved["chance"]) == set(ROLES)
+    back = roles_from_record(saved)
+    assert back.strongest(0, 0)[0] == "previous-token" and back.strongest(1, 0) == copying_roles.strongest(1, 0)
+    unranked = lambda table: sorted(line[5:] for line in table.splitlines())  # noqa: E731  (1.000 and 0.9999999 tie)
+    assert unranked(format_roles_table(back)) == unranked(format_roles_table(copying_roles))
     assert copying_roles.labels()[1][0].startswith("induction ")
 
 

@@ -1,14 +1,15 @@
-"""Patching between two texts (inspection/patching.py), on the hand-built copying model whose circuit is known:
+"""Patching between two texts (inspection/views/patch.py), on the hand-built copying model whose circuit is known:
 the grid puts the recovery where the circuit reads, the cone holds, and each head is patched alone or together.
 
-python -m pytest tests/test_patching.py -q
+python -m pytest tests/test_patch.py -q
 """
 
 import pytest
 
-from inspection.patching import format_patch, patch
+from inspection.views import Settings, compute
+from inspection.views.patch import named_patch, patch, text
 from model.errors import UserError
-from tests.conftest import CHROMIUM, copying_model
+from tests.conftest import CHROMIUM, copying_model, toy_run
 
 # The copying model predicts, at the last 3, the token that followed 3 before: 5 on the clean text, 4 on the
 # corrupted one (token 2 changed from 5 to 4).
@@ -47,8 +48,8 @@ def test_texts_of_different_lengths_are_refused():
 
 
 def test_the_text_says_the_same_numbers_in_both_languages(record):
-    labels = [f"t{i}" for i in CLEAN]
-    en, ko = (format_patch(record, lambda i: f"t{i}", labels, lang) for lang in ("en", "ko"))
+    named = named_patch(record, lambda i: f"t{i}", CLEAN, CORRUPT)
+    en, ko = (text(named, lang) for lang in ("en", "ko"))
     import re
     numbers = lambda text: sorted(re.findall(r"-?\d+\.\d+", text))  # noqa: E731
     assert numbers(en) == numbers(ko) and en != ko
@@ -57,15 +58,14 @@ def test_the_text_says_the_same_numbers_in_both_languages(record):
 @pytest.mark.slow
 @pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install chromium)")
 def test_the_page_draws_the_grid_of_the_python_record(record, tmp_path, browser):
-    from inspection.html import save_html
-    from inspection.patching import named_patch
-    from inspection.trace import trace_ids
+    from inspection.html import page as page_html
 
-    model = copying_model()
-    trace = trace_ids(model, CLEAN)
-    named = named_patch(record, lambda i: f"t{i}", CLEAN, CORRUPT)
-    page = browser(save_html(trace.att, named["labels"], tmp_path / "attention.html", trace=trace, patch=named),
-                   "#lang=ko")
+    corrupted = " ".join(f"t{i}" for i in CORRUPT)
+    records = compute(toy_run(copying_model()), CLEAN, ["maps", "patch"], Settings(corrupt=corrupted,
+                                                                                   patch_heads=[(0, 0), (1, 0)]))
+    assert records["patch"]["grid"] == record["grid"]  # the view's record is the function's
+    (tmp_path / "attention.html").write_text(page_html(records), encoding="utf-8")
+    page = browser(tmp_path / "attention.html", "#lang=ko")
     cells = [float(x) for x in page.texts(".patch-grid td")]
     assert cells == pytest.approx([x for row in record["grid"] for x in row], abs=0.006)  # shown to 2 decimals
     assert "1.0 " in page.texts("#patch p")[2] and "cone 모양인 이유" in page.texts("#patch p")[-1]

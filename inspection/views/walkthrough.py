@@ -1,7 +1,7 @@
-"""One attention head on one query token, step by step, with the model's own numbers (a `Trace`).
+"""The walkthrough view: one attention head on one query token, step by step, with the model's own numbers.
 
-    trace = trace_ids(run.model, ids)
-    print(explain_head(trace, labels, layer=1, head=0, query=-1, w_o=c_proj.weight.T.numpy()))
+    records = compute(run, text, ["walkthrough"], Settings(head=(1, 0), query=-1))
+    print(text(records["walkthrough"], "ko"))      # head 1.0 at the last token (--explain 1.0)
 
 The steps are those of the textbook formula, in its order: the query token and the keys it may see;
 the normalised input x_j of each; q = x W_Q + b_Q, k_j, v_j; the scores q·k_j; their division by
@@ -11,35 +11,22 @@ why, from the numbers shown: what q, k and v are for, why the scores are divided
 and after, the largest attention without the division), why the mask comes before softmax, how much of y its
 strongest term makes, each head's share of out, and that a map is a hint, not a causal explanation.
 Vectors show their first `DIMS` values and then "…"; explain.npz holds them whole.
+
+The record holds every number the steps show for every head and query of its layers (the page opens any of them
+with a click; walkthrough.js beside this file draws them), and at `focus` the one head and query the terminal
+walks through, with what only that walk needs (its attention row, its head's share of W_O's output).
 """
 
 import math
 
 import numpy as np
 
-from inspection.labels import display_width
+from inspection.labels import DIMS, table, vector, with_gaps
 from cli.messages import messages
-from model.errors import UserError
 
-DIMS = 4  # values shown of each vector
 ALL_KEYS = 24  # up to this many visible keys every one is listed; beyond, a selection
 FUTURE = 3  # masked keys listed after the query, to show the mask at work
 TOP = 3  # contributions to y listed
-
-
-def resolve_query(query: int, T: int) -> int:
-    """A token index (negative counts from the end) -> 0..T-1, or a UserError naming the range."""
-    if not -T <= query < T:
-        raise UserError(f"--query {query} is outside the {T} tokens of the text; give 0..{T - 1} "
-                        f"or -1..-{T} (from the end)")
-    return query % T
-
-
-def vector(a: np.ndarray, n: int = DIMS, total: int | None = None) -> str:
-    """`[ 0.1234, -0.5678, …]`: the first n values, "…" if there are more (`total`: the whole vector's length,
-    when `a` holds only its first values)."""
-    shown = ", ".join(f"{x: .4f}" for x in a[:n])
-    return f"[{shown}{', …' if (total or len(a)) > n else ''}]"
 
 
 def listed_keys(att: np.ndarray) -> np.ndarray:
@@ -113,60 +100,59 @@ def walkthrough_numbers(trace, layer: int) -> dict:
             "top_terms": w_top[..., None] * v[heads, top][..., :DIMS]}
 
 
-def off_names(off: dict, say) -> str:
-    """Switched-off heads {(layer, head): mode} as the views name them: "0.0 off (mean), 1.1 off (zero)"."""
-    return ", ".join(f"{l}.{h} " + say("ablate.off", mode=say("ablate.short_" + mode)) for (l, h), mode in sorted(off.items()))
-
-
-def table(rows: list[list[str]]) -> list[str]:
-    """Rows of cells in columns as wide as their widest cell (Hangul takes two terminal columns); the
-    token column (the second) is aligned left, the numbers right."""
-    widths = [max(display_width(row[c]) for row in rows) for c in range(len(rows[0]))]
-
-    def align(cell, c):
-        gap = " " * (widths[c] - display_width(cell))
-        return cell + gap if c == 1 else gap + cell
-
-    return ["   " + "  ".join(align(cell, c) for c, cell in enumerate(row)).rstrip() for row in rows]
-
-
-def with_gaps(keys: list[int], cells) -> list[list[str]]:
-    """One row per key from `cells(j)`, and a "…" row wherever keys are skipped."""
-    rows, last = [], -1
-    for j in keys:
-        if j > last + 1:
-            rows.append(["…"] + [""] * (len(cells(j)) - 1))
-        rows.append(cells(j))
-        last = j
-    return rows
-
-
-def explain_head(trace, labels: list[str], layer: int, head: int, query: int, w_o=None, lang: str = "en",
-                 mlp: bool = True) -> str:
-    """The walkthrough of head `layer`.`head` at token `query` (see the module docstring), in `lang` ("en" or
-    "ko", cli/messages.py: the same numbers in both), from `walkthrough_numbers` as the page shows it.
-
-    w_o (n_embd, n_embd) is W_O as in out = concat(y) W_O + b_O (that is c_proj.weight.T); with it the
-    walkthrough also shows this head's own share of the sublayer's output. `mlp`: the block has an MLP after
-    its attention (model.mlp).
-    """
-    say = messages(lang)
+def record(look, settings) -> dict:
+    """Every number of the walkthrough for the layers shown (settings.layers, all when None) and, with
+    settings.explain, the focus: that head at settings.query."""
+    trace = look.trace
     L, H, T, d = trace.q.shape
-    C = trace.x.shape[-1]
-    i = resolve_query(query, T)
-    x, q, k, v = trace.x[layer], trace.q[layer, head, i], trace.k[layer, head], trace.v[layer, head]
-    w, y = trace.att[layer, head, i], trace.y[layer, head, i]
-    numbers = walkthrough_numbers(trace, layer)
-    n = {name: numbers[name][head, i] for name in ("keys", "dot", "scaled", "sum", "q_norm", "y_norm", "top",
-                                                    "top_size", "top_terms")}  # this head and query's
-    v_norm, x_norm, out_norm = numbers["v_norm"][head], numbers["x_norm"], numbers["out_norm"]  # (T,) each
-    listed = n["keys"][n["keys"] >= 0].tolist()
+    focus = settings.explain
+    layers = sorted(set(range(L) if settings.layers is None else settings.layers) | ({focus[0]} if focus else set()))
+    numbers = [walkthrough_numbers(trace, layer) for layer in layers]
+    K = max(n["keys"].shape[-1] for n in numbers)
+
+    def stacked(name, fill=0.0):  # (L', ...) with the key axis padded to K
+        return np.stack([np.pad(n[name], [(0, 0)] * 2 + [(0, K - n[name].shape[-1])], constant_values=fill)
+                         if name in ("keys", "dot", "scaled") else n[name] for n in numbers])
+
+    def head_and_norm(a, norm):  # (L', T, C) -> (L', T, DIMS + 1): the first values and the norm
+        return np.concatenate([a[..., :DIMS], stacked(norm)[..., None]], axis=-1)
+
+    found = {"layers": layers, "n_layer": L, "d_head": d, "n_embd": trace.x.shape[-1], "dims": DIMS, "K": K,
+             "top_n": TOP, "future": FUTURE, "mlp": trace.hidden.shape[-1] > 0,
+             "x": head_and_norm(trace.x[layers], "x_norm"), "out": head_and_norm(trace.out[layers], "out_norm"),
+             **{name: getattr(trace, name)[layers] for name in ("q", "k", "v", "y")}, "keys": stacked("keys", -1),
+             **{name: stacked(name) for name in ("dot", "scaled", "sum", "q_norm", "y_norm", "v_norm", "top",
+                                                  "top_size", "top_terms")},
+             "why": np.stack([why_numbers(trace, layer) for layer in layers], axis=1),  # (5, L', H, T)
+             "off": trace.off[layers].tolist(), "focus": None}
+    if focus is not None:
+        layer, head = focus
+        shares = trace.shares(slice(look.query, look.query + 1))[layer, :, 0]  # (H, C): each head's part of out
+        found["focus"] = {"layer": layer, "head": head, "query": look.query, "tokens": list(look.labels),
+                          "w": trace.att[layer, head, look.query], "share": shares[head],
+                          "shares": np.linalg.norm(shares, axis=-1)}
+    return found
+
+
+def text(record: dict, lang: str) -> str:
+    """The walkthrough of the record's focus (see the module docstring), in `lang` ("en" or "ko", cli/messages.py:
+    the same numbers in both)."""
+    say, f = messages(lang), record["focus"]
+    layer, head, i, labels = f["layer"], f["head"], f["query"], f["tokens"]
+    li = record["layers"].index(layer)
+    H, T, d = record["q"].shape[1:]
+    C = record["n_embd"]
+    x, q, k, v = record["x"][li], record["q"][li, head, i], record["k"][li, head], record["v"][li, head]
+    w, y = f["w"], record["y"][li, head, i]
+    n = {name: record[name][li, head, i] for name in ("keys", "dot", "scaled", "sum", "q_norm", "y_norm", "top",
+                                                       "top_size", "top_terms")}  # this head and query's
+    v_norm = record["v_norm"][li, head]  # (T,)
+    listed = [int(j) for j in n["keys"] if j >= 0]
     keys, future = [j for j in listed if j <= i], [j for j in listed if j > i]
     column = {j: c for c, j in enumerate(listed)}  # where key j's q·k_j sits in the record
-    names = labels
     token = say("explain.token")
     lines = [say("explain.title", layer=layer, head=head, i=i, token=repr(labels[i]), T=T, C=C, H=H, d=d), ""]
-    mode = str(trace.off[layer, head])  # "": on; a switched-off head's y is what replaced it (inspection/trace.py)
+    mode = record["off"][li][head]  # "": on; a switched-off head's y is what replaced it (inspection/trace.py)
     if mode:
         lines += [say("explain.off", layer=layer, head=head, mode=say("ablate." + mode)), ""]
 
@@ -175,12 +161,12 @@ def explain_head(trace, labels: list[str], layer: int, head: int, query: int, w_
         lines.append(say("explain.some_keys", shown=len(keys), n=i + 1))
     lines.append(say("explain.x", dims=DIMS, C=C))
     rows = [["j", token, "x_j", "|x_j|"]] + with_gaps(keys, lambda j: [
-        str(j), names[j], vector(x[j]), f"{x_norm[j]:.4f}"])
+        str(j), labels[j], vector(x[j][:DIMS], total=C), f"{x[j][DIMS]:.4f}"])
     lines += table(rows) + [""]
 
     lines.append(say("explain.step2", head=head, i=i, C=C, d=d))
     lines.append(f"   q = {vector(q)}   |q| = {n['q_norm']:.4f}")
-    rows = [["j", token, "k_j", "v_j"]] + with_gaps(keys, lambda j: [str(j), names[j], vector(k[j]), vector(v[j])])
+    rows = [["j", token, "k_j", "v_j"]] + with_gaps(keys, lambda j: [str(j), labels[j], vector(k[j]), vector(v[j])])
     lines += table(rows) + [say("explain.why_qkv", i=i), ""]
 
     root = math.sqrt(d)
@@ -189,13 +175,13 @@ def explain_head(trace, labels: list[str], layer: int, head: int, query: int, w_
 
     def score_cells(j):
         dot, scaled = n["dot"][column[j]], n["scaled"][column[j]]  # step 3, and the model's own q·kᵀ/√d_k
-        return [str(j), names[j], f"{dot: .4f}", f"{scaled: .4f}", " -∞" if j > i else f"{scaled: .4f}", f"{w[j]:.4f}"]
+        return [str(j), labels[j], f"{dot: .4f}", f"{scaled: .4f}", " -∞" if j > i else f"{scaled: .4f}", f"{w[j]:.4f}"]
 
     rows = [["j", token, "q·k_j", "÷√d_k", say("explain.masked"), "w_j"]] + with_gaps(keys + future, score_cells)
     lines += table(rows)
     if T - 1 - i > FUTURE:
         lines.append(say("explain.more_masked", n=T - 1 - i - FUTURE))
-    why = dict(zip(WHY, why_numbers(trace, layer)[:, head, i]))
+    why = dict(zip(WHY, record["why"][:, li, head, i]))
     lines += [f"   Σ w_j = {n['sum']:.6f}", say("explain.why_scale", d=d, **{k: f"{why[k]:.4f}" for k in WHY[:4]}),
               say("explain.why_mask"), ""]  # step 4's reason, then step 5's
 
@@ -206,21 +192,19 @@ def explain_head(trace, labels: list[str], layer: int, head: int, query: int, w_
     lines.append(say("explain.largest"))
     rows = [["j", token, "w_j", "|v_j|", "w_j |v_j|", "w_j v_j"]]
     for j, size, term in zip(n["top"], n["top_size"], n["top_terms"]):
+        j = int(j)
         if j <= i:  # a key after the query adds nothing
-            rows.append([str(j), names[j], f"{w[j]:.4f}", f"{v_norm[j]:.4f}", f"{size:.4f}", vector(term, total=d)])
+            rows.append([str(j), labels[j], f"{w[j]:.4f}", f"{v_norm[j]:.4f}", f"{size:.4f}", vector(term, total=d)])
     lines += table(rows) + [say("explain.why_mix", share=f"{100 * why['mix']:.1f}"), ""]
 
     lo, hi = head * d, (head + 1) * d
-    out = trace.out[layer, i]
+    out = record["out"][li, i]
     lines.append(say("explain.step8", d=d, lo=lo, last=hi - 1, C=C, H=H, i=i))
-    lines.append(f"   out_{i} = {vector(out)}   |out| = {out_norm[i]:.4f}")
-    if w_o is not None:
-        share = y @ np.asarray(w_o)[lo:hi]
-        lines.append(say("explain.share", lo=lo, end=hi, share=vector(share), norm=f"{np.linalg.norm(share):.4f}"))
-        shares = [np.linalg.norm(trace.y[layer, h, i] @ np.asarray(w_o)[h * d:(h + 1) * d]) for h in range(H)]
-        marks = [say("explain.off_mark") if trace.off[layer, h] else "" for h in range(H)]
-        named = ", ".join(f"{h}: {n:.4f}{m}" for h, (n, m) in enumerate(zip(shares, marks)))
-        lines.append(say("explain.why_heads", shares=named))
-    lines.append(say("explain.residual", i=i, mlp=say("explain.mlp_follows") if mlp else ""))
+    lines.append(f"   out_{i} = {vector(out[:DIMS], total=C)}   |out| = {out[DIMS]:.4f}")
+    lines.append(say("explain.share", lo=lo, end=hi, share=vector(f["share"]), norm=f"{np.linalg.norm(f['share']):.4f}"))
+    marks = [say("explain.off_mark") if record["off"][li][h] else "" for h in range(H)]
+    named = ", ".join(f"{h}: {x:.4f}{m}" for h, (x, m) in enumerate(zip(f["shares"], marks)))
+    lines.append(say("explain.why_heads", shares=named))
+    lines.append(say("explain.residual", i=i, mlp=say("explain.mlp_follows") if record["mlp"] else ""))
     lines += ["", say("explain.off_hint" if mode else "path.hint")]
     return "\n".join(lines)

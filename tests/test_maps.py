@@ -1,7 +1,7 @@
-"""Per-head statistics (inspection/stats.py) by hand, on pure patterns and against the head roles' own
+"""The maps view (inspection/views/maps.py): per-head statistics by hand, on pure patterns and against the head roles' own
 measures; the statistics table and the most-attended keys.
 
-    python -m pytest tests/test_stats.py -q
+    python -m pytest tests/test_maps.py -q
 """
 
 import math
@@ -10,7 +10,8 @@ import re
 import numpy as np
 import pytest
 
-from inspection.stats import STAT_NAMES, format_stats_table, format_top_attended, head_stats
+from inspection.labels import format_top_attended
+from inspection.views.maps import STAT_NAMES, format_stats_table, head_stats
 from tests.conftest import random_maps
 
 

@@ -1,4 +1,4 @@
-// ---- why this token and patching (inspection/attribution.py, inspection/patching.py), and reading by word -----
+// ---- why this token and patching (inspection/views/why.py, patch.py), and reading by word (words.py) ----------
 // The shares, their ranking, the grid and the word-level maps are Python's records (inspection/html.py): drawn here,
 // computed nowhere else.
 
@@ -25,9 +25,9 @@ function renderWhy() {
   });
   richTable(panel, [t("why.part"), t("why.share")], rows, "why-parts");
   panel.appendChild(el("p", "hint", t("why.exact")));
-  if (f === T - 1) {  // the last token's record holds what each head pushes
+  if (f === W.focus.query) {  // the focus record holds what each head pushes
     panel.appendChild(el("p", "", t("page.why_heads")));
-    const heads = W.last.parts.filter((p) => p.kind === "head");
+    const heads = W.focus.parts.filter((p) => p.kind === "head");
     richTable(panel, [t("why.part"), t("why.up"), t("why.down")],
               heads.map((p) => [p.name, p.up.join(" "), p.down.join(" ")]), "why-heads");
   }
@@ -66,7 +66,7 @@ function renderPatch() {
   panel.appendChild(el("p", "hint", t("patch.cone")));
 }
 
-// Reading by word (inspection/words.py): the maps of every frame swap to their word-level maps, the token line to
+// Reading by word (inspection/views/words.py): the maps of every frame swap to their word-level maps, the token line to
 // the words; the walkthrough, the path, the lens and the attribution stay per token, so they step aside.
 let TOKEN_VIEW = null;  // the token view kept while the words are shown (WORDS_ON: data.js)
 

@@ -1,18 +1,19 @@
-"""Why this token (inspection/attribution.py): the shares add up to the logit difference, each is what removing
+"""Why this token (inspection/views/why.py): the shares add up to the logit difference, each is what removing
 its part from the stream changes, by hand; the tokens a head pushes; naming tokens.
 
-python -m pytest tests/test_attribution.py -q
+python -m pytest tests/test_why.py -q
 """
 
 import numpy as np
 import pytest
 import torch
 
-from inspection.attribution import attribute, format_attribution, page_record, shares_per_token, token_id
-from inspection.html import save_html
+from inspection.html import page as page_html
 from inspection.trace import trace_ids
+from inspection.views import Settings, compute, why
+from inspection.views.why import attribute, shares_per_token, token_id
 from model.errors import UserError
-from tests.conftest import CHROMIUM, biased_model
+from tests.conftest import CHROMIUM, biased_model, look_at, toy_run
 
 IDS = [0, 5, 17, 3, 42, 17, 9, 63, 1]
 
@@ -99,8 +100,8 @@ def test_tokens_are_named_as_the_tables_show_them_and_bad_ones_refused(model):
 
 
 def test_the_table_says_the_same_numbers_in_both_languages(model):
-    record = attribute(model, trace_ids(model, IDS), -1)
-    en, ko = (format_attribution(record, lambda i: f"t{i}", lang) for lang in ("en", "ko"))
+    record = why.record(look_at(model, IDS), Settings())
+    en, ko = (why.text(record, lang) for lang in ("en", "ko"))
     assert en != ko and "몫" in ko
     import re
     numbers = lambda text: sorted(re.findall(r"-?\d+\.\d+", text))  # noqa: E731
@@ -111,9 +112,8 @@ def test_the_table_says_the_same_numbers_in_both_languages(model):
 @pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install chromium)")
 def test_the_page_draws_the_shares_of_the_focused_token_from_the_python_record(model, tmp_path, browser):
     trace = trace_ids(model, IDS)
-    labels = [f"t{i}" for i in IDS]
-    page = browser(save_html(trace.att, labels, tmp_path / "attention.html", trace=trace,
-                             why=page_record(model, trace, lambda i: f"t{i}")), "#layer=1&head=0&focus=5")
+    (tmp_path / "attention.html").write_text(page_html(compute(toy_run(model), IDS, ["maps", "why"])), encoding="utf-8")
+    page = browser(tmp_path / "attention.html", "#layer=1&head=0&focus=5")
     record = attribute(model, trace, 5)
     names = page.texts("table.why-parts td:nth-child(1)")
     shares = [float(x) for x in page.texts("table.why-parts td:nth-child(2)")]

@@ -1,4 +1,4 @@
-// ---- the path of the focused token through the whole forward pass (inspection/path.py) ----------------
+// ---- the path of the focused token through the whole forward pass (inspection/views/path.py) ----------------
 // Every number of the path comes from the page's data, the record of the model's own forward pass; nothing
 // of it is computed here. The one rule computed here: the offline page's next-token bars apply model/sampling.py's
 // sampling_probs to the last token's logits, so that they move with the settings without a server (docs/page.md:

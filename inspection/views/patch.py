@@ -1,8 +1,8 @@
-"""Patching between two texts: which residual streams and which heads carry the difference between two predictions.
+"""The patch view: which residual streams and which heads carry the difference between two texts' predictions.
 
-    record = patch(run.model, clean_ids, corrupt_ids)           # the grid and every head, one forward per layer
-    record = patch(run.model, clean_ids, corrupt_ids, heads=[(1, 0), (1, 2)])   # and those heads together
-    print(format_patch(record, label, labels, lang="ko"))
+    records = compute(run, clean, ["patch"], Settings(corrupt=corrupted))   # the grid and every head
+    records = compute(run, clean, ["patch"], Settings(corrupt=corrupted, patch_heads=((1, 0), (1, 2))))  # and those
+    print(text(records["patch"], "ko"))
 
 Two texts of the same number of tokens: the clean one, whose next token is A, and a corrupted one that differs in
 a few tokens, whose next token is B (if both predict A, B is the corrupted run's runner-up). The measure is the
@@ -19,7 +19,7 @@ the whole difference, 0 where it carries none.
 - `heads["L.H"]`: the head's output y, before W_O, at every token, taken from the clean run.
 - `together`: the heads named in `heads=`, all patched at once.
 
-Each patch is a forward of the corrupted text with a forward pre-hook (as model/ablation.py switches heads off);
+Each patch is a forward of the corrupted text with a forward pre-hook (as common/heads_off.py switches heads off);
 the rows of a batch patch different cells, so one forward covers a stage's every token, and one covers every head.
 """
 
@@ -27,9 +27,9 @@ import numpy as np
 import torch
 
 from cli.messages import messages
-from inspection.attribution import choice_and_runner_up
+from common.heads_off import head_name, read_heads
 from inspection.labels import display_width, pad
-from model.ablation import check_heads
+from inspection.views.why import choice_and_runner_up
 from model import GPT
 from model.arguments import need_token_ids, need_type
 from model.errors import UserError
@@ -121,8 +121,6 @@ def patch(model, clean_ids: list[int], corrupt_ids: list[int], heads: list[tuple
     need_type("model", model, GPT, "a GPT (run.model)")
     for name, ids in (("clean_ids", clean_ids), ("corrupt_ids", corrupt_ids)):
         need_token_ids(name, ids, model.config.vocab_size, "a non-empty list of token ids (run.encode_prompt(text))")
-    if heads is not None:
-        need_type("heads", heads, (list, tuple), "a list of (layer, head) pairs, or None")
     if len(clean_ids) != len(corrupt_ids):
         raise UserError(f"the clean text has {len(clean_ids)} tokens and the corrupted one {len(corrupt_ids)}; "
                         "patching needs the same number of tokens in both (change words for words of the same length)")
@@ -147,17 +145,25 @@ def patch(model, clean_ids: list[int], corrupt_ids: list[int], heads: list[tuple
     grid = [recovered(patch_stage(model, corrupt, streams[s], s)) for s in range(len(streams))]
     L, H = model.config.n_layer, model.config.n_head
     groups = [[(layer, head)] for layer in range(L) for head in range(H)]
-    heads = check_heads(model, heads) if heads else []
+    heads = read_heads(heads, "heads", model.config) if heads else []
     clean_heads = head_inputs(model, clean)
     fractions = recovered(patch_heads(model, corrupt, clean_heads, groups + ([heads] if heads else [])))
     return {"token": token, "versus": versus, "clean_diff": clean_diff, "corrupt_diff": corrupt_diff,
             "grid": np.round(np.stack(grid), 6).tolist(),
-            "heads": {f"{l}.{h}": round(float(f), 6) for (l, h), f in zip((g[0] for g in groups), fractions)},
-            "ranked_heads": sorted(([f"{l}.{h}", round(float(f), 6)] for (l, h), f in zip((g[0] for g in groups),
-                                                                                            fractions)), key=lambda hf: -hf[1]),
+            "heads": {head_name(*g[0]): round(float(f), 6) for g, f in zip(groups, fractions)},
+            "ranked_heads": sorted(([head_name(*g[0]), round(float(f), 6)] for g, f in zip(groups, fractions)),
+                                   key=lambda hf: -hf[1]),
             "together": round(float(fractions[-1]), 6) if heads else None,
-            "together_heads": [f"{l}.{h}" for l, h in heads],
+            "together_heads": [head_name(l, h) for l, h in heads],
             "changed": [t for t, (a, b) in enumerate(zip(clean_ids, corrupt_ids)) if a != b]}
+
+
+def record(look, settings) -> dict:
+    """The patching record of the text (clean) into settings.corrupt (corrupted), settings.patch_heads together,
+    its tokens named."""
+    corrupt = look.run.encode_prompt(settings.corrupt)
+    found = patch(look.run.model, look.ids, corrupt, list(settings.patch_heads) or None)
+    return named_patch(found, look.label, look.ids, corrupt)
 
 
 def named_patch(record: dict, label, clean_ids: list[int], corrupt_ids: list[int]) -> dict:
@@ -167,11 +173,11 @@ def named_patch(record: dict, label, clean_ids: list[int], corrupt_ids: list[int
             "corrupt_labels": [label(i) for i in corrupt_ids]}
 
 
-def format_patch(record: dict, label, labels: list[str], lang: str = "en") -> str:
+def text(record: dict, lang: str) -> str:
     """The record as text in `lang`: the logit differences, the grid (a row per stage, a column per token), the
-    heads that recover the most, and the causal cone's why. `labels`: the clean text's token labels."""
-    say = messages(lang)
-    lines = [say("patch.title", token=repr(label(record["token"])), versus=repr(label(record["versus"])),
+    heads that recover the most, and the causal cone's why."""
+    say, labels = messages(lang), record["labels"]
+    lines = [say("patch.title", token=repr(record["token"]), versus=repr(record["versus"]),
                  clean=f"{record['clean_diff']:.4f}", corrupt=f"{record['corrupt_diff']:.4f}"),
              say("patch.changed", tokens=", ".join(f"{t} {labels[t]!r}" for t in record["changed"]) or "-"), ""]
     names = [say("lens.embeddings")] + [say("lens.block", layer=s) for s in range(len(record["grid"]) - 1)]

@@ -114,7 +114,7 @@ function renderStats() {
   renderRoles();
 }
 
-// The role scores of inspection/heads.py (held-out text and repeated random tokens), when the page has them.
+// The role scores of inspection/views/roles.py (held-out text and repeated random tokens), when the page has them.
 function renderRoles() {
   const box = document.getElementById("roles"), r = FRAME.scores;
   if (!r) { box.textContent = ""; return; }
@@ -135,7 +135,7 @@ function renderRoles() {
   box.textContent = lines.join("\n");
 }
 const ROLE_KEYS = ["previous-token", "first-token", "self", "duplicate-token", "induction"];
-const WORD_ROLE_KEYS = ["same-word", "word-start", "previous-word"];  // inspection/words.py
+const WORD_ROLE_KEYS = ["same-word", "word-start", "previous-word"];  // inspection/views/words.py
 
 function stepName(step) { return step.toLocaleString("en-US"); }  // 3000 -> "3,000", in either language
 
@@ -199,7 +199,7 @@ function update() {
   renderWhy();
 }
 
-// ---- the logit lens (inspection/lens.py): the focused token's next-token guess after each stage --------
+// ---- the logit lens (inspection/views/lens.py): the focused token's next-token guess after each stage --------
 
 function renderLens() {
   const box = document.getElementById("lens"), f = state.focus;
