@@ -33,6 +33,7 @@ from model import GPT, GPTConfig, ModelConfigError
 from model.ablation import KeptOff
 from model.errors import UserError, check_utf8
 from storage.atomic import atomic_write, write_json
+from storage.user_files import JSON_BYTES, read_user_file
 
 WEIGHTS, CONFIG, TOKENIZER, META = "model.safetensors", "config.json", "tokenizer.json", "meta.json"
 STATE = "train_state.pt"  # a run's checkpoints only
@@ -160,8 +161,8 @@ def is_checkpoint(path: Path) -> bool:
     for candidate in (path, path / "best", path / "last"):
         if (candidate / CONFIG).is_file():
             try:
-                config = json.loads((candidate / CONFIG).read_text(encoding="utf-8"))
-            except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+                config = read_json(candidate / CONFIG, "")
+            except UserError:
                 return True  # ours or not, read_config gives the clearer message
             return isinstance(config, dict) and "model" in config and "model_type" not in config
     return False
@@ -292,20 +293,18 @@ def keep_heads_off(model: GPT, ckpt: Path) -> None:
 def checkpoint_step(ckpt: Path) -> int | None:
     """The training step whose weights the checkpoint dir holds (its config.json), None if there is none."""
     try:
-        return json.loads((ckpt / CONFIG).read_text(encoding="utf-8"))["step"]
-    except (OSError, ValueError, KeyError, TypeError):
+        return (read_json(ckpt / CONFIG, "") or {})["step"]
+    except (UserError, KeyError):
         return None
 
 
 def read_json(file: Path, hint: str, error: type[UserError] = CheckpointError) -> dict | None:
-    """The JSON object in `file`, or None if nothing is there; one that cannot be read (a directory, a loop of
-    links) or is damaged raises `error` ending with `hint`."""
+    """The JSON object in `file`, or None if nothing is there; one that cannot be read (a directory, a FIFO, a loop
+    of links, past JSON_BYTES) or is damaged raises `error` ending with `hint`."""
     if not (file.is_symlink() or file.exists()):
         return None
     try:
-        obj = json.loads(file.read_text(encoding="utf-8"))
-    except OSError as e:
-        raise error(f"cannot read {file} ({e.strerror or e}); {hint}") from None
+        obj = json.loads(read_user_file(file, "", hint, JSON_BYTES, error).decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
         raise error(f"{file} is not valid JSON ({' '.join(str(e).split())}); {hint}") from None
     if not isinstance(obj, dict):

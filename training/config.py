@@ -31,6 +31,7 @@ from model.ablation import parse_heads_off
 from model.device import check_device_name
 from model.errors import UserError
 from model.sampling import MAX_SEED
+from storage.user_files import CONFIG_BYTES, read_user_file
 from training.recipe import AUTO, MANY_EPOCHS_BATCH, parse_duration
 
 
@@ -214,15 +215,11 @@ def text_only(section: str, key: str) -> bool:
 
 
 def read_toml(path: Path) -> dict:
-    """The parsed TOML file `path` of --config; ConfigError (one line) when it is missing, unreadable or not TOML."""
+    """The parsed TOML file `path` of --config; ConfigError (one line) when it is missing, not a regular file,
+    unreadable, too large for a config or not TOML."""
+    fix = "pass --config a TOML file such as configs/small.toml"
     try:
-        return tomllib.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ConfigError(f"config file {path} not found; pass --config configs/small.toml or another file") from None
-    except IsADirectoryError:
-        raise ConfigError(f"config file {path} is a directory; pass --config a TOML file such as configs/small.toml") from None
-    except OSError as e:
-        raise ConfigError(f"cannot read config file {path} ({e.strerror}); pass --config a readable TOML file") from None
+        return tomllib.loads(read_user_file(path, "config file", fix, CONFIG_BYTES, ConfigError).decode("utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
         raise ConfigError(f"config file {path} is not valid TOML ({e}); fix the file") from None
 
