@@ -81,7 +81,7 @@ def parse_heads_off(names, n_layer: int, n_head: int) -> list[tuple[int, int]]:
     heads = []
     for name in names:
         layer, dot, head = str(name).partition(".")
-        if not layer.isdigit() or (dot and not head.isdigit()):
+        if not (layer.isascii() and layer.isdigit()) or (dot and not (head.isascii() and head.isdigit())):  # not "１"
             raise ModelInputError(f'train.heads_off names "{name}"; name a head as "LAYER.HEAD" (e.g. "0.2") or a '
                                   'whole layer as "LAYER" (e.g. "0")')
         if not 0 <= int(layer) < n_layer:
