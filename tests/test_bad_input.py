@@ -109,7 +109,7 @@ CASES = [
     (T, ["--out", "{run}"], "already holds a run (best/, last/, metrics.jsonl); continue it with --resume"),
     (T, ["--out", "{run}", "--resume", "--overwrite"], "pass only one"),
     (T, ["--out", "{root}/fresh", "--resume"], "nothing to resume"),
-    (T, ["--out", "{run}", "--resume", "--model.n_embd=64"], "the model differs (model.n_embd 32 -> 64)"),
+    (T, ["--out", "{run}", "--resume", "--model.n_embd=64"], "the run has model.n_embd = 32 from its first step"),
     (T, ["--out"], "argument --out: expected one argument"),
     (T, ["--out", "{root}/fresh", "--model.block_size=8000"], "the val split holds"),
     (T, ["--out", "{root}/fresh", "--train.heads_off=1.7"], "train.heads_off: head 1.7 is not in this model"),

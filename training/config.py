@@ -76,7 +76,7 @@ class TrainConfig:
     copy_lessons: float = 0.0  # share of training windows with a repeated run of random tokens (data/lessons.py)
     best_by: str = "val_loss"  # what best/ keeps (BEST_BY): the lowest validation loss, or the lesson's copy_loss
     speed_up: bool = True  # the speed layer (model/speed/); false: model/gpt.py and attention.py alone, slower
-    heads_off: str = ""  # heads kept off from step 0, "L.H" or "L" (a whole layer), e.g. "0.2,1" (model/ablation.py)
+    heads_off: str = ""  # heads kept off from step 0, "L.H" or "L" (a whole layer), e.g. "0.2,1" or ["0.2", "1"] (model/ablation.py)
     heads_off_mode: str = "mean"  # what a kept-off head outputs: "mean" (while training, its batch's mean) or "zero"
     head_costs: str | bool = "auto"  # each evaluation records each head's cost when off: auto (when cheap) | true | false
 
@@ -249,6 +249,8 @@ def build_config(raw: dict, source: str = "config") -> RunConfig:
         table = raw.get(section, {})
         if not isinstance(table, dict):
             raise ConfigError(f"{section} in {source} must be a table [{section}]")
+        if section == "train" and "heads_off" in table:
+            table = {**table, "heads_off": heads_off_text(table["heads_off"])}
         chosen = [k for k in AUTO.get(section, ()) if table.get(k) == "auto"]
         auto += [f"{section}.{k}" for k in chosen]
         values[section] = check_table(section, cls, {k: v for k, v in table.items() if k not in chosen})
@@ -269,11 +271,27 @@ def build_config(raw: dict, source: str = "config") -> RunConfig:
         vocab = 2048 if data.vocab_size == "auto" else data.vocab_size  # a placeholder until the tokenizer says
         model = GPTConfig(vocab_size=vocab, **values["model"])  # checked now, before any data work
     if train.heads_off:  # checked against the model now: a head it lacks, one named twice, every head
-        parse_heads_off(train.heads_off.split(","), model.n_layer, model.n_head)
+        parse_heads_off(heads_off_names(train.heads_off), model.n_layer, model.n_head)
     if train.best_by == "copy_loss" and model.block_size < 5:  # <|endoftext|> and two copies of two tokens
         raise ConfigError(f'train.best_by = "copy_loss" needs model.block_size of at least 5 to repeat random tokens '
                           f'in (it is {model.block_size}); raise block_size or keep best_by = "val_loss"')
     return RunConfig(data=data, model=model, train=train, log=LogConfig(**values["log"]), auto=tuple(auto))
+
+
+def heads_off_text(value):
+    """train.heads_off as the one string the run keeps: a TOML list of names (["0.1", "1.2"]) joined by commas; any
+    other value is left to the type check."""
+    if not isinstance(value, list):
+        return value
+    if not all(isinstance(name, str) and name.strip() and "," not in name for name in value):
+        raise ConfigError(f'train.heads_off = {short(value)} must name one head or layer per string, e.g. ["0.1", "1.2"] '
+                          '(or "0.1,1.2")')
+    return ",".join(value)
+
+
+def heads_off_names(text: str) -> list[str]:
+    """The names of train.heads_off ("0.1,1" -> ["0.1", "1"]), for model.ablation.parse_heads_off."""
+    return text.split(",")
 
 
 def check_table(section: str, cls, table: dict) -> dict:
