@@ -19,6 +19,7 @@ a one-line message.
 
 import json
 import re
+import shlex
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -171,16 +172,21 @@ def is_checkpoint(path: Path) -> bool:
 def read_model_table(ckpt: Path) -> dict:
     """The `model` table of ckpt/config.json, checked to hold the sizes a GPT needs."""
     file = ckpt / CONFIG
-    config = read_json(file, "restore it or re-save the checkpoint")
+    config = read_json(file, "restore it from the run the checkpoint came from")
     if config is None:
-        raise CheckpointError(f"{file} is missing; a checkpoint needs {CONFIG} beside {WEIGHTS} (re-save it)")
+        raise CheckpointError(f"{file} is missing; a checkpoint needs {CONFIG} beside {WEIGHTS} (restore it from the run)")
     model = config.get("model")
+    if "model_type" in config:  # a Hugging Face export (python -m hf.export_gpt2), or a model downloaded from the Hub
+        raise CheckpointError(f"{ckpt} holds a Hugging Face {config['model_type']!r} model, not a checkpoint of this "
+                              f"project; import it first: python -m hf.import_gpt2 {shlex.quote(str(ckpt))} OUT_DIR, "
+                              "then give OUT_DIR")
     if not isinstance(model, dict):
-        raise CheckpointError(f'{file} has no "model" object; re-save the checkpoint with storage.checkpoint.save_model')
+        raise CheckpointError(f'{file} has no "model" object, so it is not a checkpoint train.py wrote; restore it '
+                              "from the run, or give a run directory (runs/<name>) or its best/ or last/")
     missing = [k for k in REQUIRED if k not in model]
     if missing:
-        raise CheckpointError(f"{file} lacks model.{', model.'.join(missing)}; re-save the checkpoint with "
-                              f"storage.checkpoint.save_model")
+        raise CheckpointError(f"{file} lacks model.{', model.'.join(missing)}; restore it from the run the checkpoint "
+                              "came from")
     return model
 
 

@@ -115,6 +115,9 @@ CASES = [
     (T, ["--out", "{root}/fresh", "--train.heads_off=1.7"], "train.heads_off: head 1.7 is not in this model"),
     (T, ["--out", "{root}/fresh", "--train.heads_off=0.1,0"], "train.heads_off: head 0.1 is given twice"),
     (T, ["--out", "{root}/fresh", "--train.heads_off=0,1"], "train.heads_off names every head of the model"),
+    (T, ["--out", "{root}/fresh", "--train.heads_off=１.０"], 'train.heads_off names "１.０"; name a head as'),
+    (T, ["--out", "{root}/fresh", "--train.heads_off=[0.1]"], 'train.heads_off = [0.1] must name one head or layer'),
+    (T, ["--out", "{root}/fresh", '--train.heads_off=["0.1,1.0"]'], "must name one head or layer per string"),
     # train.py: the config file and its values
     (T, ["--config", "{root}/dir"], "is a directory"),
     (T, ["--config", "{root}/bad.toml"], "is not valid TOML"),
@@ -173,6 +176,8 @@ CASES = [
     (G, ["--ckpt", "{root}/file.txt", "--prompt", "가"], "no model.safetensors in"),
     (G, ["--ckpt", "{root}/dangling", "--prompt", "가"], "does not exist"),
     (G, ["--ckpt", "{root}/dir", "--prompt", "가"], "no model.safetensors in"),
+    (G, ["--ckpt", "{root}/hf", "--prompt", "가"], "holds a Hugging Face 'gpt2' model, not a checkpoint of this project; "
+                                                   "import it first: python -m hf.import_gpt2 "),
     (G, ["--ckpt", f"{{root}}/{NOT_UTF8}", "--prompt", "가"], "does not exist"),
     (G, ["--runs-dir", "{root}/file.txt", "--prompt", "가"], "no trained run under"),
     (G, ["--score", "{root}/dir"], "is not a file"),
