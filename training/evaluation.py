@@ -5,6 +5,7 @@
     final, best_dir = final_scores(model, data_dir, meta, tokenizer, run_dir, step)   # the run's end: best/ and last/
     print(final_report(final, best_dir, run_dir, last_heads, lesson=True))   # bits/char, best/'s copying circuit
     heads = score_heads(model, data_dir, meta, tokenizer)       # every head's role scores, for metrics.jsonl
+                                                                # (heads kept off: "off", their scores null)
 
 Each split's estimate is the mean loss of the same eval_iters batches every time. A validation split small
 enough that reading it whole costs no more than those batches is scored exactly instead, with
@@ -89,7 +90,21 @@ def score_heads(model, data_dir: Path, meta: dict, tokenizer, importance: bool =
         return None
     finally:
         model.train(was_training)
-    return roles_record(roles) | {"seconds": round(time.perf_counter() - started, 3)}
+    return mark_kept_off(roles_record(roles), model) | {"seconds": round(time.perf_counter() - started, 3)}
+
+
+def mark_kept_off(record: dict, model) -> dict:
+    """A `roles_record` with the heads `model` keeps off (train.heads_off) marked off: "off" names them ("L.H") and
+    their role scores and costs are null, for an off head has no role (its attention's output never reaches the
+    model) and no cost of its own (it is off already), not scores and costs of 0 like a live head's."""
+    kept = getattr(model, "kept_off", None)
+    if kept is None:
+        return record
+    tables = [*record["scores"].values(), *[record["importance"][k] for k in ("loss", "drop") if record.get("importance")]]
+    for layer, head in kept.heads:
+        for table in tables:
+            table[layer][head] = None
+    return {**record, "off": [f"{layer}.{head}" for layer, head in kept.heads]}
 
 
 COSTS_SHARE = 0.1  # train.head_costs = "auto": at every evaluation while they cost at most this share of training
