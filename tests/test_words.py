@@ -55,7 +55,7 @@ def test_the_word_roles_look_at_the_keys_their_names_say_the_previous_token_left
     assert n == 2 and abs(float(total[0, 0]) / n - (0.2 + 0.2) / 2) < 1e-12
 
 
-SPACES = [chr(c) for c in range(0x110000) if chr(c).isspace()]  # every Unicode whitespace character (25)
+SPACES = [chr(c) for c in range(0x110000) if chr(c).isspace()]  # every Unicode whitespace character (29)
 
 
 def space_forms(ch: str) -> dict[str, list[str]]:
@@ -71,7 +71,7 @@ FORMS = [(ch, form) for ch in SPACES for form in space_forms(ch)]
 
 @pytest.mark.parametrize("ch, form", FORMS, ids=[f"U+{ord(ch):04X} {form}" for ch, form in FORMS])
 def test_every_unicode_space_separates_words_as_a_newline_does(ch, form):
-    # 25 whitespace characters x 4 ways to tokenize them: two words, the second beginning at the space
+    # 29 whitespace characters x 4 ways to tokenize them (116 cases): two words, the second beginning at the space
     labels = space_forms(ch)[form]
     words = word_spans(labels)
     assert words == [[0], list(range(1, len(labels)))], labels
