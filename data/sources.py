@@ -73,7 +73,7 @@ def built_corpus(name: str, cfg: DataConfig) -> Path:
 
 SOURCE_FIX = 'give a text file, a folder of them, "builtin" or "hf:NAME"'
 FILE_FIX = "check that it is a readable text file"
-JSON_BYTES = 1 << 30  # a .json list is parsed whole; .jsonl is read a line at a time
+JSON_LIST_BYTES = 1 << 30  # a .json list is parsed whole; .jsonl is read a line at a time
 LINE_BYTES = 256 << 20  # one line of a .jsonl file: one document
 
 
@@ -235,7 +235,7 @@ def json_chunks(path: Path, encoding: str, field: str) -> Chunks:
     if path.suffix.lower() == ".json":
         try:
             data = read_user_file(path, "corpus file", "write it as .jsonl, one object per line, which is read a line "
-                                  "at a time", JSON_BYTES, DataError)
+                                  "at a time", JSON_LIST_BYTES, DataError)
             records = json.loads(data.decode(encoding).removeprefix("\ufeff"))
         except UnicodeError as e:
             raise decode_error(path, encoding, e) from None
