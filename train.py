@@ -169,7 +169,7 @@ def evaluate_and_save(run: TrainingRun, p: Progress, speed: Speedometer, bar: tq
     t_scored = time.perf_counter()
     snapshot = ddp.master and snapshot_due(p.step, tc.max_steps, len(snapshots_taken(run.out_dir, run.cfg)), tc.snapshots)
     costs = head_costs_due(tc, raw.config, snapshot)  # what switching each head off costs, as --heads prints it
-    p.heads = score_heads(raw, prepared.dir, prepared.meta, run.tokenizer, costs) if ddp.master else None
+    p.heads = score_heads(raw, prepared.dir, prepared.meta, run.tokenizer, costs, run.kept_off) if ddp.master else None
     check_finite("the validation loss", losses["val"], p.step, run.out_dir)
     score = losses["val"] if tc.best_by == "val_loss" else ddp.from_master(lambda: copy_loss(p.heads))
     improved = score < p.best_val  # best/ keeps the lowest train.best_by
@@ -233,7 +233,7 @@ def finish(run: TrainingRun, p: Progress, speed: Speedometer, started: float) ->
     ddp = run.ddp
     ddp.barrier()  # best/ is complete on disk before any rank reads it
     final, best_dir = final_scores(run.raw, run.prepared.dir, run.prepared.meta, run.tokenizer, run.out_dir, p.step,
-                                   ddp.rank, ddp.world)  # fmt: skip
+                                   ddp.rank, ddp.world, run.kept_off)  # fmt: skip
     final |= {"wall_s": round(time.perf_counter() - started, 1), "budget_used_s": round(run.budget.used(), 1),
               **speed.overall()}  # budget_used_s: what train.time_budget counts (data, steps, scoring)
     if run.log:

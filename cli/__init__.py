@@ -17,9 +17,16 @@ import os
 import signal
 
 
+def says_errors() -> bool:
+    """Whether this process prints its error line: under torchrun rank 0 alone (RANK), since every rank meets
+    the same input and torchrun stops the others when one fails; else always."""
+    return os.environ.get("RANK", "0") == "0"
+
+
 def exit_now(signum, frame) -> None:
     name = signal.Signals(signum).name
-    os.write(2, f"\nerror: {name} while starting; nothing was done (run the command again)\n".encode())
+    if says_errors():
+        os.write(2, f"\nerror: {name} while starting; nothing was done (run the command again)\n".encode())
     os._exit(128 + signum)
 
 

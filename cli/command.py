@@ -5,7 +5,7 @@
     return run_command(lambda: work(parser.parse_args(argv)))            # the exit code
 
 `run_command` turns what can end a command into its exit code: a `UserError` prints `error: <message>` on
-one line and gives its exit_code (2 for bad input); Ctrl-C gives 130 and SIGTERM 143, each after the
+one line (under torchrun, on rank 0 alone) and gives its exit_code (2 for bad input); Ctrl-C gives 130 and SIGTERM 143, each after the
 `finally` blocks on the way out have removed what was half-written, with one line (an `Interrupted`
 names what to do next); a reader that went away (`| head`) ends it quietly with 0, as other Unix tools
 do; a GPU out of memory is one line too, naming the settings that need less. Anything else is a bug and
@@ -22,6 +22,7 @@ import sys
 import threading
 from collections.abc import Callable
 
+from cli import says_errors
 from cli.console import safe_console
 from model.errors import UserError
 
@@ -101,7 +102,8 @@ def run_command(work: Callable[[], int | None], interrupted: str = "") -> int:
         with stop_signals_raise():
             return work() or 0
     except UserError as e:
-        print_error(e)
+        if says_errors():  # under torchrun, rank 0 alone
+            print_error(e)
         return e.exit_code
     except KeyboardInterrupt as e:
         message = str(e) if isinstance(e, Interrupted) and str(e) else interrupted

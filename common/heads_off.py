@@ -80,7 +80,8 @@ def parse_one(name, what: str, config, layers: bool, hint: str) -> list[tuple[in
     found = NAME.fullmatch(name) if isinstance(name, str) else None
     if found is None or (found.group(2) is None and not layers):
         got = repr(name)
-        if layers:
+        if layers:  # a config's value, quoted as TOML quotes it
+            got = f'"{name}"' if isinstance(name, str) else got
             raise ModelInputError(f'{what} names {got}; name a head as "LAYER.HEAD" (e.g. "0.2") or a whole layer '
                                   'as "LAYER" (e.g. "0")')
         raise ModelInputError(f"{what} {got} must be LAYER.HEAD with two numbers, e.g. {what} 0.1{hint}")

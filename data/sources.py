@@ -14,7 +14,6 @@ import importlib.util
 import json
 import os
 import socket
-import stat
 import urllib.parse
 import unicodedata
 from dataclasses import dataclass
@@ -23,6 +22,7 @@ from typing import Callable, Iterable, Iterator
 
 from data.config import DataConfig, DataError
 from model.errors import LONE_SURROGATE  # a JSON escape like "\ud800" puts half a UTF-16 pair in a string
+from storage.user_files import check_kind, open_user_file, read_user_file
 
 Chunks = Iterator[tuple[bool, str]]
 CHUNK_CHARS = 1 << 13
@@ -71,23 +71,16 @@ def built_corpus(name: str, cfg: DataConfig) -> Path:
     return folder
 
 
-SPECIAL_FILES = {stat.S_ISFIFO: "a FIFO (named pipe)", stat.S_ISCHR: "a character device", stat.S_ISBLK: "a block device",
-                 stat.S_ISSOCK: "a socket"}  # fmt: skip
+SOURCE_FIX = 'give a text file, a folder of them, "builtin" or "hf:NAME"'
+FILE_FIX = "check that it is a readable text file"
+JSON_LIST_BYTES = 1 << 30  # a .json list is parsed whole; .jsonl is read a line at a time
+LINE_BYTES = 256 << 20  # one line of a .jsonl file: one document
 
 
 def check_source_path(path: Path, spec: str) -> bool:
     """Whether the corpus path is a directory (else a regular file); anything else is refused before it is read,
     since a FIFO or a device never ends (or blocks forever)."""
-    try:
-        mode = path.stat().st_mode
-    except FileNotFoundError:
-        raise DataError(f"data source {spec} does not exist; give a file, a directory, \"builtin\" or \"hf:NAME\"") from None
-    except OSError as e:  # a name too long, a loop of symbolic links, a missing permission
-        raise read_failure(path, e) from None
-    if stat.S_ISDIR(mode) or stat.S_ISREG(mode):
-        return stat.S_ISDIR(mode)
-    kind = next((name for test, name in SPECIAL_FILES.items() if test(mode)), "not a regular file")
-    raise DataError(f"data source {spec} is {kind}, not a file or a directory; give a text file or a folder of them")
+    return check_kind(path, "data source", SOURCE_FIX, DataError, directory=True)
 
 
 def read_failure(path, e: OSError) -> DataError:
@@ -113,11 +106,11 @@ def contents_fingerprint(files: list[Path], root: Path) -> str:
     digest = hashlib.sha256()
     for f in files:
         digest.update(json.dumps(str(f.relative_to(root)) if f != root else "").encode())
-        try:
-            with open(f, "rb") as stream:
+        with open_user_file(f, "corpus file", FILE_FIX, DataError) as stream:
+            try:
                 digest.update(hashlib.file_digest(stream, "sha256").digest())
-        except OSError as e:
-            raise read_failure(f, e) from None
+            except OSError as e:
+                raise read_failure(f, e) from None
     return digest.hexdigest()
 
 
@@ -149,11 +142,7 @@ def decode_file(path: Path, encoding: str) -> Iterator[str]:
     wide = codecs.lookup(encoding).name.startswith(("utf-16", "utf-32"))  # wide ones are full of NUL bytes
     decoder = codecs.getincrementaldecoder(encoding)()
     offset, pending = 0, ""
-    try:
-        f = open(path, "rb")
-    except OSError as e:
-        raise read_failure(path, e) from None
-    with f:
+    with open_user_file(path, "corpus file", FILE_FIX, DataError) as f:
         while True:
             data = f.read(READ_BYTES)
             if offset == 0 and b"\x00" in data[:8192] and not wide:
@@ -211,9 +200,9 @@ def wide_encoding(head: bytes) -> str | None:
 
 def read_head(path: Path, size: int = 8192) -> bytes:
     try:
-        with open(path, "rb") as f:
+        with open_user_file(path, "corpus file", FILE_FIX, DataError) as f:
             return f.read(size)
-    except OSError:
+    except (OSError, DataError):
         return b""
 
 
@@ -245,7 +234,9 @@ def json_chunks(path: Path, encoding: str, field: str) -> Chunks:
     """Documents from a .jsonl file (one JSON object per line) or a .json list of objects."""
     if path.suffix.lower() == ".json":
         try:
-            records = json.loads(path.read_bytes().decode(encoding).removeprefix("\ufeff"))
+            data = read_user_file(path, "corpus file", "write it as .jsonl, one object per line, which is read a line "
+                                  "at a time", JSON_LIST_BYTES, DataError)
+            records = json.loads(data.decode(encoding).removeprefix("\ufeff"))
         except UnicodeError as e:
             raise decode_error(path, encoding, e) from None
         except json.JSONDecodeError as e:
@@ -254,9 +245,18 @@ def json_chunks(path: Path, encoding: str, field: str) -> Chunks:
             raise DataError(f"{path} must hold a JSON list of objects; for one object per line use .jsonl")
         yield from documents_chunks(record_text(r, field, f"{path} item {i}") for i, r in enumerate(records))
         return
-    with open(path, "rb") as f:
-        lines = (line for line in f if line.strip())
+    with open_user_file(path, "corpus file", FILE_FIX, DataError) as f:
+        lines = (line for line in bounded_lines(f, path) if line.strip())
         yield from documents_chunks(jsonl_text(line, n, path, encoding, field) for n, line in enumerate(lines, 1))
+
+
+def bounded_lines(f, path: Path) -> Iterator[bytes]:
+    """The lines of `f`, each refused past LINE_BYTES before more of it is read (a file with no line break)."""
+    for n, line in enumerate(iter(lambda: f.readline(LINE_BYTES + 1), b""), 1):
+        if len(line) > LINE_BYTES:
+            raise DataError(f"{path} line {n} is longer than {LINE_BYTES >> 20} MiB; a .jsonl file holds one "
+                            "document per line")
+        yield line
 
 
 def jsonl_text(line: bytes, n: int, path: Path, encoding: str, field: str) -> str:

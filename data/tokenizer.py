@@ -22,8 +22,10 @@ from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_toke
 
 from data.config import DataError
 from model.errors import UserError
+from storage.user_files import read_user_file
 
 EOT = "<|endoftext|>"
+TOKENIZER_BYTES = 256 << 20  # a tokenizer.json: GPT-2's is 1.4 MB, the largest vocabularies' some 30 MB
 BYTE_TOKENS = [f"<0x{b:02X}>" for b in range(256)]
 # Words keep their leading space; numbers, punctuation runs, line breaks and other whitespace stand alone,
 # so merges never cross a word boundary. Every character matches some branch, so nothing is dropped.
@@ -94,8 +96,9 @@ def load_tokenizer(path: str | Path, hint: str = "run `python -m data.prepare` t
     path = Path(path)
     if not path.is_file():
         raise error(f"{path} is {'not a readable file' if path.is_symlink() or path.exists() else 'missing'}; {hint}")
+    data = read_user_file(path, "", hint, TOKENIZER_BYTES, error)  # a regular file, read with a bound
     try:
-        tok = Tokenizer.from_file(str(path))
+        tok = Tokenizer.from_str(data.decode("utf-8"))
     except Exception as e:  # tokenizers raises a bare Exception for unreadable JSON
         raise error(f"{path} is damaged ({str(e).splitlines()[0]}); {hint}") from None
     # One rule for training and inference: text is text, so a literal "<|endoftext|>" in a corpus or a

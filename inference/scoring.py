@@ -20,6 +20,7 @@ from inference.runs import Run, need_run
 from model.arguments import need_int, need_text, need_type
 from model.errors import UserError
 from model.nll import bits_per_char, stream_nll
+from storage.user_files import TEXT_BYTES, read_user_file
 
 
 @dataclass
@@ -52,7 +53,7 @@ def read_text(path: str | Path) -> str:
     if not path.is_file():
         raise UserError(f"{path} is not a file; give the path of a UTF-8 text file to score")
     try:
-        text = path.read_bytes().decode("utf-8-sig")
+        text = read_user_file(path, "the text", "give the path of a UTF-8 text file", TEXT_BYTES).decode("utf-8-sig")
     except UnicodeDecodeError as e:
         raise UserError(f"{path} is not UTF-8 (bad byte at offset {e.start}); convert it, e.g. "
                         f"iconv -f cp949 -t utf-8 {path} > out.txt") from None

@@ -20,6 +20,7 @@ a one-line message.
 
 import json
 import re
+import shlex
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -34,6 +35,7 @@ from model import GPT, GPTConfig, ModelConfigError
 from common.heads_off import HeadsOff
 from model.errors import UserError, check_utf8
 from storage.atomic import atomic_write, write_json
+from storage.user_files import JSON_BYTES, read_user_file
 
 WEIGHTS, CONFIG, TOKENIZER, META = "model.safetensors", "config.json", "tokenizer.json", "meta.json"
 STATE = "train_state.pt"  # a run's checkpoints only
@@ -159,8 +161,8 @@ def is_checkpoint(path: Path) -> bool:
     for candidate in (path, path / "best", path / "last"):
         if (candidate / CONFIG).is_file():
             try:
-                config = json.loads((candidate / CONFIG).read_text(encoding="utf-8"))
-            except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+                config = read_json(candidate / CONFIG, "")
+            except UserError:
                 return True  # ours or not, read_config gives the clearer message
             return isinstance(config, dict) and "model" in config and "model_type" not in config
     return False
@@ -169,16 +171,21 @@ def is_checkpoint(path: Path) -> bool:
 def read_model_table(ckpt: Path) -> dict:
     """The `model` table of ckpt/config.json, checked to hold the sizes a GPT needs."""
     file = ckpt / CONFIG
-    config = read_json(file, "restore it or re-save the checkpoint")
+    config = read_json(file, "restore it from the run the checkpoint came from")
     if config is None:
-        raise CheckpointError(f"{file} is missing; a checkpoint needs {CONFIG} beside {WEIGHTS} (re-save it)")
+        raise CheckpointError(f"{file} is missing; a checkpoint needs {CONFIG} beside {WEIGHTS} (restore it from the run)")
     model = config.get("model")
+    if "model_type" in config:  # a Hugging Face export (python -m hf.export_gpt2), or a model downloaded from the Hub
+        raise CheckpointError(f"{ckpt} holds a Hugging Face {config['model_type']!r} model, not a checkpoint of this "
+                              f"project; import it first: python -m hf.import_gpt2 {shlex.quote(str(ckpt))} OUT_DIR, "
+                              "then give OUT_DIR")
     if not isinstance(model, dict):
-        raise CheckpointError(f'{file} has no "model" object; re-save the checkpoint with storage.checkpoint.save_model')
+        raise CheckpointError(f'{file} has no "model" object, so it is not a checkpoint train.py wrote; restore it '
+                              "from the run, or give a run directory (runs/<name>) or its best/ or last/")
     missing = [k for k in REQUIRED if k not in model]
     if missing:
-        raise CheckpointError(f"{file} lacks model.{', model.'.join(missing)}; re-save the checkpoint with "
-                              f"storage.checkpoint.save_model")
+        raise CheckpointError(f"{file} lacks model.{', model.'.join(missing)}; restore it from the run the checkpoint "
+                              "came from")
     return model
 
 
@@ -294,20 +301,18 @@ def load_kept_off(model: GPT, ckpt: Path) -> HeadsOff | None:
 def checkpoint_step(ckpt: Path) -> int | None:
     """The training step whose weights the checkpoint dir holds (its config.json), None if there is none."""
     try:
-        return json.loads((ckpt / CONFIG).read_text(encoding="utf-8"))["step"]
-    except (OSError, ValueError, KeyError, TypeError):
+        return (read_json(ckpt / CONFIG, "") or {})["step"]
+    except (UserError, KeyError):
         return None
 
 
 def read_json(file: Path, hint: str, error: type[UserError] = CheckpointError) -> dict | None:
-    """The JSON object in `file`, or None if nothing is there; one that cannot be read (a directory, a loop of
-    links) or is damaged raises `error` ending with `hint`."""
+    """The JSON object in `file`, or None if nothing is there; one that cannot be read (a directory, a FIFO, a loop
+    of links, past JSON_BYTES) or is damaged raises `error` ending with `hint`."""
     if not (file.is_symlink() or file.exists()):
         return None
     try:
-        obj = json.loads(file.read_text(encoding="utf-8"))
-    except OSError as e:
-        raise error(f"cannot read {file} ({e.strerror or e}); {hint}") from None
+        obj = json.loads(read_user_file(file, "", hint, JSON_BYTES, error).decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
         raise error(f"{file} is not valid JSON ({' '.join(str(e).split())}); {hint}") from None
     if not isinstance(obj, dict):

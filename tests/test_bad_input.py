@@ -14,13 +14,14 @@ traceback and every file as it was; or, where the input is odd but harmless, rea
    reason beside it (`SKIP`): an absent meta.json is a checkpoint without one, an empty TOML file is every default.
 3. The classes of issue 28, each test named for its class (test_N_...) and failing without its fix: 1 a directory
    that is not a run, 2 a resume on changed data, 3 numbers, sizes and outputs that used to end in a traceback,
-   4 hostile Hugging Face configs, 5 special files as a corpus, 6 NaN or inf weights, 8 a UnicodeError of another
+   4 hostile Hugging Face configs, 5 special files wherever a file is expected and a bound on every read, 6 NaN or inf weights, 8 a UnicodeError of another
    kind, a train state lacking fields, a device that cannot compute, 9 causes named right; and the page, which
    shows every text as text (Chromium).
 4. Entries of RUN/snapshots/ that are not the run's: named and left alone.
 
 The modules whose work these check first: cli/command.py (one parser, error line and exit code for every entry
-point), model/errors.py (UserError: one line, exit 2) and model/memory.py (sizes refused before they are allocated).
+point), model/errors.py (UserError: one line, exit 2), model/memory.py (sizes refused before they are allocated)
+and storage/user_files.py (a file the user names: a regular file, read within a bound).
 
 What is not here: a module's own file keeps the refusals of that module's own options beside the tests of what the
 options do (test_export_gpt2.py: its out directory; test_generate.py: its options, one table); faults (signals,
@@ -34,7 +35,9 @@ sys.argv: a byte that is not UTF-8 arrives as a lone surrogate.
 import io
 import json
 import os
+import resource
 import shutil
+import socket
 import subprocess
 import sys
 import types
@@ -106,18 +109,21 @@ CASES = [
     (T, ["--out", "{run}"], "already holds a run (best/, last/, metrics.jsonl); continue it with --resume"),
     (T, ["--out", "{run}", "--resume", "--overwrite"], "pass only one"),
     (T, ["--out", "{root}/fresh", "--resume"], "nothing to resume"),
-    (T, ["--out", "{run}", "--resume", "--model.n_embd=64"], "the model differs (model.n_embd 32 -> 64)"),
+    (T, ["--out", "{run}", "--resume", "--model.n_embd=64"], "the run has model.n_embd = 32 from its first step"),
     (T, ["--out"], "argument --out: expected one argument"),
     (T, ["--out", "{root}/fresh", "--model.block_size=8000"], "the val split holds"),
     (T, ["--out", "{root}/fresh", "--train.heads_off=1.7"], "train.heads_off: head 1.7 is not in this model"),
     (T, ["--out", "{root}/fresh", "--train.heads_off=0.1,0"], "train.heads_off: head 0.1 is given twice"),
     (T, ["--out", "{root}/fresh", "--train.heads_off=0,1"], "train.heads_off names every head of the model"),
+    (T, ["--out", "{root}/fresh", "--train.heads_off=１.０"], 'train.heads_off names "１.０"; name a head as'),
+    (T, ["--out", "{root}/fresh", "--train.heads_off=[0.1]"], 'train.heads_off = [0.1] must name one head or layer'),
+    (T, ["--out", "{root}/fresh", '--train.heads_off=["0.1,1.0"]'], "must name one head or layer per string"),
     # train.py: the config file and its values
     (T, ["--config", "{root}/dir"], "is a directory"),
     (T, ["--config", "{root}/bad.toml"], "is not valid TOML"),
     (T, ["--config", "{root}/cp949.txt"], "is not valid TOML"),
-    (T, ["--config", "{root}/nowhere.toml"], "not found"),
-    (T, ["--config", f"{{root}}/{NOT_UTF8}.toml"], "not found"),
+    (T, ["--config", "{root}/nowhere.toml"], "nowhere.toml does not exist"),
+    (T, ["--config", f"{{root}}/{NOT_UTF8}.toml"], "does not exist"),
     (T, ["--train.seed=-1"], "train.seed = -1 must be"),
     (T, [f"--train.seed={2**64}"], f"train.seed = {2**64} is out of range: it does not fit in 64 bits"),
     (T, ["--train.seed=1.5"], "train.seed = 1.5 must be an integer"),
@@ -170,6 +176,8 @@ CASES = [
     (G, ["--ckpt", "{root}/file.txt", "--prompt", "가"], "no model.safetensors in"),
     (G, ["--ckpt", "{root}/dangling", "--prompt", "가"], "does not exist"),
     (G, ["--ckpt", "{root}/dir", "--prompt", "가"], "no model.safetensors in"),
+    (G, ["--ckpt", "{root}/hf", "--prompt", "가"], "holds a Hugging Face 'gpt2' model, not a checkpoint of this project; "
+                                                   "import it first: python -m hf.import_gpt2 "),
     (G, ["--ckpt", f"{{root}}/{NOT_UTF8}", "--prompt", "가"], "does not exist"),
     (G, ["--runs-dir", "{root}/file.txt", "--prompt", "가"], "no trained run under"),
     (G, ["--score", "{root}/dir"], "is not a file"),
@@ -602,19 +610,118 @@ def test_4_a_hostile_hugging_face_config_is_refused_before_anything_is_built(env
     assert not (tmp_path / "out").exists()
 
 
-# ---- 3.5 special files as a corpus ----------------------------------------------------------------------
+# ---- 3.5 untrusted files: special files wherever a file is expected, a bound on every read ------------------
+
+# Where a command reads a file the user names (or one inside a directory the user names): the command line, with
+# {file} for that file. Each is run in a process of its own (a FIFO opened the old way blocks for good).
+FILE_PLACES = {
+    "train.py --config": [T, "--config", "{file}"],
+    "train.py data.source": [T, "--data.source={file}"],
+    "train.py data.val_source": [T, "--data.val_source={file}"],
+    "data.prepare data.source": ["-m", P, "--data.source={file}"],
+    "generate.py --score": [G, "--score", "{file}"],
+    "generate.py --heads-text": [G, "--prompt", "가", "--heads", "--heads-text", "{file}"],
+    "data.corpora --deb": ["-m", "data.corpora", "debian-faq", "--deb", "{file}", "--out", "{tmp}/corpus"],
+    "generate.py --ckpt's config.json": [G, "--ckpt", "{copy}", "--prompt", "가"],
+    "generate.py --ckpt's tokenizer.json": [G, "--ckpt", "{copy}", "--prompt", "가"],
+    "generate.py --ckpt's meta.json": [G, "--ckpt", "{copy}", "--prompt", "가"],
+}
+SPECIAL_KINDS = ("fifo", "directory", "character device", "socket")
+MEMORY_LIMIT = 3 << 30  # bytes of address space a command may take here: torch's import takes some 0.7 GB
+
+
+def make_special(path: Path, kind: str) -> None:
+    if kind == "fifo":
+        os.mkfifo(path)  # opening it for reading blocks until a writer comes: forever
+    elif kind == "directory":
+        path.mkdir()
+    elif kind == "character device":
+        path.symlink_to("/dev/zero")  # reads never end
+    else:
+        with socket.socket(socket.AF_UNIX) as s:
+            s.bind(str(path))
+
+
+def command_in_a_process(argv: list[str], env, timeout: float = 120) -> subprocess.CompletedProcess:
+    """`python ARGV` (train.py and data.prepare on the tiny config and the test data cache), in a process of at most
+    MEMORY_LIMIT bytes."""
+    script, *rest = argv
+    command = ["-m", rest.pop(0)] if script == "-m" else [script]
+    if command[-1] in (T, P):
+        rest = [*(env.base if command[-1] == T else env.base[:3]), *rest]
+    if command[-1] == T:
+        rest += ["--out", str(env.root / "fresh")]
+    if command[-1] == G and "--ckpt" not in rest:
+        rest = ["--ckpt", str(env.run), *rest]
+
+    def limited():
+        resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT, MEMORY_LIMIT))
+
+    return subprocess.run([sys.executable, *command, *rest], cwd=ROOT, capture_output=True, text=True, timeout=timeout,
+                          preexec_fn=limited, env={**os.environ, "OMP_NUM_THREADS": "1"})  # fmt: skip
+
+
+def one_line_in_a_process(result: subprocess.CompletedProcess, names: list[str]) -> None:
+    assert result.returncode == 2, result.stderr[-3000:]
+    err = result.stderr
+    assert err.startswith("error: ") and err.count("\n") == 1 and "Traceback" not in err, err[-3000:]
+    assert any(name in err for name in names), err
+
 
 @pytest.mark.slow
-@pytest.mark.parametrize("kind", ["fifo", "character device"])
-def test_5_a_fifo_or_a_device_as_the_corpus_is_refused_not_read_forever(env, tmp_path, kind):
-    source = "/dev/zero" if kind == "character device" else tmp_path / "pipe.txt"
-    if kind == "fifo":
-        os.mkfifo(source)  # opening it for reading blocks until a writer comes: forever
-    result = subprocess.run([sys.executable, "-m", "data.prepare", "--config", str(TINY),
-                             f"--data.cache_dir={env.cache}", f"--data.source={source}"], cwd=ROOT, capture_output=True,
-                            text=True, timeout=120, env={**os.environ, "OMP_NUM_THREADS": "1"})  # fmt: skip
-    assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
-    assert f"data source {source} is a {'FIFO' if kind == 'fifo' else 'character device'}" in result.stderr
+@pytest.mark.parametrize("kind", SPECIAL_KINDS)
+@pytest.mark.parametrize("place", FILE_PLACES)
+def test_5_a_special_file_where_a_file_is_expected_is_one_line_and_never_read(env, tmp_path, place, kind):
+    # 10 places x 4 kinds: a FIFO, a directory, a device (/dev/zero) and a socket
+    argv, special = FILE_PLACES[place], tmp_path / "f"
+    copy = tmp_path / "run"
+    if "{copy}" in argv:  # a file inside a run the user names
+        shutil.copytree(env.run / "best", copy)
+        special = copy / place.split("'s ")[1]
+        special.unlink()
+    make_special(special, kind)
+    before = snapshot(env.run)
+    argv = [a.format(file=special, tmp=tmp_path, copy=copy) for a in argv]
+    one_line_in_a_process(command_in_a_process(argv, env, timeout=60), [str(special)])
+    assert snapshot(env.run) == before and not (env.root / "fresh").exists() and not (tmp_path / "corpus").exists()
+
+
+def large_file(path: Path, size: int, head: bytes = b"") -> Path:
+    """A sparse file of `size` bytes (no disk taken) that begins with `head`."""
+    with open(path, "wb") as f:
+        f.write(head)
+        f.truncate(size)
+    return path
+
+
+def deb_claiming(size: int) -> bytes:
+    """The start of a .deb whose data member says it is `size` bytes long."""
+    header = f"{'data.tar':<16}{0:<12}{0:<6}{0:<6}{'100644':<8}{size:<10}`\n".encode()
+    return b"!<arch>\n" + header
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("file", ["/dev/zero", "large non-archive", "large archive of zeros"])
+def test_5_memory_stays_bounded_on_any_deb(env, tmp_path, file):
+    # a process of at most MEMORY_LIMIT bytes reads a .deb twice that size: one line, exit 2, nothing built
+    size = 2 * MEMORY_LIMIT
+    if file == "large non-archive":
+        file = str(large_file(tmp_path / "big.deb", size))
+    elif file == "large archive of zeros":
+        file = str(large_file(tmp_path / "zeros.deb", size, deb_claiming(size - 68)))
+    result = command_in_a_process(["-m", "data.corpora", "debian-faq", "--deb", file, "--out", str(tmp_path / "out")],
+                                  env, timeout=120)  # fmt: skip
+    one_line_in_a_process(result, [file])
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("place, limit", [("--config", "1.0 MiB"), ("--score", "64.0 MiB")])
+def test_5_a_file_read_whole_is_refused_past_the_bound_of_its_kind(env, tmp_path, place, limit):
+    big = large_file(tmp_path / "big.txt", 2 * MEMORY_LIMIT)
+    argv = [T, "--config", str(big)] if place == "--config" else [G, "--score", str(big)]
+    result = command_in_a_process(argv, env)
+    one_line_in_a_process(result, [f"more than the {limit}"])
 
 
 # ---- 3.6 weights holding NaN or inf ---------------------------------------------------------------------

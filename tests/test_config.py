@@ -103,7 +103,7 @@ def test_out_of_range_values_are_refused(tmp_path):
 
 
 def test_missing_and_malformed_files(tmp_path):
-    with pytest.raises(ConfigError, match="not found"):
+    with pytest.raises(ConfigError, match="config file .*nope.toml does not exist"):
         load_config(tmp_path / "nope.toml")
     with pytest.raises(ConfigError, match="not valid TOML"):
         load_config(write(tmp_path, "[train\n"))
@@ -131,3 +131,14 @@ def test_a_setting_the_run_cannot_honour_is_said_once_at_its_start():
     planned = replace(planned, auto=("train.max_steps",))
     assert "train.snapshots = 20, but the planned 10 evaluations take at most one snapshot each" in planned.describe()
     assert "note:" not in load_config("configs/tiny.toml").describe()
+
+
+def test_heads_off_is_a_string_or_a_toml_list_of_names(tmp_path):
+    listed = write(tmp_path, '[model]\nn_layer = 2\nn_head = 2\nn_embd = 32\n[train]\nheads_off = ["1.1", "0"]\n')
+    assert load_config(listed).train.heads_off == "1.1,0"  # one string, as config.json keeps it
+    assert load_config(listed, ["--train.heads_off=[]"]).train.heads_off == ""
+    for value, message in (("[1]", r"train.heads_off = \[1\] must name one head or layer per string"),
+                           ('["0.1,1.0"]', "must name one head or layer per string"),
+                           ("１.０", 'names "１.０"; name a head as "LAYER.HEAD"')):  # fmt: skip
+        with pytest.raises(UserError, match=message):
+            load_config(listed, [f"--train.heads_off={value}"])

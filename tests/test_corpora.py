@@ -265,3 +265,22 @@ def test_a_package_with_a_damaged_control_member_is_one_line(tmp_path):
     with pytest.raises(CorpusError, match="is damaged .*; download it again"):
         build_corpus("debian-faq", tmp_path / "faq", deb)
     assert not (tmp_path / "faq").exists()
+
+
+@pytest.mark.skipif(shutil.which("dpkg-deb") is None, reason="builds a zstd .deb with dpkg-deb")
+def test_a_zstd_package_as_ubuntu_builds_it_is_streamed_through_dpkg_deb(tmp_path):
+    # Python's tarfile reads no zstd before 3.14: dpkg-deb unpacks it, its output read as it comes
+    corpus, root = find_corpus("debian-faq"), tmp_path / "package"
+    page = root / corpus.folder / "basic-defs.ko.html"
+    page.parent.mkdir(parents=True)
+    page.write_bytes((FIXTURES / "debian-faq-ko" / "basic-defs.ko.html").read_bytes())
+    (root / "DEBIAN").mkdir()
+    (root / "DEBIAN" / "control").write_text("Package: debian-faq-ko\nVersion: 11.1\nArchitecture: all\n"
+                                             "Maintainer: a <a@b.c>\nDescription: the FAQ\n")  # fmt: skip
+    deb = tmp_path / "debian-faq-ko.deb"
+    subprocess.run(["dpkg-deb", "--root-owner-group", "-Zzstd", "--build", str(root), str(deb)], check=True,
+                   capture_output=True)  # fmt: skip
+    assert b"data.tar.zst" in deb.read_bytes()
+    expected = build_corpus("debian-faq", tmp_path / "xz", faq_deb(tmp_path))[1]
+    note = build_corpus("debian-faq", tmp_path / "zst", deb)[1]
+    assert (note["version"], note["documents"], note["documents_sha256"]) == ("11.1", 1, expected["documents_sha256"])

@@ -3,6 +3,7 @@ and resume exactly: python -m pytest tests/test_distributed.py -q"""
 
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -55,7 +56,7 @@ def test_a_nan_on_one_rank_stops_every_rank_with_the_error_line_not_a_hang(tmp_p
     # each rank checks its own loss there; before, rank 1 ended alone and rank 0 waited in the gather for good
     result = torchrun(tmp_path / "run", data_cache, "--train.log_interval=4", nan_after="5:1")
     assert result.returncode != 0
-    assert result.stderr.count("error: the training loss is nan at step 6, so training stopped") == 2, result.stderr[-3000:]
+    assert result.stderr.count("error: the training loss is nan at step 6, so training stopped") == 1, result.stderr[-3000:]
 
 
 def test_cuda_n_under_torchrun_is_refused_since_every_rank_would_take_that_gpu(monkeypatch):
@@ -65,3 +66,14 @@ def test_cuda_n_under_torchrun_is_refused_since_every_rank_would_take_that_gpu(m
     monkeypatch.setenv("WORLD_SIZE", "2")
     with pytest.raises(UserError, match='train.device = "cuda:1" puts every rank of torchrun on one GPU; use "cuda"'):
         Distributed("cuda:1")
+
+
+@pytest.mark.parametrize("setting", ["--train.heads_off=9.9", "--model.n_head=3", "--data.val_fraction=2"])
+def test_a_bad_setting_is_one_line_once_and_exit_code_2_on_every_rank(tmp_path, data_cache, setting):
+    # rank 0 alone prints it; what follows is torchrun's own report of the two ranks' exit codes
+    result = torchrun(tmp_path / "run", data_cache, setting)
+    err = result.stderr
+    assert err.count("error: ") == 1 and setting.split("=")[0].removeprefix("--") in err, err[-3000:]
+    codes = re.findall(r"exitcode  : (-?\d+)", err)  # a rank still starting when the other failed: SIGTERM
+    assert "2" in codes and set(codes) <= {"2", "-15"} and 'train.py", line' not in err, err[-3000:]
+    assert not (tmp_path / "run").exists()

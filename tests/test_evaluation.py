@@ -66,10 +66,12 @@ def test_each_evaluation_s_costs_are_those_heads_prints_for_its_snapshot(tmp_pat
     assert "this run kept heads 1.0 off from its first step" in capsys.readouterr().err
     printed = json.loads((tmp_path / "heads" / "heads.json").read_text(encoding="utf-8"))
     recorded = records[-1]["heads"]  # the same record's form as heads.json's
-    for l, k in ((0, 0), (0, 1), (1, 0), (1, 1)):
+    for l, k in ((0, 0), (0, 1), (1, 1)):
         for table, key in (("importance", "loss"), ("importance", "drop"), ("scores", "induction")):
             assert printed[table][key][l][k] == pytest.approx(recorded[table][key][l][k], abs=2e-6)
-    assert recorded["importance"]["loss"][1][0] == 0 and recorded["importance"]["drop"][1][0] == 0  # off already
+    for saved in (printed, recorded):  # kept off: marked so, no role or cost of its own, in both
+        assert saved["off"] == ["1.0"] and saved["importance"]["loss"][1][0] is None
+        assert saved["scores"]["induction"][1][0] is None
     assert generate.main(["--prompt", PROMPT, "--attention", str(tmp_path / "page"), "--over-training", str(run)]) == 0
     page = (tmp_path / "page" / "over_training.html").read_text(encoding="utf-8")
     data = json.loads(re.search(r'<script type="application/json" id="data">(.*?)</script>', page, re.S).group(1))
@@ -80,6 +82,38 @@ def test_each_evaluation_s_costs_are_those_heads_prints_for_its_snapshot(tmp_pat
     plain = [{**r, "heads": {k: v for k, v in r["heads"].items() if k != "importance"}} for r in records]
     assert plot_heads(plain, tmp_path / "plain.png")
     assert with_costs / matplotlib.image.imread(tmp_path / "plain.png").shape[0] == pytest.approx(9 / 7, rel=0.02)
+
+
+@pytest.mark.parametrize("heads_off, mode, off", [("1.0", "mean", ["1.0"]), ("0.1", "zero", ["0.1"]),
+                                                   ("0", "mean", ["0.0", "0.1"]), ('["1.1", "0.0"]', "zero", ["0.0", "1.1"])])
+def test_kept_off_heads_are_marked_off_in_every_record_and_in_heads_png(tmp_path, data_cache, monkeypatch, heads_off,
+                                                                        mode, off):  # fmt: skip
+    # 4 runs x (3 evaluation records, the final record, heads.png): an off head has no role score, no cost and no
+    # line, and is named; every live head keeps its numbers
+    run = trained(tmp_path, data_cache, f"--train.heads_off={heads_off}", f"--train.heads_off_mode={mode}",
+                  "--train.head_costs=true")  # fmt: skip
+    records = read_metrics(run / "metrics.jsonl")
+    scored = [r["heads"] for r in records if r.get("kind") == "eval"] + [records[-1]["best_heads"]]
+    assert len(scored) == 4
+    for heads in scored:
+        assert heads["off"] == off
+        tables = [*heads["scores"].values(), heads["importance"]["loss"], heads["importance"]["drop"]]
+        for layer in range(2):
+            for head in range(2):
+                values = [table[layer][head] for table in tables]
+                if f"{layer}.{head}" in off:
+                    assert values == [None] * len(tables)
+                else:  # duplicate-token may be null on a text with no repeated token; the rest are numbers
+                    assert all(isinstance(v, float) for v in values[1:] if v is not None) and values[-1] is not None
+    figures = []
+    monkeypatch.setattr("training.plots.save_png", lambda fig, png: figures.append(fig))
+    assert plot_heads(records, tmp_path / "heads.png")
+    axes = figures[0].axes
+    assert any(t.get_text() == "kept off, no line: " + ", ".join(off) for t in axes[1].texts)
+    for ax in axes[1:6] + axes[-2:]:  # the five role panels and the two cost panels
+        drawn = [line for line in ax.get_lines() if list(line.get_xdata()) == [2, 4, 6]  # a head's, not a bar's
+                 and any(y == y for y in line.get_ydata())]
+        assert len(drawn) == 4 - len(off), ax.get_ylabel()
 
 
 @pytest.mark.slow

@@ -164,7 +164,7 @@ def test_train_heads_off_names_heads_and_layers_and_refuses_what_cannot_be():
     assert read_heads(["1.1", "0"], "train.heads_off", config, layers=True) == [(0, 0), (0, 1), (0, 2), (1, 1)]
     for names, message in ((["2"], "layer 2; this model has layers 0..1"), (["1.3"], "head 1.3 is not in this model"),
                            (["1.0", "1.0"], "head 1.0 is given twice"), (["0", "1"], "names every head"),
-                           (["x"], "names 'x'"), (["1.a"], "names '1.a'"), (["１"], "names '１'")):
+                           (["x"], 'names "x"'), (["1.a"], 'names "1.a"'), (["１"], 'names "１"')):
         with pytest.raises(ModelInputError, match=re.escape(message)):
             read_heads(names, "train.heads_off", config, layers=True)
 

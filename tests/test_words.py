@@ -11,7 +11,8 @@ import torch
 from inspection.html import page as page_html
 from inspection.trace import trace_ids
 from inspection.views import VIEWS, Settings
-from inspection.views.words import word_key_sets, word_maps, word_role_sums, word_spans
+from inspection.labels import bytes_label
+from inspection.views.words import word_key_sets, word_labels, word_maps, word_role_sums, word_spans, word_start_ids
 from tests.conftest import CHROMIUM, biased_model, look_at
 
 LABELS = ["<|endoftext|>", "␣대한", "민국", "의", "␣국회", "는"]  # three words: [0], [1, 2, 3], [4, 5]
@@ -53,6 +54,48 @@ def test_the_word_roles_look_at_the_keys_their_names_say_the_previous_token_left
     assert n == 1 and abs(float(total[0, 0]) - 0.3) < 1e-12  # token 3 puts 0.3 on token 1
     total, n = sums["previous-word"]  # token 4: 0.1 + 0.1 on tokens 1, 2; token 5: 0.0 + 0.0 + 0.2 on 1, 2, 3
     assert n == 2 and abs(float(total[0, 0]) / n - (0.2 + 0.2) / 2) < 1e-12
+
+
+SPACES = [chr(c) for c in range(0x110000) if chr(c).isspace()]  # every Unicode whitespace character (29)
+
+
+def space_forms(ch: str) -> dict[str, list[str]]:
+    """The labels of "대한{ch}민국" as a tokenizer may split it: the space a token of its own, or the first of the next
+    word's; as a character, or (outside the vocabulary) as byte pieces."""
+    char, pieces = bytes_label(ch.encode()), [f"<0x{b:02X}>" for b in ch.encode()]
+    return {"own token": ["대한", char, "민국"], "word's first": ["대한", char + "민국"],
+            "bytes": ["대한", *pieces, "민국"], "bytes, then the word": ["대한", *pieces[:-1], pieces[-1] + "민", "국"]}
+
+
+FORMS = [(ch, form) for ch in SPACES for form in space_forms(ch)]
+
+
+@pytest.mark.parametrize("ch, form", FORMS, ids=[f"U+{ord(ch):04X} {form}" for ch, form in FORMS])
+def test_every_unicode_space_separates_words_as_a_newline_does(ch, form):
+    # 29 whitespace characters x 4 ways to tokenize them (116 cases): two words, the second beginning at the space
+    labels = space_forms(ch)[form]
+    words = word_spans(labels)
+    assert words == [[0], list(range(1, len(labels)))], labels
+    assert word_labels(labels, words) == ["대한", bytes_label((ch + "민국").encode())]
+
+
+@pytest.mark.parametrize("labels", [["대한", "민국"], ["대한", "<0xEB>", "<0xAF>", "<0xBC>", "국"], ["대", "<U+200B>", "한"],
+                                    ["가", "<0x85>"]])  # a zero-width space and a lone byte are no spaces
+def test_no_other_character_separates_words(labels):
+    assert word_spans(labels) == [list(range(len(labels)))]
+
+
+def test_a_word_whose_syllable_fell_back_to_bytes_is_labelled_whole():
+    labels = ["<|endoftext|>", "대한민국의", "␣수도는", "␣서", "<0xEC>", "<0x9A>", "<0xB8>", "이다"]
+    words = word_spans(labels)
+    assert word_labels(labels, words) == ["<|endoftext|>", "대한민국의", "␣수도는", "␣서울이다"]
+    # a word cut short inside a character keeps the stray bytes visible
+    assert word_labels(["␣서", "<0xEC>", "<0x9A>"], [[0, 1, 2]]) == ["␣서<0xEC><0x9A>"]
+
+
+def test_a_token_begins_a_word_by_its_bytes():
+    starts = word_start_ids([b" a", b"\n", b"\t\xea", "\u3000".encode(), b"\xe3", b"a", b"\x80"])
+    assert starts.tolist() == [True, True, True, True, False, False, False]
 
 
 def test_the_first_word_is_the_end_of_text_token_alone():

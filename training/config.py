@@ -31,6 +31,7 @@ from common.heads_off import read_heads
 from model.device import check_device_name
 from model.errors import UserError
 from model.sampling import MAX_SEED
+from storage.user_files import CONFIG_BYTES, read_user_file
 from training.recipe import AUTO, MANY_EPOCHS_BATCH, parse_duration
 
 
@@ -75,7 +76,7 @@ class TrainConfig:
     copy_lessons: float = 0.0  # share of training windows with a repeated run of random tokens (data/lessons.py)
     best_by: str = "val_loss"  # what best/ keeps (BEST_BY): the lowest validation loss, or the lesson's copy_loss
     speed_up: bool = True  # the speed layer (model/speed/); false: model/gpt.py and attention.py alone, slower
-    heads_off: str = ""  # heads kept off from step 0, "L.H" or "L" (a whole layer), e.g. "0.2,1" (common/heads_off.py)
+    heads_off: str = ""  # heads kept off from step 0, "L.H" or "L" (a whole layer), e.g. "0.2,1" or ["0.2", "1"] (common/heads_off.py)
     heads_off_mode: str = "mean"  # what a kept-off head outputs: "mean" (while training, its batch's mean) or "zero"
     head_costs: str | bool = "auto"  # each evaluation records each head's cost when off: auto (when cheap) | true | false
 
@@ -214,15 +215,11 @@ def text_only(section: str, key: str) -> bool:
 
 
 def read_toml(path: Path) -> dict:
-    """The parsed TOML file `path` of --config; ConfigError (one line) when it is missing, unreadable or not TOML."""
+    """The parsed TOML file `path` of --config; ConfigError (one line) when it is missing, not a regular file,
+    unreadable, too large for a config or not TOML."""
+    fix = "pass --config a TOML file such as configs/small.toml"
     try:
-        return tomllib.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ConfigError(f"config file {path} not found; pass --config configs/small.toml or another file") from None
-    except IsADirectoryError:
-        raise ConfigError(f"config file {path} is a directory; pass --config a TOML file such as configs/small.toml") from None
-    except OSError as e:
-        raise ConfigError(f"cannot read config file {path} ({e.strerror}); pass --config a readable TOML file") from None
+        return tomllib.loads(read_user_file(path, "config file", fix, CONFIG_BYTES, ConfigError).decode("utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
         raise ConfigError(f"config file {path} is not valid TOML ({e}); fix the file") from None
 
@@ -252,6 +249,8 @@ def build_config(raw: dict, source: str = "config") -> RunConfig:
         table = raw.get(section, {})
         if not isinstance(table, dict):
             raise ConfigError(f"{section} in {source} must be a table [{section}]")
+        if section == "train" and "heads_off" in table:
+            table = {**table, "heads_off": heads_off_text(table["heads_off"])}
         chosen = [k for k in AUTO.get(section, ()) if table.get(k) == "auto"]
         auto += [f"{section}.{k}" for k in chosen]
         values[section] = check_table(section, cls, {k: v for k, v in table.items() if k not in chosen})
@@ -277,6 +276,17 @@ def build_config(raw: dict, source: str = "config") -> RunConfig:
         raise ConfigError(f'train.best_by = "copy_loss" needs model.block_size of at least 5 to repeat random tokens '
                           f'in (it is {model.block_size}); raise block_size or keep best_by = "val_loss"')
     return RunConfig(data=data, model=model, train=train, log=LogConfig(**values["log"]), auto=tuple(auto))
+
+
+def heads_off_text(value):
+    """train.heads_off as the one string the run keeps: a TOML list of names (["0.1", "1.2"]) joined by commas; any
+    other value is left to the type check."""
+    if not isinstance(value, list):
+        return value
+    if not all(isinstance(name, str) and name.strip() and "," not in name for name in value):
+        raise ConfigError(f'train.heads_off = {short(value)} must name one head or layer per string, e.g. ["0.1", "1.2"] '
+                          '(or "0.1,1.2")')
+    return ",".join(value)
 
 
 def check_table(section: str, cls, table: dict) -> dict:

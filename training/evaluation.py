@@ -5,6 +5,7 @@
     final, best_dir = final_scores(model, data_dir, meta, tokenizer, run_dir, step)   # the run's end: best/ and last/
     print(final_report(final, best_dir, run_dir, last_heads, lesson=True))   # bits/char, best/'s copying circuit
     heads = score_heads(model, data_dir, meta, tokenizer)       # every head's role scores, for metrics.jsonl
+                                                                # (heads kept off: "off", their scores null)
 
 Each split's estimate is the mean loss of the same eval_iters batches every time. A validation split small
 enough that reading it whole costs no more than those batches is scored exactly instead, with
@@ -36,7 +37,7 @@ from model.nll import bits_per_char, stream_nll, windows_read
 from common.heads_off import head_means
 from inspection.heldout import WINDOW, WINDOWS, held_out_windows
 from inspection.views.roles import (DROP_FORMED, FORMED, SEQUENCES, Circuit, copying_circuit, head_importance,
-                                    measure_heads, roles_from_record, roles_record)
+                                    marked_off, measure_heads, roles_from_record, roles_record)
 from inspection.views.words import word_start_ids
 from model.errors import UserError
 from model.sampling import generate
@@ -74,7 +75,7 @@ def evaluate(model, data_dir: Path, tc, device, autocast=None, rank: int = 0, wo
     return out
 
 
-def score_heads(model, data_dir: Path, meta: dict, tokenizer, importance: bool = False) -> dict | None:
+def score_heads(model, data_dir: Path, meta: dict, tokenizer, importance: bool = False, kept=None) -> dict | None:
     """Every head's role scores on the validation split (`inspection.views.roles.roles_record`) and the "seconds"
     they took, or None for a model whose context is too short to measure them. `importance`: what switching
     each head off alone costs too (inspection/views/roles.py: L x H forwards more: `head_costs_due` says when)."""
@@ -91,7 +92,8 @@ def score_heads(model, data_dir: Path, meta: dict, tokenizer, importance: bool =
         return None
     finally:
         model.train(was_training)
-    return roles_record(roles) | {"seconds": round(time.perf_counter() - started, 3)}
+    off = kept.off if kept is not None else {}  # train.heads_off: marked off, with no role or cost of their own
+    return marked_off(roles_record(roles), off) | {"seconds": round(time.perf_counter() - started, 3)}
 
 
 COSTS_SHARE = 0.1  # train.head_costs = "auto": at every evaluation while they cost at most this share of training
@@ -140,11 +142,11 @@ def sample_text(model, tokenizer, eot_id: int, n_tokens: int, device) -> str:
 
 
 def final_scores(model, data_dir: Path, meta: dict, tokenizer, run_dir: Path, step: int, rank: int = 0,
-                 world: int = 1) -> tuple[dict, Path]:
+                 world: int = 1, kept=None) -> tuple[dict, Path]:
     """The exact loss and bits per character of the whole validation split, for the weights in last/ (`model`,
     at `step`) and in best/ (the step its own config.json names, whatever the run's counters say), with best/'s
     head scores and what switching each head off costs ("best_heads", `score_heads`, on rank 0); and the
-    directory of the best weights."""
+    directory of the best weights. `kept`: the heads `model` keeps off (train.heads_off)."""
     val_tokens, chars = load_tokens(data_dir / "val.bin", meta["dtype"]), meta["splits"]["val"]["chars"]
     nll, count = stream_nll(model, val_tokens, rank=rank, world=world)
     best_dir = run_dir / "best"
@@ -153,14 +155,14 @@ def final_scores(model, data_dir: Path, meta: dict, tokenizer, run_dir: Path, st
         best_dir, best_step = run_dir / "last", step
     best = model if best_step == step else load_model(best_dir, model.tok_emb.weight.device)  # same step, same weights
     if best is not model:
-        load_kept_off(best, best_dir)  # best/'s kept-off heads, giving what its evaluation measured
+        kept = load_kept_off(best, best_dir)  # best/'s kept-off heads, giving what its evaluation measured
     if is_sped_up(model) and not is_sped_up(best):  # scored by the code the run trained with
         speed_up(best)
     best_nll = nll if best is model else stream_nll(best, val_tokens, rank=rank, world=world)[0]
     final = {"kind": "final", "step": step, "val_loss": nll / count, "val_bpc": bits_per_char(nll, chars),
              "best_step": best_step, "best_val_loss": best_nll / count, "best_val_bpc": bits_per_char(best_nll, chars),
              "val_tokens_predicted": count, "val_chars": chars,
-             "best_heads": score_heads(best, data_dir, meta, tokenizer, importance=True) if rank == 0 else None}  # fmt: skip
+             "best_heads": score_heads(best, data_dir, meta, tokenizer, True, kept) if rank == 0 else None}  # fmt: skip
     return final, best_dir
 
 

@@ -11,7 +11,8 @@ change in the loss that often comes with an induction head, line up. A head is m
 passes the bar (at least `ROLE_MIN` and twice chance), and each panel lists those heads ("layer.head at step").
 Where evaluations measured what switching each head off costs (train.head_costs), two panels more: the held-out
 loss it adds and the in-context loss drop it takes away, so the step a head becomes needed lines up with the step
-its role score rises.
+its role score rises. Heads the run keeps off (train.heads_off: the records' "off") have no line, and the first
+role panel names them.
 """
 
 from math import nan
@@ -131,6 +132,10 @@ def plot_heads(records: list[dict], png: Path) -> bool:
         ax.set_ylabel(role, fontsize=9)
         ax.grid(alpha=0.3)
     axes[1].legend(fontsize=8, ncol=min(n_layer, 6), loc="upper left")
+    off = sorted({name for r in scored for name in r["heads"].get("off", [])})  # train.heads_off: no role, no cost
+    if off:
+        axes[1].text(0.01, 0.05, "kept off, no line: " + ", ".join(off), transform=axes[1].transAxes, ha="left",
+                     va="bottom", fontsize=8, color="0.35", bbox={"boxstyle": "round", "fc": "white", "ec": "0.8"})
     drop_axis = axes[len(ROLES) + 1]
     drop = [(r["heads"]["loss_first_copy"] or nan) - (r["heads"]["loss_second_copy"] or nan) for r in scored]
     drop_axis.plot(steps, drop, "o-", ms=3, color="C3")

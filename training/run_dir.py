@@ -2,7 +2,8 @@
 
     check_run_dir(out_dir)                           # before anything in it is touched (the lock, crash repair)
     state = open_run_dir(out_dir, resume, overwrite)  # last/'s checked train state when resuming
-    check_same_model(out_dir / "last", asdict(cfg.model), prepared.meta)   # same model, tokenizer and data
+    check_same_experiment(out_dir / "last", cfg.to_dict())               # the settings that make the experiment
+    check_same_model(out_dir / "last", asdict(cfg.model), prepared.meta)   # same vocabulary, tokenizer and data
 
 A run directory is empty, absent, or a run of this project: a `config.json` of train.py's tables beside
 whatever the run wrote (and what the user put there, never touched), or, before that file is written,
@@ -14,17 +15,21 @@ import hashlib
 import json
 import os
 import re
+import shlex
 import shutil
-from dataclasses import asdict
+from dataclasses import asdict, fields
 from pathlib import Path
+from types import SimpleNamespace
 
 import torch
 
+from data.config import DataConfig
+from common.heads_off import read_heads
 from model import GPTConfig
 from model.errors import UserError
 from storage.atomic import signals_held
-from storage.checkpoint import (REQUIRED, SNAPSHOTS, CheckpointError, expected_shapes, load_train_state, read_config,
-                                read_json, read_meta, read_model_table)  # fmt: skip
+from storage.checkpoint import (SNAPSHOTS, CheckpointError, expected_shapes, load_train_state, read_config, read_json,
+                                read_meta, read_model_table)  # fmt: skip
 
 RUN_CONTENT = ("best/", "last/", "metrics.jsonl", f"{SNAPSHOTS}/")  # what a new run would replace
 REPLACED = ("best", "last", "metrics.jsonl", "loss.png", "heads.png", "config.json", SNAPSHOTS)  # what --overwrite deletes
@@ -102,16 +107,53 @@ def clear_run(out_dir: Path) -> None:
                 path.unlink(missing_ok=True)
 
 
+# What makes a run's experiment, fixed at its start (check_same_experiment): every [data] setting but where the
+# data cache lies, every [model] setting but dropout (and vocab_size, which the tokenizer gives: check_same_model),
+# where the weights came from and the heads kept off. The rest may change on a resume: the schedule (max_steps,
+# lr, warmup, time_budget, ...), dropout, evaluation, logging, the speed layer.
+IDENTITY = ([("train", name, default) for name, default in (("init_from", ""), ("heads_off", ""),
+                                                              ("heads_off_mode", "mean"))]
+            + [("model", f.name, f.default) for f in fields(GPTConfig) if f.name not in ("vocab_size", "dropout")]
+            + [("data", f.name, f.default) for f in fields(DataConfig) if f.name != "cache_dir"])  # fmt: skip
+
+
+def check_same_experiment(ckpt: Path, config: dict) -> None:
+    """Refuse a resume whose settings (`config`: RunConfig.to_dict) would change what the run in `ckpt` is an
+    experiment of (IDENTITY), in one line that names the first such setting and the value the run has."""
+    saved = read_json(ckpt / "config.json", "restore it from the run, or start a new run with --out") or {}
+    shape = {**asdict(GPTConfig()), **(saved.get("model") if isinstance(saved.get("model"), dict) else {})}
+    for section, key, default in IDENTITY:
+        table = saved.get(section) if isinstance(saved.get(section), dict) else {}
+        was, now = table.get(key, default), config[section][key]  # a setting added since: its default then
+        if key == "heads_off":  # the heads themselves: "1.0,0.1" and ["0.1", "1.0"] keep the same ones off
+            was, now = (kept_off_heads(v, shape["n_layer"], shape["n_head"]) for v in (table.get(key, default), now))
+        if was != now:
+            value = table.get(key, default)
+            option = shlex.quote(f"--{section}.{key}={value if isinstance(value, str) else json.dumps(value)}")
+            given = json.dumps(config[section][key], ensure_ascii=False)
+            raise UserError(f"cannot resume from {ckpt}: the run has {section}.{key} = {json.dumps(value, ensure_ascii=False)} "
+                            f"from its first step and this command gives {given}, which would make it another "
+                            f"experiment; resume with {option}, or start a new run with --out")
+
+
+def kept_off_heads(text, n_layer: int, n_head: int):
+    """The heads train.heads_off `text` keeps off in a model of that shape, or the text itself if it names none."""
+    try:
+        config = SimpleNamespace(n_layer=n_layer, n_head=n_head)
+        return read_heads(text, "train.heads_off", config, layers=True) if text else []
+    except (UserError, AttributeError):
+        return text
+
+
 def check_same_model(ckpt: Path, model_config: dict, meta: dict) -> None:
-    """Refuse to resume with a model, tokenizer or data other than the checkpoint's (only dropout may change):
-    best/ and patience compare validation losses, which must be measured on the same text."""
+    """Refuse to resume with a vocabulary, tokenizer or data other than the checkpoint's (the settings are
+    check_same_experiment's): best/ and patience compare validation losses, which must be measured on the same text."""
     saved, saved_meta = read_model_table(ckpt), read_meta(ckpt)
     if saved_meta is None:
         raise CheckpointError(f"{ckpt / 'meta.json'} is missing, so the data it was trained on is unknown; copy it back "
                               "from the run's data cache, or start a new run with --out")
-    defaults = asdict(GPTConfig())  # a setting added since the checkpoint was saved has its default value there
-    saved = {**{k: v for k, v in defaults.items() if k not in REQUIRED}, **saved}
-    changed = [f"model.{k} {saved.get(k)} -> {v}" for k, v in model_config.items() if k != "dropout" and saved.get(k) != v]
+    vocab = model_config["vocab_size"]
+    changed = [f"model.vocab_size {saved.get('vocab_size')} -> {vocab}"] if saved.get("vocab_size") != vocab else []
     # The sha256 of the token shards, recorded by data.prepare and copied into the checkpoint's meta.json. A new
     # training text trains a new tokenizer, which encodes the same validation text differently: then the
     # training text is the cause to name.

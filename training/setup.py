@@ -38,7 +38,8 @@ from training.distributed import Distributed
 from training.hardware import check_memory, compiles, fused_adamw, keep_freed_memory, step_settings
 from training.metrics import RunLog
 from training.recipe import resolve_auto, resolved_values
-from training.run_dir import check_run_dir, check_same_best, check_same_model, clear_run, open_run_dir, run_identity
+from training.run_dir import (check_run_dir, check_same_best, check_same_experiment, check_same_model, clear_run,
+                              open_run_dir, run_identity)  # fmt: skip
 
 
 @dataclass
@@ -88,6 +89,8 @@ def set_up(cfg: RunConfig, out_dir: Path, resume: bool, overwrite: bool, ddp: Di
     # the run directory (a run's or empty, checked before the lock touches it) and the data
     ddp.from_master(lambda: (check_run_dir(out_dir), lock.acquire(), recover(out_dir)))  # recover: a crashed save
     saved = open_run_dir(out_dir, resume, overwrite)  # last/'s train state when resuming
+    if saved:  # before any data work: a resume that would make the run another experiment is refused
+        check_same_experiment(out_dir / "last", cfg.to_dict())
     prepared = ddp.master_first(lambda: prepare(cfg.data, verbose=ddp.master, lang=lang))
     check_splits(prepared.meta, cfg.model.block_size)
     start = open_pretrained(cfg.train.init_from) if cfg.train.init_from and not saved else None  # a resume reads last/
@@ -102,7 +105,7 @@ def set_up(cfg: RunConfig, out_dir: Path, resume: bool, overwrite: bool, ddp: Di
     if tc.heads_off:
         kept_off = HeadsOff(raw, read_heads(tc.heads_off, "train.heads_off", raw.config, layers=True), tc.heads_off_mode)
     if tc.speed_up:
-        speed_up(raw)  # faster variants of some parts, the same numbers (model/speed/)
+        speed_up(raw)  # faster variants of some parts, the same numbers but dropout's masks (model/speed/)
     optimizer = make_optimizer(raw, tc, device)
     # what the step calls (raw is saved): DDP inside the compile, so that the compiler splits the backward at DDP's
     # buckets and each bucket's all-reduce overlaps the rest of the backward (DDPOptimizer)

@@ -8,8 +8,16 @@ catalog.py lists them, debian.py fetches and reads a package, extract.py turns a
 build.py writes the folder and its notes, and reuses it on the next call.
 """
 
-from data.corpora.build import build_corpus, corpus_folder, finished_build
-from data.corpora.catalog import CORPORA, Corpus
-from data.corpora.debian import CorpusError
+import importlib
 
-__all__ = ["CORPORA", "Corpus", "CorpusError", "build_corpus", "corpus_folder", "finished_build"]
+EXPORTS = {"CORPORA": "catalog", "Corpus": "catalog", "CorpusError": "debian", "build_corpus": "build",
+           "corpus_folder": "build", "finished_build": "build"}  # name -> its module here
+__all__ = list(EXPORTS)
+
+
+def __getattr__(name: str):
+    """The package's names, each imported when first asked for: `python -m data.corpora` imports this package
+    before its __main__ can catch a Ctrl-C, so the package itself imports nothing (the build brings torch)."""
+    if name not in EXPORTS:
+        raise AttributeError(f"module 'data.corpora' has no attribute {name!r}")
+    return getattr(importlib.import_module(f"data.corpora.{EXPORTS[name]}"), name)

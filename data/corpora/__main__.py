@@ -1,5 +1,10 @@
 """python -m data.corpora [NAME] [--out DIR] [--deb FILE]: list the corpora, or build one."""
 
+if __name__ == "__main__":  # Ctrl-C while torch loads ends with one line, not a traceback
+    from cli import stop_quietly_while_loading
+
+    stop_quietly_while_loading()
+
 import sys
 from pathlib import Path
 

@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 
 from data.corpora.catalog import CORPORA, Corpus, find_corpus
-from data.corpora.debian import CorpusError, deb_field, deb_files, download
+from data.corpora.debian import CorpusError, deb_field, deb_files, deb_sha256, download, open_deb
 from data.corpora.extract import HANGUL, hangul_share, korean_text, page_text
 from cli.messages import messages
 from storage.atomic import write_directory
@@ -50,12 +50,14 @@ def build_corpus(name: str, out: Path | None = None, deb: Path | None = None, ca
     finished build there; (out, its note, whether it was reused). `say(key, **fields)` is told what happens
     (a key of cli/messages.py)."""
     corpus, say = known(name), say or (lambda key, **fields: None)
+    if deb is not None:  # a file the user named: a .deb, checked on its first bytes before anything else is done
+        open_deb(deb).close()
     out = Path(out) if out is not None else corpus_folder(name, cache_dir)
     note = finished_build(out)
     if note is not None:
         if note.get("corpus") != name:
             raise CorpusError(f"{out} holds the corpus {note.get('corpus')!r}, not {name!r}; choose another --out")
-        same_deb = deb is None or file_sha256(deb) == note.get("deb_sha256")
+        same_deb = deb is None or deb_sha256(deb) == note.get("deb_sha256")
         if note.get("extraction") == EXTRACTION and same_deb:
             return out, note, True
     check_writable(out)
@@ -136,13 +138,6 @@ def documents_sha256(documents: list[tuple[str, str]]) -> str:
     return digest.hexdigest()
 
 
-def file_sha256(path: Path) -> str:
-    try:
-        return hashlib.sha256(Path(path).read_bytes()).hexdigest()
-    except OSError as e:
-        raise CorpusError(f"cannot read {path} ({e.strerror or e}); give a readable .deb file") from None
-
-
 def statistics(documents: list[tuple[str, str]]) -> dict:
     """Documents, characters, the Hangul share of the letters, distinct Hangul syllables, and the duplicate share:
     the characters of lines that also stand in another document (headings such as "관련 주제", repeated notes)."""
@@ -159,7 +154,7 @@ def statistics(documents: list[tuple[str, str]]) -> dict:
 
 def source_note(corpus: Corpus, deb: Path, documents: list[tuple[str, str]]) -> dict:
     return {"corpus": corpus.name, "package": corpus.package, "version": deb_field(deb, "Version"),
-            "deb_sha256": file_sha256(deb), "folder": corpus.folder, "licence": corpus.licence,
+            "deb_sha256": deb_sha256(deb), "folder": corpus.folder, "licence": corpus.licence,
             "built": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d"), "extraction": EXTRACTION,
             **statistics(documents), "documents_sha256": documents_sha256(documents)}
 

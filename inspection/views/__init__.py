@@ -136,7 +136,7 @@ def compute(run: Run, text, names, settings: Settings = Settings(), off=None, re
             look = read_text(run, text, settings, {**kept_off(run), **switched.off}, recorded)
             records = {name: VIEWS[name].record(look, settings) for name in names if name in OF_TEXT}
         if "roles" in names:
-            records["roles"] = roles.record(run, settings)
+            records["roles"] = roles.record(run, settings, {**kept_off(run), **switched.off})
         if "score" in names:
             records["score"] = score.record(run, text, switched.off, full)
         return {name: records[name] for name in names}

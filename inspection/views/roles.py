@@ -41,7 +41,7 @@ import torch
 import torch.nn.functional as F
 
 from cli.messages import messages
-from common.heads_off import HeadsOff
+from common.heads_off import HeadsOff, head_name
 from inspection.heldout import held_out_ids, held_out_means, held_out_windows, usable_ids, where
 from inspection.labels import display_width, pad
 from inspection.views.maps import text_role_sums
@@ -322,14 +322,28 @@ def head_importance(model, text_ids, vocab_ids, eot_id, mode: str = "mean", mean
     return Importance(mode, loss, drop, full_loss, full_drop)
 
 
-def record(run, settings) -> dict:
+def marked_off(record: dict, off) -> dict:
+    """A roles record with the heads `off` (switched off: {(layer, head): mode} or [(layer, head)]) marked: "off" names
+    them ("L.H") and their role scores and costs are null, for an off head has no role (its attention's output never
+    reaches the model) and no cost of its own (it is off already), not scores and costs of 0 like a live head's."""
+    if not off:
+        return record
+    tables = [*record["scores"].values(), *[record["importance"][k] for k in ("loss", "drop") if record.get("importance")]]
+    for layer, head in off:
+        for table in tables:
+            table[layer][head] = None
+    return {**record, "off": [head_name(layer, head) for layer, head in sorted(off)]}
+
+
+def record(run, settings, off=()) -> dict:
     """Every head's role scores on the held-out text (settings.heads_text, a file, else the run's validation split),
-    what switching each off alone costs (settings.mode), and where that text came from ("source")."""
+    what switching each off alone costs (settings.mode), and where that text came from ("source"); the heads `off`
+    (those switched off as they are measured) marked off (`marked_off`)."""
     ids, source = held_out_ids(run, settings.heads_text)
     roles = measure_heads(run.model, ids, usable_ids(run), run.eot_id, word_starts=word_start_ids(run.token_bytes))
     means = held_out_means(run, settings.heads_text) if settings.mode == "mean" else None
     roles.importance = head_importance(run.model, ids, usable_ids(run), run.eot_id, settings.mode, means)
-    return {**roles_record(roles), "source": source}
+    return {**marked_off(roles_record(roles), off), "source": source}
 
 
 def text(record: dict, lang: str) -> str:

@@ -5,8 +5,8 @@
     records["words"]["att"]      # (L, H, W, W): every head's map by word
     print(text(records["words"], "ko"))   # where each query word of settings.head looks, by word
 
-A word is a token that starts with a space or a newline (its label starts with ␣ or ↵) and the tokens after it
-up to the next such token; the first token of the text begins the first word, and the <|endoftext|> every
+A word is a token that starts with a whitespace character (a space, a newline, a tab, U+3000: str.isspace; its
+label starts with ␣, ↵, ⇥ or the character's bytes) and the tokens after it up to the next such token; the first token of the text begins the first word, and the <|endoftext|> every
 document begins with is a word of its own. Punctuation written against a word belongs to it, as in an 어절.
 
 The word-level map of a head: for a query word Q and a key word K, the attention of Q's tokens on K's tokens,
@@ -22,26 +22,63 @@ attention on the tokens of the word before ("previous-word"; the first word is l
 where heads park attention they have no use for). A query counts where its role has a key.
 """
 
+import re
+
 import numpy as np
 import torch
 
 from cli.messages import messages
-from inspection.labels import format_top_attended
+from inspection.labels import VISIBLE, bytes_label, format_top_attended
 from model.arguments import ArgumentTypeError, kind, need_maps, need_token_ids, need_type
 
-WORD_START = ("␣", "↵")  # a label that starts a word (inspection/labels.py marks a leading space and newline so)
+MARKED = {symbol: ch for ch, symbol in VISIBLE.items()}  # "␣" -> " ": a label's markers read back
+LABEL_PIECE = re.compile(r"<0x([0-9A-F]{2})>|<U\+(10[0-9A-F]{4}|0?[0-9A-F]{4,5})>|(.)", re.S)  # a byte, a code point, a character
+
+
+def begins_with_space(data: bytes) -> bool:
+    """Whether `data` begins with a whole whitespace character (str.isspace: a space, a tab, a newline, U+3000, ...);
+    a byte inside a character begins none."""
+    for n in range(1, 5):
+        try:
+            return data[:n].decode("utf-8").isspace()
+        except UnicodeDecodeError:
+            continue
+    return False
 
 
 def word_start_ids(token_bytes: list[bytes]) -> np.ndarray:
-    """(V,) bool: the token ids whose bytes begin with a space or a newline, the tokens that begin a word."""
-    return np.array([b[:1] in (b" ", b"\n") for b in token_bytes], dtype=bool)
+    """(V,) bool: the token ids whose bytes begin with a whitespace character, the tokens that begin a word."""
+    return np.array([begins_with_space(b) for b in token_bytes], dtype=bool)
+
+
+def is_special(label: str) -> bool:
+    return label.startswith("<|") and label.endswith("|>")
+
+
+def label_bytes(label: str) -> bytes:
+    """The bytes a token's label stands for (inspection/labels.py read back): "<0xEC>" the byte, "<U+3000>" and "␣"
+    their character, any other character itself."""
+    out = bytearray()
+    for byte, code, ch in LABEL_PIECE.findall(label):
+        if byte:
+            out.append(int(byte, 16))
+        else:
+            out += (chr(int(code, 16)) if code else MARKED.get(ch, ch)).encode("utf-8", "surrogatepass")
+    return bytes(out)
 
 
 def word_starts_of(labels: list[str]) -> np.ndarray:
-    """(T,) bool: whether each token begins a word: the first token, a token after a space or newline, and a special
-    token (<|endoftext|>) and the token after it, which are words of their own."""
-    special = np.array([label.startswith("<|") and label.endswith("|>") for label in labels], dtype=bool)
-    starts = np.array([label.startswith(WORD_START) for label in labels], dtype=bool) | special
+    """(T,) bool: whether each token begins a word: the first token, a token that begins with a whitespace character
+    of the text (its bytes read back from the labels, so a space in byte pieces counts too), and a special token
+    (<|endoftext|>) and the token after it, which are words of their own."""
+    special = np.array([is_special(label) for label in labels], dtype=bool)
+    pieces = [b"" if is_special(label) else label_bytes(label) for label in labels]
+    text, starts = b"".join(pieces), np.zeros(len(labels), dtype=bool)
+    at = 0
+    for t, piece in enumerate(pieces):
+        starts[t] = bool(piece) and begins_with_space(text[at : at + 4])
+        at += len(piece)
+    starts |= special
     starts[1:] |= special[:-1]
     if len(starts):
         starts[0] = True
@@ -97,8 +134,10 @@ def word_role_sums(maps: torch.Tensor, starts: torch.Tensor) -> dict[str, tuple[
 
 
 def word_labels(labels: list[str], words: list[list[int]]) -> list[str]:
-    """Each word's label: its tokens' labels joined."""
-    return ["".join(labels[t] for t in tokens) for tokens in words]
+    """Each word's label: its tokens' bytes decoded together and made visible (`bytes_label`), so a syllable that fell
+    back to byte pieces reads whole ("␣서<0xEC><0x9A><0xB8>이다" -> "␣서울이다"); a special token's label as it is."""
+    return ["".join(labels[t] for t in tokens) if any(is_special(labels[t]) for t in tokens)
+            else bytes_label(b"".join(label_bytes(labels[t]) for t in tokens)) for tokens in words]
 
 
 def record(look, settings) -> dict:

@@ -1,7 +1,7 @@
 """The speed layer: faster variants of the network's parts, put on a built model once, as torch.compile is.
 
     model = GPT(config).to(device)   # the textbook network: model/gpt.py and model/attention.py
-    speed_up(model)                  # the same numbers, sooner: the variants below swapped in, in place
+    speed_up(model)                  # the same numbers, sooner (but dropout's masks): the variants below, in place
     speed_up(model, weights="int8")  # and a decoded token multiplies by int8 copies of the matrices (CPU)
 
 Without it, model/gpt.py and model/attention.py are all the network code that runs, a training step and a
