@@ -51,7 +51,8 @@ def seen_before(ids: torch.Tensor, vocab_size: int, eos_token_id) -> torch.Tenso
     """(T, V) bool: row i marks the tokens of ids[0..i], as `model.sampling.seen_tokens` marks a prompt that ends at
     token i (every later position of row i repeats ids[0], a token of that prefix already)."""
     T = ids.numel()
-    prefixes = torch.where(torch.ones(T, T, dtype=torch.bool).tril(), ids, ids[0])  # (T, T): row i is ids[:i+1]
+    below = torch.ones(T, T, dtype=torch.bool, device=ids.device).tril()  # on ids' device: torch.where mixes none
+    prefixes = torch.where(below, ids, ids[0])  # (T, T): row i is ids[:i+1]
     return seen_tokens(prefixes, vocab_size, eos_token_id)
 
 
@@ -113,7 +114,8 @@ def forward_path(model, trace, label, sampling: Sampling = Sampling(), first: in
     return {"T": T, "first": first, "C": C, "V": trace.logits.shape[-1], "L": L, "H": H, "d": d,
             "ids": trace.ids.tolist(), **vectors("tok", trace.tok[first:]), **vectors("pos", trace.pos[first:]),
             **vectors("sum", trace.resid[0, first:]), "blocks": blocks, **vectors("final", trace.final[first:]),
-            "logit_max": plain(logits.max(-1).values), "logit_min": plain(logits.min(-1).values), "sampling": sampled,
+            "logit_max": plain(logits.max(-1).values.cpu()), "logit_min": plain(logits.min(-1).values.cpu()),
+            "sampling": sampled,
             "labels": {i: label(i) for i in sorted(shown | set(trace.ids.tolist()))}}
 
 
