@@ -13,10 +13,11 @@ from tests.conftest import ROOT, TINY, hooked_train
 pytestmark = pytest.mark.slow  # two trainers under torchrun, three times
 
 
-def torchrun(run, data_cache, *extra, signal_after=None, nan_after=None):
+def torchrun(run, data_cache, *extra, signal_after=None, nan_after=None, compile_fails_on=None):
     args = ["--config", str(TINY), f"--data.cache_dir={data_cache}", "--train.threads=1", "--train.max_steps=12",
             "--train.eval_interval=6", "--train.sample_tokens=0", "--train.grad_accum=2", "--out", str(run), *extra]  # fmt: skip
     hooks = ["--signal-after", signal_after] if signal_after else ["--nan-after", nan_after] if nan_after else []
+    hooks += ["--compile-fails-on", str(compile_fails_on)] if compile_fails_on is not None else []
     script = hooked_train(args, *hooks)[1:] if hooks else ["train.py", *args]
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", *script]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
@@ -65,3 +66,13 @@ def test_cuda_n_under_torchrun_is_refused_since_every_rank_would_take_that_gpu(m
     monkeypatch.setenv("WORLD_SIZE", "2")
     with pytest.raises(UserError, match='train.device = "cuda:1" puts every rank of torchrun on one GPU; use "cuda"'):
         Distributed("cuda:1")
+
+
+def test_a_compiler_that_fails_on_one_rank_stops_every_rank_with_its_line_not_a_hang(tmp_path, data_cache):
+    # rank 1's first compiled step fails; building DDP again there would wait in its broadcast while rank 0 waits in
+    # the backward's all-reduce (the 2-hour collective timeout): rank 1 stops with one line, and torchrun the rest
+    result = torchrun(tmp_path / "run", data_cache, "--train.compile=on", compile_fails_on=1)
+    assert result.returncode != 0
+    assert result.stderr.count("error: torch.compile failed at the first step on rank 1 (RuntimeError: "
+                               "BackendCompilerFailed: backend='inductor' raised:); under torchrun") == 1, result.stderr[-3000:]
+    assert "goes on eager" not in result.stdout + result.stderr

@@ -8,6 +8,7 @@ import sys
 import time
 
 import pytest
+import torch
 
 import train
 from data.config import DataConfig, auto_vocab_size
@@ -231,6 +232,26 @@ def test_a_cpu_run_compiles_when_a_timed_trial_says_the_budget_buys_more_steps()
     short = load_config(TINY, ["--train.max_steps=auto", "--train.time_budget=10m", "--train.compile=auto"])
     values, _ = plan_settings(short, 10_000, 1, eager, compiled_trial=lambda dropout: pytest.fail("no trial under 20 minutes"))
     assert "train.compile" not in values
+
+
+def test_a_trial_compilation_out_of_gpu_memory_is_not_taken_for_a_compiler_that_failed(data_cache, monkeypatch):
+    """The CPU's trial with torch.compile stubbed to run out of memory as a GPU would: no "compile off" and a
+    run planned eager, but the out-of-memory error itself, which cli/command.py prints as its one line."""
+    from training.distributed import Distributed
+
+    def compile_out_of_memory(model):
+        def forward(*args, **kwargs):
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB.")
+
+        return forward
+
+    monkeypatch.setattr(torch, "compile", compile_out_of_memory)
+    cfg = load_config(TINY, [f"--data.cache_dir={data_cache}", "--train.max_steps=auto", "--train.time_budget=30m",
+                             "--train.compile=auto", "--train.threads=1"])  # fmt: skip
+    autocast = torch.autocast("cpu", enabled=False)
+    with pytest.raises(torch.OutOfMemoryError):
+        resolve_auto(cfg, {"splits": {"train": {"tokens": 100_000}}}, None, torch.device("cpu"), autocast,
+                     Distributed("cpu"))
 
 
 def test_a_resume_compiles_as_its_start_did():

@@ -295,6 +295,60 @@ def test_a_compiler_that_fails_at_the_first_step_leaves_the_run_eager_with_a_war
         (tmp_path / "eager" / "last" / "model.safetensors").read_bytes()
 
 
+def test_a_gpu_out_of_memory_at_the_first_compiled_step_is_its_one_line_not_a_compile_failure(tmp_path, data_cache,
+                                                                                              capsys, monkeypatch):
+    """torch.compile stubbed (as above): the compiled forward raises what torch raises when a CUDA allocation fails.
+    It is no compiler's failure, so the run does not go on eager: it stops with the out-of-memory line."""
+    class OutOfMemory(torch.nn.Module):
+        def __init__(self, module):
+            super().__init__()
+            self._orig_mod = module
+
+        def forward(self, *args, **kwargs):
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity "
+                                         "of 14.74 GiB of which 1.06 GiB is free.")
+
+    monkeypatch.setattr(torch, "compile", OutOfMemory)
+    args = ["--config", str(TINY), f"--data.cache_dir={data_cache}", "--train.threads=1", "--train.max_steps=4",
+            "--train.sample_tokens=0", "--train.compile=true", "--out", str(tmp_path / "run")]
+    capsys.readouterr()
+    assert train.main(args) == 2
+    out, err = capsys.readouterr()
+    assert "torch.compile failed" not in out + err and "Traceback" not in err
+    assert err.rstrip().splitlines()[-1:] == ["error: the GPU ran out of memory (CUDA out of memory. Tried to allocate 2.00 GiB); "
+                                "lower train.batch_size (raise train.grad_accum to keep the batch), model.block_size "
+                                "or the model's size, or generate fewer --num-samples at once"]
+
+
+def test_under_torchrun_a_failed_first_compiled_step_stops_its_rank_with_one_line_and_no_retry():
+    """Two ranks (world 2) faked around first_compiled_step: rank 1's compiler fails. Building DDP again there would
+    wait in its broadcast while rank 0 waits in the backward's all-reduce (2 hours, the collective timeout), so the
+    rank stops at once with one line, its step tried once and its model left as it was (tests/test_distributed.py
+    runs it under torchrun)."""
+    from types import SimpleNamespace
+
+    from training.setup import Progress, first_compiled_step
+
+    attempts, wrapped = [], []
+
+    def step(run, p, lr):
+        attempts.append(lr)
+        raise RuntimeError("BackendCompilerFailed: backend='inductor' raised:\nCalledProcessError: gcc not found")
+
+    loader = SimpleNamespace(state_dict=lambda: {}, load_state_dict=lambda state: None)
+    ddp = SimpleNamespace(world=2, rank=1, master=False, device=torch.device("cpu"), wrap=wrapped.append)
+    compiled = object()
+    run = SimpleNamespace(loader=loader, ddp=ddp, model=compiled, raw=None, lang="en", compiling=True,
+                          optimizer=SimpleNamespace(zero_grad=lambda set_to_none: None))
+    with pytest.raises(UserError) as caught:
+        first_compiled_step(run, Progress(loss_sum=torch.zeros(())), 1e-3, step)
+    assert str(caught.value) == (
+        "torch.compile failed at the first step on rank 1 (RuntimeError: BackendCompilerFailed: backend='inductor' "
+        "raised:); under torchrun no rank can go on eager while the others wait for it in DDP's all-reduce, so every "
+        "rank stops: run again with --train.compile=off")
+    assert attempts == [1e-3] and wrapped == [] and run.model is compiled and not run.compiling
+
+
 def test_a_resume_keeps_the_precision_auto_chose_at_the_start_on_another_machine(tmp_path, data_cache, capsys,
                                                                                   monkeypatch):
     from training import hardware

@@ -35,6 +35,7 @@ from dataclasses import asdict, replace
 
 import torch
 
+from cli.command import is_out_of_memory
 from cli.messages import messages
 from model import GPT
 from model.speed import speed_up
@@ -257,6 +258,8 @@ def resolve_auto(cfg, meta: dict, saved: dict | None, device, autocast, ddp, lan
         try:
             return timing(dropout, compiled=True)
         except Exception as e:  # noqa: BLE001 (no C compiler, an operator inductor lacks: the run stays eager)
+            if is_out_of_memory(e):  # not the compiler's failure: its own one line (cli/command.py)
+                raise
             say = messages(lang)
             print(say("warning", text=say("train.compile_failed", error=type(e).__name__)))
             return None

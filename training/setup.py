@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from cli.command import is_out_of_memory
 from cli.messages import messages
 from data.lessons import CopyLessons
 from data.loader import BatchLoader
@@ -225,23 +226,34 @@ def first_compiled_step(run: TrainingRun, p: Progress, lr: float, step) -> None:
     """`step(run, p, lr)` for the first step of a compiled run, where torch.compile compiles: where it cannot (no
     C compiler or Python headers for Triton's launcher, an operator its backend lacks), the step's gradients,
     loss, batches and random draws are taken back and the step runs eager, as the whole run then does, with one
-    warning instead of a traceback."""
+    warning instead of a traceback. Not so for a GPU out of memory, which is no compiler's failure (its one line,
+    cli/command.py), nor under torchrun: a rank that built its model again would wait in DDP's broadcast while the
+    others wait for it in the backward's all-reduce, so the failing rank stops with one line and torchrun stops
+    the others."""
     loss_sum, n_summed = p.loss_sum.clone(), p.n_summed
     loader, rng = run.loader.state_dict(), rng_state(run.ddp.device)
     try:
         step(run, p, lr)
+        return
     except (UserError, KeyboardInterrupt):
         raise
     except Exception as e:  # noqa: BLE001 (whatever the compiler raises; the eager step below is the test)
-        run.optimizer.zero_grad(set_to_none=True)  # the step again from where it began: an eager run's first step
-        p.loss_sum, p.n_summed = loss_sum, n_summed
-        run.loader.load_state_dict(loader)
-        set_rng_state(rng, run.ddp.device)
-        run.model = run.ddp.wrap(run.raw)
-        if run.ddp.master:
-            say = messages(run.lang)
-            detail = (str(e).strip().splitlines() or [""])[0][:200]
-            print(say("warning", text=say("train.compile_step_failed", error=type(e).__name__, detail=detail)))
-        step(run, p, lr)
+        if is_out_of_memory(e):
+            raise
+        error, detail = type(e).__name__, (str(e).strip().splitlines() or [""])[0][:200]
+        if run.ddp.world > 1:
+            raise UserError(f"torch.compile failed at the first step on rank {run.ddp.rank} ({error}: {detail}); "
+                            "under torchrun no rank can go on eager while the others wait for it in DDP's all-reduce, "
+                            "so every rank stops: run again with --train.compile=off") from None
     finally:
         run.compiling = False
+    # out of the except block, so that the failed attempt's frames (and the tensors they hold) are gone
+    run.optimizer.zero_grad(set_to_none=True)  # the step again from where it began: an eager run's first step
+    p.loss_sum, p.n_summed = loss_sum, n_summed
+    run.loader.load_state_dict(loader)
+    set_rng_state(rng, run.ddp.device)
+    run.model = run.ddp.wrap(run.raw)
+    if run.ddp.master:
+        say = messages(run.lang)
+        print(say("warning", text=say("train.compile_step_failed", error=error, detail=detail)))
+    step(run, p, lr)
