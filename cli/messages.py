@@ -522,6 +522,18 @@ MESSAGES: dict[str, tuple[str, str]] = {
                                   "eager (train.compile = false skips the attempt)",
                                   "첫 step에서 torch.compile이 실패했으므로({error}: {detail}) run은 eager로 계속합니다"
                                   "(train.compile = false면 시도하지 않습니다)"),
+    "train.bf16_resumed_as_fp16": ("this run trained in bf16, which {device} ({name}) only emulates, slowly and "
+                                   "without fused attention: it goes on in fp16 with a loss scaler (train.dtype = "
+                                   "bf16 keeps bf16)",
+                                   "이 run은 bf16으로 학습했지만 {device}({name})는 bf16을 흉내만 내서 느리고 fused "
+                                   "attention도 없으므로, loss scaler와 함께 fp16으로 이어서 학습합니다(train.dtype = "
+                                   "bf16이면 그대로 유지합니다)"),
+    "train.bf16_emulated": ("train.dtype = bf16, which {device} ({name}) only emulates: steps are slow, and without "
+                            "fused attention every (T, T) attention map of a batch stays in memory (auto takes fp16 "
+                            "there)",
+                            "train.dtype = bf16이지만 {device}({name})는 이를 흉내만 냅니다. step이 느리고, fused "
+                            "attention이 없어 batch의 (T, T) attention map이 모두 메모리에 남습니다(auto는 여기서 "
+                            "fp16을 씁니다)"),
     "train.compile_failed": ("torch.compile failed in the trial ({error}), so the run stays eager",
                              "시험 실행에서 torch.compile이 실패해({error}) eager로 학습합니다"),
     "train.ranks": ("{saved} processes saved this run, {world} resume it: the batches will differ",

@@ -53,6 +53,8 @@ class OnDevice(torch.Tensor):
             return False
         if func in (Tensor.numpy, Tensor.__array__):
             raise TypeError(NUMPY_REFUSAL)
+        if func == Tensor.__reduce_ex__:  # torch.save: saved as a plain tensor (torch.load gives CPU tensors)
+            return plain(args[0]).__reduce_ex__(*args[1:])
         if func in MOVES[:3]:
             return moved(func, args, kwargs)
         if func == Tensor.data.__set__:
@@ -180,6 +182,8 @@ class StandInMode(TorchFunctionMode):
             return moved(func, args, kwargs)
         if func == Tensor.data.__set__:
             return set_data(*args)
+        if func == Tensor.pin_memory:  # page-locked host memory, for a copy to the GPU: a copy in host memory here
+            return args[0].clone()
         check_devices(func, args, kwargs)
         if is_cuda(kwargs.get("device")):  # a factory (torch.zeros, torch.tensor, ..., x.new_zeros(device=...))
             return mark(func(*args, **{**kwargs, "device": "cpu"}))
@@ -201,8 +205,11 @@ def cuda_queries(monkeypatch, capability=(9, 0), name="NVIDIA H100 80GB HBM3", c
                             multi_processor_count=132)  # fmt: skip
     answers = {"is_available": lambda: True, "device_count": lambda: count, "current_device": lambda: 0,
                "get_device_capability": lambda device=None: capability, "get_device_name": lambda device=None: name,
-               "get_device_properties": lambda device=None: props, "is_bf16_supported": lambda *a, **k: capability >= (8, 0),
+               "get_device_properties": lambda device=None: props, "is_bf16_supported": lambda including_emulation=True: including_emulation or capability >= (8, 0),
                "synchronize": lambda device=None: None, "set_device": lambda device: None, "empty_cache": lambda: None,
+               # the stand-in's random draws are the CPU generator's: its state is the GPU's
+               "get_rng_state": lambda device=None: torch.get_rng_state(),
+               "set_rng_state": lambda state, device=None: torch.set_rng_state(state),
                **memory_figures(free, total, allocated, reserved)}  # fmt: skip
     for key, value in answers.items():
         monkeypatch.setattr(torch.cuda, key, value)

@@ -18,6 +18,7 @@ from model.errors import UserError
 from training.config import TrainConfig
 from storage.checkpoint import load_model
 from tests.conftest import ROOT, TINY, tiny
+from tests.fake_device import stand_in_cuda
 
 
 def test_get_lr_warms_up_linearly_then_decays_by_cosine_to_min_lr():
@@ -347,6 +348,33 @@ def test_under_torchrun_a_failed_first_compiled_step_stops_its_rank_with_one_lin
         "raised:); under torchrun no rank can go on eager while the others wait for it in DDP's all-reduce, so every "
         "rank stops: run again with --train.compile=off")
     assert attempts == [1e-3] and wrapped == [] and run.model is compiled and not run.compiling
+
+
+def test_a_bf16_run_resumed_on_a_gpu_that_only_emulates_bf16_goes_on_in_fp16_and_a_bf16_by_name_stays(
+        tmp_path, data_cache, capsys):  # fmt: skip
+    """Stand-in GPUs (tests/fake_device.py; the numbers are the CPU's, the decisions a GPU's): a run started with
+    train.dtype = auto on an A100 (compute capability 8.0) trains in bf16; resumed on a T4 (7.5), which emulates
+    bf16 slowly and has no fused bf16 attention, it goes on in fp16 with a loss scaler, and says so. bf16 asked
+    for by name stays bf16 there, with a warning."""
+    args = ["--config", str(TINY), f"--data.cache_dir={data_cache}", "--train.threads=1", "--train.eval_interval=2",
+            "--train.sample_tokens=0", "--train.device=cuda", "--train.compile=off", "--lang=en"]
+    run = tmp_path / "run"
+    with stand_in_cuda(capability=(8, 0), name="NVIDIA A100-SXM4-80GB"):
+        assert train.main([*args, "--train.dtype=auto", "--train.max_steps=2", "--out", str(run)]) == 0
+    assert "on cuda:0, bf16, compile off" in capsys.readouterr().out
+    with stand_in_cuda(capability=(7, 5), name="Tesla T4"):
+        assert train.main([*args, "--train.dtype=auto", "--train.max_steps=4", "--out", str(run), "--resume"]) == 0
+        out = capsys.readouterr().out
+        assert "warning: this run trained in bf16, which cuda:0 (Tesla T4) only emulates, slowly and without fused " \
+               "attention: it goes on in fp16 with a loss scaler (train.dtype = bf16 keeps bf16)\n" in out
+        assert "on cuda:0, fp16, compile off" in out
+        state = torch.load(run / "last" / "train_state.pt", weights_only=True)
+        assert state["step"] == 4 and state["precision"] == "fp16" and state["scaler"]["scale"] > 0
+        assert train.main([*args, "--train.dtype=bf16", "--train.max_steps=2", "--out", str(tmp_path / "named")]) == 0
+        out = capsys.readouterr().out
+        assert "warning: train.dtype = bf16, which cuda:0 (Tesla T4) only emulates: steps are slow, and without " \
+               "fused attention every (T, T) attention map of a batch stays in memory (auto takes fp16 there)\n" in out
+        assert "on cuda:0, bf16, compile off" in out
 
 
 def test_a_resume_keeps_the_precision_auto_chose_at_the_start_on_another_machine(tmp_path, data_cache, capsys,

@@ -91,7 +91,10 @@ def set_up(cfg: RunConfig, out_dir: Path, resume: bool, overwrite: bool, ddp: Di
     prepared = ddp.master_first(lambda: prepare(cfg.data, verbose=ddp.master, lang=lang))
     check_splits(prepared.meta, cfg.model.block_size)
     start = open_pretrained(cfg.train.init_from) if cfg.train.init_from and not saved else None  # a resume reads last/
-    precision, autocast = step_settings(device, cfg.train, saved.get("precision") if saved else None)
+    precision, autocast, warning = step_settings(device, cfg.train, saved.get("precision") if saved else None)
+    if warning and ddp.master:  # bf16 on a GPU that only emulates it
+        say = messages(lang)
+        print(say("warning", text=say(warning, device=device, name=torch.cuda.get_device_name(device))))
     cfg = resolve_config(cfg, prepared.meta, saved, start, device, autocast, ddp, lang)
     tc, use_compile = cfg.train, bool(compiles(device, cfg.train.compile))
 
