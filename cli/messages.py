@@ -536,8 +536,12 @@ MESSAGES: dict[str, tuple[str, str]] = {
                             "fp16을 씁니다)"),
     "train.compile_failed": ("torch.compile failed in the trial ({error}), so the run stays eager",
                              "시험 실행에서 torch.compile이 실패해({error}) eager로 학습합니다"),
-    "train.ranks": ("{saved} processes saved this run, {world} resume it: the batches will differ",
-                    "이 run을 저장한 process는 {saved}개, 이어서 학습하는 process는 {world}개라 batch가 달라집니다"),
+    "train.ranks": ("{saved} processes saved this run, {world} resume it: from step {step} each draws new batches "
+                    "and dropout masks, not those of the run's first steps again, so the run differs from one that "
+                    "kept {saved}",
+                    "이 run을 저장한 process는 {saved}개, 이어서 학습하는 process는 {world}개입니다. step {step}부터 "
+                    "각 process가 처음 step들의 batch와 dropout mask를 되풀이하지 않고 새로 뽑으므로, process {saved}개로 "
+                    "계속한 run과는 달라집니다"),
     "train.damaged": ("{path} had {n} damaged lines; they were dropped", "{path}에 손상된 줄이 {n}개 있어 버렸습니다"),
     "train.damaged_one": ("{path} had {n} damaged line; it was dropped", "{path}에 손상된 줄이 {n}개 있어 버렸습니다"),
     "train.note_budget": ("train.time_budget = {budget} is not used: train.max_steps = {steps} is a number of "

@@ -350,6 +350,47 @@ def test_under_torchrun_a_failed_first_compiled_step_stops_its_rank_with_one_lin
     assert attempts == [1e-3] and wrapped == [] and run.model is compiled and not run.compiling
 
 
+def test_a_resume_on_another_number_of_processes_draws_new_batches_and_dropout_masks(tmp_path, data_cache, capsys,
+                                                                                    monkeypatch):
+    """last/ as two processes would have saved it (two ranks' states), resumed by one: the ranks' states are not
+    its own, and it must not start again from step 0's seeds, which would draw step 0's batches and dropout masks
+    a second time. It draws from (seed, rank, step) instead: other batches, another RNG state, the same on a
+    second resume from the same checkpoint."""
+    from data.loader import BatchLoader
+    from storage.checkpoint import load_train_state, save_train_state
+
+    drawn = []  # (step, its batch, torch's RNG state as the step begins: its dropout masks)
+    next_batch = BatchLoader.next_batch
+
+    def recorded(loader):
+        x, y = next_batch(loader)
+        drawn.append((x.clone(), torch.get_rng_state()))
+        return x, y
+
+    monkeypatch.setattr(BatchLoader, "next_batch", recorded)
+    args = ["--config", str(TINY), f"--data.cache_dir={data_cache}", "--train.threads=1", "--train.eval_interval=4",
+            "--train.sample_tokens=0"]
+    run = tmp_path / "run"
+    assert train.main([*args, "--train.max_steps=4", "--out", str(run)]) == 0
+    first = drawn[:]
+    state = load_train_state(run / "last")
+    save_train_state({**state, "world_size": 2, "ranks": state["ranks"] * 2}, run / "last" / "train_state.pt")
+    shutil.copytree(run, tmp_path / "again")
+    resumed, printed = [], []
+    for directory in (run, tmp_path / "again"):
+        drawn.clear()
+        capsys.readouterr()
+        assert train.main([*args, "--train.max_steps=6", "--out", str(directory), "--resume"]) == 0
+        printed.append(capsys.readouterr().out)
+        resumed.append(drawn[:])
+    (x, rng), (x0, rng0) = resumed[0][0], first[0]
+    assert not torch.equal(x, x0) and not torch.equal(rng, rng0)  # not step 0's batch, not its dropout masks
+    assert all(torch.equal(a, b) for (a, _), (b, _) in zip(resumed[0], resumed[1]))  # the same draws again
+    assert torch.equal(resumed[0][0][1], resumed[1][0][1])
+    assert all("warning: 2 processes saved this run, 1 resume it: from step 4 each draws new batches" in out
+               for out in printed)
+
+
 def test_a_bf16_run_resumed_on_a_gpu_that_only_emulates_bf16_goes_on_in_fp16_and_a_bf16_by_name_stays(
         tmp_path, data_cache, capsys):  # fmt: skip
     """Stand-in GPUs (tests/fake_device.py; the numbers are the CPU's, the decisions a GPU's): a run started with

@@ -21,7 +21,7 @@ import torch
 from cli.command import is_out_of_memory
 from cli.messages import messages
 from data.lessons import CopyLessons
-from data.loader import BatchLoader
+from data.loader import BatchLoader, draw_seed
 from data.prepare import Prepared, check_splits, prepare
 from data.tokenizer import load_tokenizer, ordinary_ids
 from hf.pretrained import open_pretrained
@@ -116,7 +116,7 @@ def set_up(cfg: RunConfig, out_dir: Path, resume: bool, overwrite: bool, ddp: Di
                          lessons=lessons)  # fmt: skip
     tokens_per_step = tc.batch_size * cfg.model.block_size * tc.grad_accum * ddp.world
 
-    progress = restore_progress(saved, optimizer, scaler, loader, ddp, lang)
+    progress = restore_progress(saved, optimizer, scaler, loader, ddp, tc.seed, lang)
     read = windows_read(prepared.meta["splits"]["val"]["tokens"], cfg.model.block_size) // ddp.world
     budget = TimeBudget(tc.time_budget, started, saved.get("budget_used_s", 0.0) if saved else 0.0, read)
     log = None
@@ -154,7 +154,7 @@ def initial_model(cfg: RunConfig, rank: int, saved: dict | None, start, out_dir:
     np.random.seed(tc.seed % 2**32)  # numpy's seeds are 32-bit; nothing here draws from it
     torch.manual_seed(tc.seed)
     raw = GPT(cfg.model)  # the same seed on every rank, so the same initial weights
-    torch.manual_seed((tc.seed + rank) % 2**64)  # but different dropout masks
+    torch.manual_seed(draw_seed(tc.seed, rank))  # but different dropout masks
     if saved:
         check_same_model(out_dir / "last", asdict(cfg.model), meta)
         check_same_best(saved, tc.best_by, out_dir / "last")
@@ -175,10 +175,11 @@ def make_optimizer(raw: GPT, tc, device: torch.device) -> torch.optim.AdamW:
                              lr=tc.lr, betas=(tc.beta1, tc.beta2), fused=fused_adamw(device))  # fmt: skip
 
 
-def restore_progress(saved: dict | None, optimizer, scaler, loader: BatchLoader, ddp: Distributed,
+def restore_progress(saved: dict | None, optimizer, scaler, loader: BatchLoader, ddp: Distributed, seed: int,
                      lang: str = "en") -> Progress:
     """Where the loop starts: step 0, or exactly where last/ left off (`saved`: its train state), with the
-    optimizer, the scaler, this rank's RNGs and its loader as they were."""
+    optimizer, the scaler, this rank's RNGs and its loader as they were. Saved by another number of processes,
+    the ranks' states are not this run's: each rank's RNGs and loader start afresh from (`seed`, rank, step)."""
     if not saved:
         return Progress(loss_sum=torch.zeros((), device=ddp.device))
     progress = Progress(saved["loss_sum"].to(ddp.device), saved["n_summed"], saved["step"], saved["best_val_loss"],
@@ -192,9 +193,13 @@ def restore_progress(saved: dict | None, optimizer, scaler, loader: BatchLoader,
             progress.loss_sum = mine["loss_sum"].to(ddp.device)
         set_rng_state(mine["rng"], ddp.device)
         loader.load_state_dict(mine["loader"])
-    elif ddp.master:
-        say = messages(lang)
-        print(say("warning", text=say("train.ranks", saved=len(saved["ranks"]), world=ddp.world)))
+    else:  # not step 0's seeds again (initial_model's), which would replay its batches and dropout masks
+        loader.start_at(seed, ddp.rank, progress.step)
+        torch.manual_seed(draw_seed(seed, ddp.rank, progress.step))  # the CPU's and every GPU's generator
+        if ddp.master:
+            say = messages(lang)
+            print(say("warning", text=say("train.ranks", saved=len(saved["ranks"]), world=ddp.world,
+                                          step=progress.step)))
     return progress
 
 
