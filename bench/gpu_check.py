@@ -6,7 +6,7 @@
     python bench/gpu_check.py --dry-run                  # the plan: each step's need and cap; runs nothing
 
 Steps, in this order; each prints one JSON line when it ends, and a table closes the run:
-  peak      bf16 (and TF32) matmul rate, 8192^3, median of 10 after 3 warm-ups: the denominator of MFU
+  peak      bf16 (and TF32) matmul rate, 8192^3, median of 10 after 3 warm-ups, and the data sheet's: MFU's peaks
   wheels    installs the wheels in .whl/ (packages the machine lacks) into /tmp/site
   tests     python -m pytest -m gpu (a skip fails it, except a kernel this GPU's compute capability lacks)
   corpus    writes a corpus (below) and prepares it with configs/gpu.toml's tokenizer settings
@@ -26,7 +26,10 @@ Steps, in this order; each prints one JSON line when it ends, and a table closes
 Timing: train.py logs tokens/s over each 5-step interval and syncs only there. The first interval holds
 the compile (and CUDA warm-up); the median of the others is the step time, and the first interval's
 excess over it is reported as compile_s. MFU is 6N + 12·L·d·T FLOPs per token (GPT.flops_per_token)
-times tokens/s over the measured bf16 peak. Peak memory is torch.cuda.max_memory_allocated of the run.
+times tokens/s over a peak, given against two, each named: the bf16 matmul rate the peak step measured (what
+this GPU reaches) and the device's data-sheet figure (training/hardware.py's table, by the device's name: the
+convention of nanoGPT's and PaLM's MFU; none for a GPU the table lacks). Peak memory is
+torch.cuda.max_memory_allocated of the run.
 
 Budget: a step starts only if at least its `need` seconds are left, and gets as timeout what is left
 after keeping the `need` of each later step that could still start (never less than its own need, never
@@ -80,7 +83,6 @@ COMPILED_RTOL = 1e-2
 # their last fp32 bits and the runs drift apart slowly. 0.1% is far above that drift and below what a lost
 # optimizer, loader or learning-rate state does to the loss at gpu.toml's lr (est., as above).
 RESUME_RTOL = 1e-3
-DATASHEET_BF16 = 989e12  # H100/H200 dense bf16, for comparison only
 
 
 class StepFailed(Exception):
@@ -99,6 +101,8 @@ class Context:
     log_path: Path
     env: dict
     peak: float = 0.0  # measured bf16 FLOP/s
+    datasheet: float = 0.0  # the device's data-sheet peak (training/hardware.py's table; 0: not in it)
+    device: str = ""  # the GPU's name
     corpus: Path | None = None
     cache: Path | None = None
     losses: dict = field(default_factory=dict)  # step name -> [(step, loss)] its run logged, for the comparisons
@@ -235,8 +239,10 @@ def step_peak(ctx: Context, timeout: float) -> dict:
     rc, out = run_command([PY, Path(__file__), "peak"], timeout, ctx)
     check_rc("the matmul timing", rc, out)
     result = result_of(out)
-    ctx.peak = result["bf16_tflops"] * 1e12
-    figures = f"bf16 {result['bf16_tflops']:.0f} TFLOP/s, tf32 {result['tf32_tflops']:.0f}; {result['device']}"
+    ctx.peak, ctx.datasheet, ctx.device = result["bf16_tflops"] * 1e12, result["datasheet_tflops"] * 1e12, result["device"]
+    sheet = f"data sheet {result['datasheet_tflops']:.0f}" if ctx.datasheet else "not in the data-sheet table"
+    figures = (f"bf16 {result['bf16_tflops']:.0f} TFLOP/s measured ({sheet}), tf32 {result['tf32_tflops']:.0f}; "
+               f"{result['device']}")
     return {**result, "figures": figures}
 
 
@@ -335,9 +341,17 @@ def run_summary(output: str) -> dict:
     return dict(zip(("device", "precision", "compile"), found.groups()))
 
 
-def train_figures(records: list[dict], tokens_per_step: int, flops_per_token: float, peak: float) -> dict:
+def mfu_figures(flops_per_token: float, tokens_per_s: float, measured: float, datasheet: float) -> dict:
+    """MFU against both peaks, each None where its peak is unknown: "mfu" of the measured bf16 matmul rate (what this
+    GPU reaches), "mfu_datasheet" of the device's data-sheet figure (the convention of nanoGPT and PaLM's papers)."""
+    return {"mfu": round(flops_per_token * tokens_per_s / measured, 4) if measured else None,
+            "mfu_datasheet": round(flops_per_token * tokens_per_s / datasheet, 4) if datasheet else None}
+
+
+def train_figures(records: list[dict], tokens_per_step: int, flops_per_token: float, measured: float,
+                  datasheet: float) -> dict:  # fmt: skip
     """Speed from metrics.jsonl's interval records: the median step time of the intervals after the
-    first, and the first interval's seconds beyond that (compile and warm-up)."""
+    first, and the first interval's seconds beyond that (compile and warm-up); MFU against both peaks."""
     intervals = [r for r in records if "tokens_per_s" in r and "kind" not in r]
     if len(intervals) < 2:
         raise StepFailed(f"{len(intervals)} logged intervals; need 2 or more to separate compile from steps")
@@ -346,9 +360,8 @@ def train_figures(records: list[dict], tokens_per_step: int, flops_per_token: fl
     tok_s = tokens_per_step / steady
     out = {"tokens_per_s": round(tok_s), "step_ms": round(steady * 1e3, 1),
            "compile_s": round(intervals[0]["step"] * (step_s[0] - steady), 1),
-           "loss_first": intervals[0]["loss"], "loss_last": intervals[-1]["loss"]}  # fmt: skip
-    if peak:
-        out["mfu"] = round(flops_per_token * tok_s / peak, 4)
+           "loss_first": intervals[0]["loss"], "loss_last": intervals[-1]["loss"],
+           **mfu_figures(flops_per_token, tok_s, measured, datasheet)}  # fmt: skip
     final = next((r for r in records if r.get("kind") == "final"), None)
     if final:
         out["val_bpc"] = round(final["val_bpc"], 4)
@@ -368,14 +381,11 @@ def train_step(name: str, *overrides: str) -> Callable[[Context, float], dict]:
         worker, records, summary = result_of(out), read_records(out_dir), run_summary(out)
         shutil.rmtree(out_dir, ignore_errors=True)  # two 1.3 GB checkpoints: the disk is small
         ctx.losses[name] = logged_losses(records)
-        peak = ctx.peak or DATASHEET_BF16  # the datasheet's only when the peak step did not run
-        figures = train_figures(records, worker["tokens_per_step"], worker["flops_per_token"], peak)
-        figures["mfu_against"] = "measured bf16 peak" if ctx.peak else "datasheet bf16 peak"
-        figures["mfu_datasheet"] = round(figures["mfu"] * peak / DATASHEET_BF16, 4)
+        figures = train_figures(records, worker["tokens_per_step"], worker["flops_per_token"], ctx.peak, ctx.datasheet)
         result = {**figures, **worker, **summary, "overrides": list(overrides), "records": records}
         first = "compile" if summary["compile"] == "on" else "warm-up"
         f, memory = figures, worker["peak_allocated_gib"]
-        result["figures"] = (f"{f['tokens_per_s'] / 1e3:.0f}k tok/s, MFU {f['mfu']:.1%}, step {f['step_ms']:.0f} ms, "
+        result["figures"] = (f"{f['tokens_per_s'] / 1e3:.0f}k tok/s, MFU {mfu_text(f)}, step {f['step_ms']:.0f} ms, "
                              f"{first} {max(0.0, f['compile_s']):.0f} s, {summary['precision']}, {memory:.1f} GiB, "
                              f"loss {f['loss_first']:.2f}->{f['loss_last']:.2f}")  # fmt: skip
         return result
@@ -493,8 +503,10 @@ STEPS = [
 
 
 def worker_peak(argv: list[str]) -> int:
-    """Print RESULT with the bf16 and TF32 matmul rates (median of CUDA-event timings) and the device."""
+    """Print RESULT with the bf16 and TF32 matmul rates (median of CUDA-event timings), the device and its
+    data-sheet peak."""
     import torch
+    from training.hardware import table_peak
 
     def rate(dtype, n=8192, warmup=3, repeat=10) -> float:
         a, b = (torch.randn(n, n, device="cuda", dtype=dtype) for _ in range(2))  # random, never zeros
@@ -516,7 +528,7 @@ def worker_peak(argv: list[str]) -> int:
     torch.backends.cuda.matmul.allow_tf32 = True
     props = torch.cuda.get_device_properties(0)
     result = {"bf16_tflops": round(rate(torch.bfloat16) / 1e12, 1), "tf32_tflops": round(rate(torch.float32) / 1e12, 1),
-              "device": props.name, "capability": f"{props.major}.{props.minor}", "sms": props.multi_processor_count,
+              "datasheet_tflops": round(table_peak(props.name) / 1e12, 1), "device": props.name, "capability": f"{props.major}.{props.minor}", "sms": props.multi_processor_count,
               "memory_gib": round(props.total_memory / 2**30, 1), "torch": torch.__version__,
               "cuda": torch.version.cuda}  # fmt: skip
     print("RESULT " + json.dumps(result), flush=True)
@@ -600,9 +612,18 @@ def headline(records: list[dict]) -> str:
     def figure(record, key, form):
         return form.format(record[key]) if key in record else "-"
 
-    return (f"MFU {figure(train, 'mfu', '{:.1%}')}, {figure(train, 'tokens_per_s', '{:,}')} tokens/s, "
+    return (f"MFU {mfu_text(train)}, {figure(train, 'tokens_per_s', '{:,}')} tokens/s, "
             f"compile {figure(train, 'compile_s', '{:.0f}')} s, decode {figure(decode, 'tok_s_b1', '{:,}')} tokens/s "
             f"at batch 1 ({figure(decode, 'tok_s_b8', '{:,}')} at 8)")  # fmt: skip
+
+
+def percent(value) -> str:
+    return "-" if value is None else f"{value:.1%}"
+
+
+def mfu_text(figures: dict) -> str:
+    """"41.2% of the measured peak, 33.8% of the data sheet's": both MFUs of a record, each named."""
+    return f"{percent(figures.get('mfu'))} of the measured peak, {percent(figures.get('mfu_datasheet'))} of the data sheet's"
 
 
 def table(records: list[dict]) -> str:

@@ -1,6 +1,7 @@
 """bench/gpu_check.sh without a GPU: the one-line refusal, the plan (--dry-run) and the time budget with fake
 steps, the speed figures, the loss comparisons, the verdict on pytest's output and the closing table."""
 
+import json
 import os
 import subprocess
 import sys
@@ -96,13 +97,39 @@ def test_train_figures_separate_the_compile_from_the_step_time():
     records += [{"step": s, "loss": 6.0, "tokens_per_s": rate} for s, rate in [(20, 2000), (30, 1900), (40, 2100)]]
     records += [{"kind": "eval", "step": 40, "val_loss": 5.9},
                 {"kind": "final", "step": 40, "val_bpc": 3.21, "tokens_per_s": 900}]  # fmt: skip
-    figures = train_figures(records, tokens_per_step=1000, flops_per_token=1e9, peak=4e12)
+    figures = train_figures(records, tokens_per_step=1000, flops_per_token=1e9, measured=4e12, datasheet=5e12)
     assert figures["tokens_per_s"] == 2000 and figures["step_ms"] == 500.0
     assert figures["compile_s"] == pytest.approx(25 - 10 * 0.5)
-    assert figures["mfu"] == 0.5  # 1e9 FLOPs x 2000 tokens/s over 4e12 FLOP/s
+    assert figures["mfu"] == 0.5  # 1e9 FLOPs x 2000 tokens/s over the measured 4e12 FLOP/s
+    assert figures["mfu_datasheet"] == 0.4  # over the data sheet's 5e12
     assert (figures["loss_first"], figures["loss_last"], figures["val_bpc"]) == (7.0, 6.0, 3.21)
+    unknown = train_figures(records, tokens_per_step=1000, flops_per_token=1e9, measured=4e12, datasheet=0.0)
+    assert unknown["mfu"] == 0.5 and unknown["mfu_datasheet"] is None  # a GPU the table lacks: no guess
     with pytest.raises(StepFailed, match="1 logged intervals"):
-        train_figures(records[:1], tokens_per_step=1000, flops_per_token=1e9, peak=4e12)
+        train_figures(records[:1], tokens_per_step=1000, flops_per_token=1e9, measured=4e12, datasheet=5e12)
+
+
+def test_a_train_step_takes_the_data_sheet_peak_of_the_gpu_it_runs_on(tmp_path, monkeypatch):
+    """The peak step's record of an A100 (the worker reads training/hardware.py's table by the device's name): the
+    train step's data-sheet MFU is against the A100's 312 TFLOP/s, not an H100's 989, and both MFUs are labelled."""
+    ctx = Context(work=tmp_path, log_path=tmp_path / "log", env={})
+    peak = {"bf16_tflops": 250.0, "tf32_tflops": 120.0, "datasheet_tflops": 312.0, "device": "NVIDIA A100-SXM4-80GB"}
+    monkeypatch.setattr(gpu_check, "run_command", lambda cmd, timeout, ctx: (0, "RESULT " + json.dumps(peak)))
+    assert "(data sheet 312)" in gpu_check.step_peak(ctx, 10)["figures"]
+    assert (ctx.peak, ctx.datasheet) == (250e12, 312e12)
+
+    def train_worker(cmd, timeout, ctx):  # a run of 10 steps of 1,000 tokens logged every 5, then the worker's line
+        run = Path(cmd[cmd.index("--out") + 1])
+        run.mkdir(parents=True)
+        lines = [{"step": 5, "loss": 7.0, "tokens_per_s": 500}, {"step": 10, "loss": 6.0, "tokens_per_s": 2000}]
+        (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines))
+        worker = {"peak_allocated_gib": 1.0, "flops_per_token": 1e11, "tokens_per_step": 1000, "params": 1}
+        return 0, "1.00M parameters on cuda:0, bf16, compile on\nRESULT " + json.dumps(worker)
+
+    monkeypatch.setattr(gpu_check, "run_command", train_worker)
+    result = gpu_check.train_step("train")(ctx, 100)
+    assert (result["mfu"], result["mfu_datasheet"]) == (0.8, round(2e14 / 312e12, 4))  # 1e11 x 2000 tok/s
+    assert "MFU 80.0% of the measured peak, 64.1% of the data sheet's" in result["figures"]
 
 
 def test_dry_run_lists_every_step_with_limits_inside_5_minutes_and_runs_nothing(monkeypatch, capsys, tmp_path):
@@ -170,11 +197,13 @@ def test_pytest_passes_with_a_skip_for_the_gpus_compute_capability_and_fails_wit
 
 def test_the_table_closes_with_the_headline_figures_and_the_unfinished_steps():
     records = [{"step": "train", "status": "ok", "seconds": 60.0, "figures": "...", "mfu": 0.4123,
-                "tokens_per_s": 512345, "compile_s": 41.2},
+                "mfu_datasheet": 0.3381, "tokens_per_s": 512345, "compile_s": 41.2},
                {"step": "decode", "status": "ok", "seconds": 20.0, "figures": "...", "tok_s_b1": 180, "tok_s_b8": 1400},
                {"step": "torchrun", "status": "failed", "seconds": 30.0, "why": "went wrong"}]  # fmt: skip
     lines = gpu_check.table(records).splitlines()
-    assert lines[-2] == "MFU 41.2%, 512,345 tokens/s, compile 41 s, decode 180 tokens/s at batch 1 (1,400 at 8)"
+    assert lines[-2] == ("MFU 41.2% of the measured peak, 33.8% of the data sheet's, 512,345 tokens/s, compile 41 s, "
+                         "decode 180 tokens/s at batch 1 (1,400 at 8)")
     assert lines[-1] == "skipped or unfinished: torchrun (failed: went wrong)"
     records[0]["status"] = "timeout"  # no figures from a run that did not finish
-    assert gpu_check.table(records).splitlines()[-2].startswith("MFU -, - tokens/s, compile - s, decode 180")
+    assert gpu_check.table(records).splitlines()[-2].startswith("MFU - of the measured peak, - of the data sheet's, "
+                                                                "- tokens/s, compile - s, decode 180")
