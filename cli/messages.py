@@ -513,6 +513,8 @@ MESSAGES: dict[str, tuple[str, str]] = {
                        "{budget} 안에 step당 {seconds}초로 {steps} step이 들어갑니다 (시간을 재서 계획, 평가마다 다시 계획)"),
     "train.auto_passes": ("{steps} steps x {tokens} tokens = {epochs} passes over {train_tokens} training tokens",
                           "{steps} step x 토큰 {tokens}개 = 학습 토큰 {train_tokens}개를 {epochs}번 지나감"),
+    "train.auto_eval": ("an evaluation every {every} steps, about {share} of the time on this GPU",
+                        "평가는 {every} step마다 한 번: 이 GPU에서 전체 시간의 약 {share}"),
     "train.auto_compile_failed": ("compile off: the trial compilation failed", "compile off: 시험 컴파일이 실패했습니다"),
     "train.auto_compile": ("compile {choice}: {gain}x the steps, {compiled} s a compiled step against {eager} after "
                            "{first} s of compilation (timed)",
