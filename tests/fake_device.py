@@ -194,18 +194,20 @@ def memory_figures(free: int, total: int, allocated: int = 0, reserved: int = 0)
     """torch.cuda's memory queries answering these figures (bytes)."""
     return {"mem_get_info": lambda device=None: (free, total),
             "memory_allocated": lambda device=None: allocated, "memory_reserved": lambda device=None: reserved,
-            "max_memory_allocated": lambda device=None: allocated, "max_memory_reserved": lambda device=None: reserved}
+            "max_memory_allocated": lambda device=None: allocated, "max_memory_reserved": lambda device=None: reserved,
+            "reset_peak_memory_stats": lambda device=None: None}
 
 
 def cuda_queries(monkeypatch, capability=(9, 0), name="NVIDIA H100 80GB HBM3", count=1, free=70 * 2**30,
-                 total=80 * 2**30, allocated=0, reserved=0, uuid="GPU-5e3a1c2b-0000-4000-8000-000000000000") -> None:  # fmt: skip
+                 total=80 * 2**30, allocated=0, reserved=0, uuid="GPU-stand-in-0") -> None:  # fmt: skip
     """torch.cuda answering as `count` GPUs of `name` and compute `capability` would, with these memory figures;
     synchronize, set_device and empty_cache do nothing (no tensor is computed on a GPU)."""
     props = SimpleNamespace(name=name, major=capability[0], minor=capability[1], total_memory=total,
                             multi_processor_count=132, uuid=uuid)  # fmt: skip
     answers = {"is_available": lambda: True, "device_count": lambda: count, "current_device": lambda: 0,
                "get_device_capability": lambda device=None: capability, "get_device_name": lambda device=None: name,
-               "get_device_properties": lambda device=None: props, "is_bf16_supported": lambda including_emulation=True: including_emulation or capability >= (8, 0),
+               "get_device_properties": lambda device=None: props,
+               "is_bf16_supported": lambda including_emulation=True: including_emulation or capability >= (8, 0),
                "synchronize": lambda device=None: None, "set_device": lambda device: None, "empty_cache": lambda: None,
                # the stand-in's random draws are the CPU generator's: its state is the GPU's
                "get_rng_state": lambda device=None: torch.get_rng_state(),
