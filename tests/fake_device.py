@@ -17,8 +17,14 @@ behaves as a GPU's tensor does where device bugs show:
 While the context is open, any torch function asked for device="cuda" (torch.zeros, torch.tensor, torch.arange,
 torch.randint, Tensor.to, Module.to, ...) makes its tensor on the stand-in: a TorchFunctionMode, in the thread
 that opened the context (torch's modes are per thread; an OnDevice tensor refuses numpy and CPU company in any
-thread). torch.cuda's queries answer as one GPU would (`capability`, `name`, free memory); anything else of
-torch.cuda still fails as it does on a CPU build, loudly.
+thread). torch.cuda's queries answer as one GPU would (`capability`, `name`, free memory, its UUID; its RNG
+state is the CPU generator's, which draws the stand-in's numbers); anything else of torch.cuda still fails as
+it does on a CPU build, loudly. train.py runs on it too (pinned memory is host memory, torch.save writes its
+tensors as plain ones).
+
+What it does not stand for: the GPU's numbers (it computes in fp32 with CPU kernels: autocast, TF32, flash and
+bf16 leave them as they are, so a bf16 tensor handed to numpy is not caught), torch.compile over its tensors,
+streams and asynchronous copies, a second GPU, and real memory limits. docs/gpu.md says what stays for a GPU.
 """
 
 import contextlib
