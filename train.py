@@ -78,7 +78,7 @@ def train(cfg: RunConfig, out_dir, resume: bool = False, overwrite: bool = False
     with Distributed(cfg.train.device) as ddp, StopSignals(out_dir, resume, overwrite, command) as signals, lock:
         run, progress = set_up(cfg, out_dir, resume, overwrite, ddp, lock, started, lang)
         speed = Speedometer(run.raw.flops_per_token(run.cfg.model.block_size),
-                            peak_flops(ddp.device, run.cfg.train.peak_flops), ddp.world)  # fmt: skip
+                            peak_flops(ddp.device, run.cfg.train.peak_flops), ddp.devices)  # fmt: skip
         # a signal during the last evaluation stops the run too; the final scores abort at once
         stop = signals.stopped(loop(run, progress, signals, speed))
         if not stop:

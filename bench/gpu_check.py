@@ -1,42 +1,60 @@
-"""The GPU check: every CUDA path run for real and timed, one step after another, inside 5 minutes on one GPU.
+"""The GPU check: every CUDA path run for real and timed, one step after another, inside 8 minutes on one GPU.
 
     bash bench/gpu_check.sh                              # the whole check; results in $OUT, else bench/out/
+    bash bench/gpu_check.sh --nanogpt ~/nanoGPT          # nanoGPT's model.py beside ours (a clone of it, not ours)
     python bench/gpu_check.py --only peak,tests          # some steps (and the ones they need)
-    python bench/gpu_check.py --budget 240               # seconds for all steps together (default 300)
-    python bench/gpu_check.py --dry-run                  # the plan: each step's need and cap; runs nothing
+    python bench/gpu_check.py --budget 400               # seconds for all steps together (default 470)
+    python bench/gpu_check.py --dry-run                  # the plan: each step, what it checks, its need and cap
 
-Steps, in this order; each prints one JSON line when it ends, and a table closes the run:
-  peak      bf16 (and TF32) matmul rate, 8192^3, median of 10 after 3 warm-ups: the denominator of MFU
+Steps, in this order (the most telling first: a budget cut short loses the last); each prints one JSON line
+when it ends, gpu_check.json (one record, rewritten after every step) holds them all, and a table closes the run:
+  peak      bf16 (and TF32) matmul rate, 8192^3, median of 10 after 3 warm-ups, and the data sheet's: MFU's peaks
   wheels    installs the wheels in .whl/ (packages the machine lacks) into /tmp/site
-  tests     python -m pytest -m gpu (a skip fails it, except a kernel this GPU's compute capability lacks)
   corpus    writes a corpus (below) and prepares it with configs/gpu.toml's tokenizer settings
-  train     configs/gpu.toml (GPT-2 small shape), compiled, 30 steps: tokens/s, MFU, step time, compile, memory
-  eager     the same run with compile off
+  train     configs/gpu.toml (GPT-2 small shape), compiled from a cold cache, 30 steps: tokens/s, MFU against
+            both peaks, step time, compile time, peak memory
+  eager     the same run with compile off; its peak memory against model/memory.py's estimate (a lower bound)
   compiled  train's logged losses against eager's: the same within COMPILED_RTOL
-  resume    the eager run again, in the config's own precision (dtype "auto": bf16 on a bf16 GPU), stopped
-            by SIGTERM after step 15 and resumed: its losses must agree with eager's (RESUME_RTOL)
+  resume    the compiled run again, in the config's own precision (dtype "auto": bf16 on a bf16 GPU), stopped
+            by SIGTERM after step 15 and resumed (a warm compile each): its losses agree with train's (RESUME_RTOL)
+  cache     generate.py on the resumed run at gpu.toml's shape, as a user runs it (TF32 on): greedy text with the
+            KV cache and with --no-cache the same, and every step's logits of the two paths side by side
+  nanogpt   nanoGPT's model.py (--nanogpt PATH) and ours at gpu.toml's shape and precision, compiled, timed in
+            one process on the same random batches: tokens/s, MFU and first step of each
   decode    bench/generate_speed.py at GPT-2 small's shape (124M), bf16: ours vs transformers' generate,
             batch 1 and 8, 128 new tokens
+  tests     python -m pytest -m gpu, but the inspection doors (a skip fails it, except a kernel this GPU's
+            compute capability lacks)
+  inspect   python -m pytest -m gpu on every inspection door: each generate.py option, the notebook views, a
+            live request and both lesson notebooks, executed in a kernel, on the GPU
   torchrun  torchrun --standalone --nproc_per_node=2: an all-reduce in train.py's process group (two GPUs:
             NCCL; one GPU: both ranks share it over gloo, training/distributed.py), then train.py
             (configs/tiny.toml on the GPU) run straight, and stopped by SIGTERM after step 5 and resumed:
             the two must log the same loss at every step and end with the same weights (fp32 at block 16,
             where the one exact comparison holds: see step_torchrun)
+  ddp       compile(DDP) under torchrun with NCCL in the GPU's precision: configs/tiny.toml on 2 ranks, a GPU
+            each, compiled, 12 steps; a machine with one GPU says so and skips it (NCCL takes one GPU per rank)
 
 Timing: train.py logs tokens/s over each 5-step interval and syncs only there. The first interval holds
 the compile (and CUDA warm-up); the median of the others is the step time, and the first interval's
 excess over it is reported as compile_s. MFU is 6N + 12·L·d·T FLOPs per token (GPT.flops_per_token)
-times tokens/s over the measured bf16 peak. Peak memory is torch.cuda.max_memory_allocated of the run.
+times tokens/s over a peak, given against two, each named: the bf16 matmul rate the peak step measured (what
+this GPU reaches) and the device's data-sheet figure (training/hardware.py's table, by the device's name: the
+convention of nanoGPT's and PaLM's MFU; none for a GPU the table lacks). Peak memory is
+torch.cuda.max_memory_allocated of the run. Every step's children share one inductor and Triton cache made
+empty for this check, so train's compile is a cold one, as on a new machine, and the later compiles of the same
+graph (resume's, nanogpt's of ours) are warm: each record says which.
 
 Budget: a step starts only if at least its `need` seconds are left, and gets as timeout what is left
 after keeping the `need` of each later step that could still start (never less than its own need, never
 more than its `cap`); past it, its process group is killed and it is reported as "timeout". The caps add
-up to 290 s of the 300 s budget (the rest is the check's own start and end), so with the default budget a step
-is only ever stopped by its own cap, never squeezed by an earlier one. The caps are estimates for one H200 with
-a cold compile cache, not yet measured (the heaviest: train's compile and the seven 1.3 GB checkpoints that the
-gpu.toml runs write); gpu_check.json's seconds say how each step went. Nothing runs past the budget; the table
-ends with the headline figures (MFU, tokens/s, compile, decode) and names every step that did not finish.
-gpu_check.json is rewritten after every step, so a run cut off from outside still leaves the steps it finished.
+up to 470 s (8 minutes less the check's own start and end), so with the default budget a step is only ever
+stopped by its own cap, never squeezed by an earlier one. No GPU has run this check yet: the caps are reasoned
+for one H200 with a cold compile cache (docs/gpu.md shows the sums; the heaviest is train's cold compile of
+GPT-2 small, 40-90 s by the reading of 2026-12-04), and gpu_check.json's seconds say how each step went, which
+is what the caps should be set from. Nothing runs past the budget; the table ends with the headline figures
+(MFU against both peaks, tokens/s, compile, ours against nanoGPT, decode) and names every step that did not
+finish, and those this machine cannot run ("unsupported": they do not fail the check).
 
 The corpus: the built-in corpus (when konlpy is installed) in each of 8 documents, followed by words
 drawn with Zipf frequencies from a made-up lexicon of 40,000 Hangul words, so BPE fills gpu.toml's
@@ -45,6 +63,7 @@ drawn with Zipf frequencies from a made-up lexicon of 40,000 Hangul words, so BP
 
 import argparse
 import json
+import math
 import os
 import random
 import re
@@ -65,9 +84,11 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 PY = sys.executable
 SITE = "/tmp/site"  # where the carried wheels are installed
-BUDGET_S = 300.0  # the whole check, 5 minutes on one GPU
+BUDGET_S = 470.0  # the whole check: 8 minutes on one GPU, less the check's own start and end
 TRAIN_STEPS, LOG_EVERY, STOP_AT = 30, 5, 15  # the gpu.toml runs; resume's SIGTERM after STOP_AT (a logged step)
 DECODE_NEW = 128  # new tokens per decode: at batch 1 the time per token hardly grows, so more adds only seconds
+CACHE_NEW = 300  # new tokens of the cached-against-uncached decoding: prompt and all stay inside gpu.toml's 1,024
+NANOGPT_STEPS = 10  # timed steps of each model in the nanogpt step, after its first (the compile) and 2 more
 RANKS = 2  # torchrun's processes: DDP's code paths need two; on one GPU they share it (training/distributed.py)
 # compiled against eager, both bf16: inductor fuses the elementwise work (layer norms, GELU, residual adds) and
 # keeps it in fp32 where eager rounds each op's output to bf16 (8 significant bits: a rounding moves a value by up
@@ -75,12 +96,11 @@ RANKS = 2  # torchrun's processes: DDP's code paths need two; on one GPU they sh
 # room for that drift and still catches a compiled graph that computes something else: a wrong mask or a lost
 # residual moves the loss by far more once the run has learned for a few steps (est.: no GPU run has set it yet).
 COMPILED_RTOL = 1e-2
-# resumed against straight, both eager bf16 at the real shape: the same kernels on the same numbers, except that
-# fused attention's backward adds dQ over the key blocks in no fixed order (atomics), so the gradients differ in
-# their last fp32 bits and the runs drift apart slowly. 0.1% is far above that drift and below what a lost
-# optimizer, loader or learning-rate state does to the loss at gpu.toml's lr (est., as above).
+# resumed against straight, both compiled bf16 at the real shape: the same kernels (one cache) on the same numbers,
+# except that fused attention's backward adds dQ over the key blocks in no fixed order (atomics), so the gradients
+# differ in their last fp32 bits and the runs drift apart slowly. 0.1% is far above that drift and below what a
+# lost optimizer, loader or learning-rate state does to the loss at gpu.toml's lr (est., as above).
 RESUME_RTOL = 1e-3
-DATASHEET_BF16 = 989e12  # H100/H200 dense bf16, for comparison only
 
 
 class StepFailed(Exception):
@@ -91,6 +111,10 @@ class StepTimeout(Exception):
     """The step ran past its timeout and was stopped."""
 
 
+class StepUnsupported(Exception):
+    """The step cannot run on this machine (too few GPUs, no nanoGPT checkout given); the message says why."""
+
+
 @dataclass
 class Context:
     """What the steps share: a scratch folder, the log, the children's environment, results so far."""
@@ -99,6 +123,12 @@ class Context:
     log_path: Path
     env: dict
     peak: float = 0.0  # measured bf16 FLOP/s
+    datasheet: float = 0.0  # the device's data-sheet peak (training/hardware.py's table; 0: not in it)
+    device: str = ""  # the GPU's name
+    gpus: int = 0  # how many this process sees (0: the peak step did not run)
+    nanogpt: Path | None = None  # a nanoGPT checkout (--nanogpt)
+    trained: Path | None = None  # resume's run, kept for the cache step
+    compiled: bool = False  # whether a step has compiled gpu.toml's model yet (the cache is warm after it)
     corpus: Path | None = None
     cache: Path | None = None
     losses: dict = field(default_factory=dict)  # step name -> [(step, loss)] its run logged, for the comparisons
@@ -116,6 +146,7 @@ class Step:
     cap: float  # seconds: the most it may take
     run: Callable[[Context, float], dict]  # (context, timeout) -> figures; raises StepFailed / StepTimeout
     requires: tuple[str, ...] = field(default=())  # steps that must have ended "ok" first
+    what: str = ""  # what it checks, for the plan
 
 
 def plan_timeout(left: float, need: float, later_needs: list[float], cap: float) -> float | None:
@@ -151,6 +182,8 @@ def run_steps(steps: list[Step], budget: float, ctx: Context, emit=print, clock=
                 record |= {"status": "ok", **step.run(ctx, timeout)}
             except StepTimeout:
                 record |= {"status": "timeout", "why": f"stopped after its {timeout:.0f} s"}
+            except StepUnsupported as e:
+                record |= {"status": "unsupported", "why": str(e)}
             except StepFailed as e:
                 record |= {"status": "failed", "why": str(e)}
             except Exception as e:  # a bug in a step must not cost the steps after it
@@ -235,8 +268,11 @@ def step_peak(ctx: Context, timeout: float) -> dict:
     rc, out = run_command([PY, Path(__file__), "peak"], timeout, ctx)
     check_rc("the matmul timing", rc, out)
     result = result_of(out)
-    ctx.peak = result["bf16_tflops"] * 1e12
-    figures = f"bf16 {result['bf16_tflops']:.0f} TFLOP/s, tf32 {result['tf32_tflops']:.0f}; {result['device']}"
+    ctx.peak, ctx.datasheet = result["bf16_tflops"] * 1e12, result["datasheet_tflops"] * 1e12
+    ctx.device, ctx.gpus = result["device"], result["gpus"]
+    sheet = f"data sheet {result['datasheet_tflops']:.0f}" if ctx.datasheet else "not in the data-sheet table"
+    figures = (f"bf16 {result['bf16_tflops']:.0f} TFLOP/s measured ({sheet}), tf32 {result['tf32_tflops']:.0f}; "
+               f"{result['device']}")
     return {**result, "figures": figures}
 
 
@@ -255,11 +291,19 @@ def judge_pytest(rc: int, out: str) -> dict:
     return {"counts": counts, "figures": figures}
 
 
-def step_tests(ctx: Context, timeout: float) -> dict:
-    # a module that fails to import (a missing package) costs its own tests, not every gpu test
-    cmd = [PY, "-m", "pytest", "-q", "-rs", "-m", "gpu", "-p", "no:cacheprovider", "--continue-on-collection-errors",
-           "tests"]  # fmt: skip
-    return judge_pytest(*run_command(cmd, timeout, ctx))
+INSPECTION = "inspection or notebook"  # the names of tests/test_gpu.py's inspection doors, for pytest's -k
+
+
+def gpu_tests(selection: str) -> Callable[[Context, float], dict]:
+    """A step that runs pytest -m gpu on the tests that `selection` (pytest's -k) picks."""
+
+    def run(ctx: Context, timeout: float) -> dict:
+        # a module that fails to import (a missing package) costs its own tests, not every gpu test
+        cmd = [PY, "-m", "pytest", "-q", "-rs", "-m", "gpu", "-k", selection, "-p", "no:cacheprovider",
+               "--continue-on-collection-errors", "tests"]  # fmt: skip
+        return judge_pytest(*run_command(cmd, timeout, ctx))
+
+    return run
 
 
 def make_corpus(directory: Path, docs: int = 8, words: int = 600_000, seed: int = 0) -> int:
@@ -300,11 +344,12 @@ def train_args(ctx: Context, steps: int, log_every: int) -> list[str]:
     """train.py options for a short timed run of configs/gpu.toml on the corpus: one evaluation at the end.
     gpu.toml's 500-step warm-up would keep the learning rate under 4e-5 in all 30 steps and every run's loss
     near ln(32,000), where the comparisons of the losses would say little: here its lr comes after 10 steps.
-    English (--lang=en), since the steps read train.py's lines by their words."""
+    Without the heads' costs (144 ablations at the evaluation: seconds no step here measures). English
+    (--lang=en), since the steps read train.py's lines by their words."""
     args = ["--config", "configs/gpu.toml", f"--data.source={ctx.corpus}", f"--data.cache_dir={ctx.cache}",
             "--train.device=cuda", f"--train.max_steps={steps}", f"--train.log_interval={log_every}",
             "--train.warmup_steps=10", f"--train.eval_interval={steps}", "--train.eval_iters=2",
-            "--train.sample_tokens=0", "--lang=en"]  # fmt: skip
+            "--train.sample_tokens=0", "--train.head_costs=false", "--lang=en"]  # fmt: skip
     return args + ([f"--train.peak_flops={ctx.peak:.6e}"] if ctx.peak else [])
 
 
@@ -335,9 +380,17 @@ def run_summary(output: str) -> dict:
     return dict(zip(("device", "precision", "compile"), found.groups()))
 
 
-def train_figures(records: list[dict], tokens_per_step: int, flops_per_token: float, peak: float) -> dict:
+def mfu_figures(flops_per_token: float, tokens_per_s: float, measured: float, datasheet: float) -> dict:
+    """MFU against both peaks, each None where its peak is unknown: "mfu" of the measured bf16 matmul rate (what this
+    GPU reaches), "mfu_datasheet" of the device's data-sheet figure (the convention of nanoGPT and PaLM's papers)."""
+    return {"mfu": round(flops_per_token * tokens_per_s / measured, 4) if measured else None,
+            "mfu_datasheet": round(flops_per_token * tokens_per_s / datasheet, 4) if datasheet else None}
+
+
+def train_figures(records: list[dict], tokens_per_step: int, flops_per_token: float, measured: float,
+                  datasheet: float) -> dict:  # fmt: skip
     """Speed from metrics.jsonl's interval records: the median step time of the intervals after the
-    first, and the first interval's seconds beyond that (compile and warm-up)."""
+    first, and the first interval's seconds beyond that (compile and warm-up); MFU against both peaks."""
     intervals = [r for r in records if "tokens_per_s" in r and "kind" not in r]
     if len(intervals) < 2:
         raise StepFailed(f"{len(intervals)} logged intervals; need 2 or more to separate compile from steps")
@@ -346,9 +399,8 @@ def train_figures(records: list[dict], tokens_per_step: int, flops_per_token: fl
     tok_s = tokens_per_step / steady
     out = {"tokens_per_s": round(tok_s), "step_ms": round(steady * 1e3, 1),
            "compile_s": round(intervals[0]["step"] * (step_s[0] - steady), 1),
-           "loss_first": intervals[0]["loss"], "loss_last": intervals[-1]["loss"]}  # fmt: skip
-    if peak:
-        out["mfu"] = round(flops_per_token * tok_s / peak, 4)
+           "loss_first": intervals[0]["loss"], "loss_last": intervals[-1]["loss"],
+           **mfu_figures(flops_per_token, tok_s, measured, datasheet)}  # fmt: skip
     final = next((r for r in records if r.get("kind") == "final"), None)
     if final:
         out["val_bpc"] = round(final["val_bpc"], 4)
@@ -368,15 +420,19 @@ def train_step(name: str, *overrides: str) -> Callable[[Context, float], dict]:
         worker, records, summary = result_of(out), read_records(out_dir), run_summary(out)
         shutil.rmtree(out_dir, ignore_errors=True)  # two 1.3 GB checkpoints: the disk is small
         ctx.losses[name] = logged_losses(records)
-        peak = ctx.peak or DATASHEET_BF16  # the datasheet's only when the peak step did not run
-        figures = train_figures(records, worker["tokens_per_step"], worker["flops_per_token"], peak)
-        figures["mfu_against"] = "measured bf16 peak" if ctx.peak else "datasheet bf16 peak"
-        figures["mfu_datasheet"] = round(figures["mfu"] * peak / DATASHEET_BF16, 4)
+        figures = train_figures(records, worker["tokens_per_step"], worker["flops_per_token"], ctx.peak, ctx.datasheet)
         result = {**figures, **worker, **summary, "overrides": list(overrides), "records": records}
-        first = "compile" if summary["compile"] == "on" else "warm-up"
-        f, memory = figures, worker["peak_allocated_gib"]
-        result["figures"] = (f"{f['tokens_per_s'] / 1e3:.0f}k tok/s, MFU {f['mfu']:.1%}, step {f['step_ms']:.0f} ms, "
-                             f"{first} {max(0.0, f['compile_s']):.0f} s, {summary['precision']}, {memory:.1f} GiB, "
+        compiled = summary["compile"] == "on"
+        first = ("compile, warm cache" if ctx.compiled else "cold compile") if compiled else "warm-up"
+        result["compile_cache"] = ("warm" if ctx.compiled else "cold") if compiled else None
+        ctx.compiled = ctx.compiled or compiled
+        f, memory, estimate = figures, worker["peak_allocated_gib"], worker["estimate_gib"]
+        if not compiled and estimate > memory:  # eager keeps what the estimate counts; a compiled graph may keep less
+            raise StepFailed(f"model/memory.py's estimate of a step, {estimate:.2f} GiB, is above the {memory:.2f} GiB "
+                             "the run allocated: check_memory would refuse runs that fit")  # fmt: skip
+        result["figures"] = (f"{f['tokens_per_s'] / 1e3:.0f}k tok/s, MFU {mfu_text(f)}, step {f['step_ms']:.0f} ms, "
+                             f"{first} {max(0.0, f['compile_s']):.0f} s, {summary['precision']}, {memory:.1f} GiB "
+                             f"(estimate {estimate:.1f}), "
                              f"loss {f['loss_first']:.2f}->{f['loss_last']:.2f}")  # fmt: skip
         return result
 
@@ -396,21 +452,57 @@ def step_compiled(ctx: Context, timeout: float) -> dict:
 def step_resume(ctx: Context, timeout: float) -> dict:
     deadline = time.monotonic() + timeout  # one timeout for the two launches together
     out_dir = ctx.work / "runs" / "resume"
-    args = [*train_args(ctx, TRAIN_STEPS, LOG_EVERY), "--train.compile=off", "--out", out_dir]
+    args = [*train_args(ctx, TRAIN_STEPS, LOG_EVERY), "--out", out_dir]  # compiled, as train
     worker = [PY, Path(__file__), "train-worker"]
     rc, out = run_command([*worker, "--sigterm-after", STOP_AT, *args], deadline - time.monotonic(), ctx)
     if f"stopped at step {STOP_AT}" not in out:
         raise StepFailed(f"the run sent SIGTERM after step {STOP_AT} did not stop there (exit {rc}): {last_line(out)}")
-    precision = run_summary(out)["precision"]
+    summary = run_summary(out)
     check_rc("train.py --resume", *run_command([*worker, *args, "--resume"], deadline - time.monotonic(), ctx))
-    resumed, straight = logged_losses(read_records(out_dir)), ctx.losses["eager"]  # eager: the straight run
-    shutil.rmtree(out_dir, ignore_errors=True)
+    resumed, straight = logged_losses(read_records(out_dir)), ctx.losses["train"]  # train: the straight run
+    ctx.trained = out_dir  # the cache step decodes with it (one run of 1.3 GB checkpoints kept)
     gap = loss_gap(resumed, straight)
     if not gap <= RESUME_RTOL:
-        raise StepFailed(f"{precision}: resumed losses {resumed} differ from the straight run's {straight} by up to "
-                         f"{gap:.3%} (more than {RESUME_RTOL:.1%})")  # fmt: skip
-    figures = f"{precision}, eager: stopped at {STOP_AT} + resumed = straight within {gap:.3%} ({len(resumed)} losses)"
-    return {"precision": precision, "loss_gap": gap, "losses": resumed, "figures": figures}
+        raise StepFailed(f"{summary['precision']}: resumed losses {resumed} differ from the straight run's "
+                         f"{straight} by up to {gap:.3%} (more than {RESUME_RTOL:.1%})")  # fmt: skip
+    figures = (f"{summary['precision']}, compile {summary['compile']}: stopped at {STOP_AT} + resumed = straight "
+               f"within {gap:.3%} ({len(resumed)} losses)")  # fmt: skip
+    return {"precision": summary["precision"], "compile": summary["compile"], "loss_gap": gap, "losses": resumed,
+            "figures": figures}
+
+
+def step_cache(ctx: Context, timeout: float) -> dict:
+    rc, out = run_command([PY, Path(__file__), "cache-worker", ctx.trained], timeout, ctx)
+    check_rc("the decoding", rc, out)
+    r = result_of(out)
+    if not r["tf32"]:
+        raise StepFailed("TF32 was off: this is not the decoding generate.py runs on this GPU")
+    if not r["same_text"] or r["first_diff"] is not None and not r["near_tie"]:
+        at = r["first_diff"]
+        raise StepFailed(f"cached and uncached decoding part at new token {at} (logits apart by up to "
+                         f"{r['max_diff']:.3g} before it, the top two {r['gap_at_diff']} apart there): "
+                         f"{r['cached'][:80]!r} against {r['uncached'][:80]!r}")  # fmt: skip
+    same = "the same text" + ("" if r["first_diff"] is None else f" (token {r['first_diff']} a near-tie)")
+    figures = (f"{r['new']} greedy tokens at {r['shape']}, TF32 on: {same}; logits apart by {r['max_diff']:.2g} "
+               f"at most (their spread {r['spread']:.2g})")  # fmt: skip
+    return {**{k: v for k, v in r.items() if k not in ("cached", "uncached")}, "figures": figures}
+
+
+def step_nanogpt(ctx: Context, timeout: float) -> dict:
+    if ctx.nanogpt is None:
+        raise StepUnsupported("no nanoGPT checkout: pass --nanogpt PATH (a clone of github.com/karpathy/nanoGPT)")
+    cmd = [PY, Path(__file__), "nanogpt-worker", ctx.nanogpt, "configs/gpu.toml", ctx.peak, ctx.datasheet]
+    rc, out = run_command(cmd, timeout, ctx)
+    check_rc("the nanoGPT timing", rc, out)
+    r = result_of(out)
+    ours, theirs = r["ours"], r["nanogpt"]
+    r["ours_over_nanogpt"] = round(ours["tokens_per_s"] / theirs["tokens_per_s"], 3)
+    r["figures"] = (f"{r['shape']}, {r['precision']}, compiled: ours {ours['tokens_per_s'] / 1e3:.0f}k tok/s "
+                    f"(MFU {mfu_text(ours)}), nanoGPT {theirs['tokens_per_s'] / 1e3:.0f}k: "
+                    f"{r['ours_over_nanogpt']:.2f}x; "
+                    f"first step {ours['first_s']:.0f} s ({'warm cache' if ctx.compiled else 'cold'}) and "
+                    f"{theirs['first_s']:.0f} s (cold)")  # fmt: skip
+    return r
 
 
 def step_decode(ctx: Context, timeout: float) -> dict:
@@ -475,17 +567,57 @@ def step_torchrun(ctx: Context, timeout: float) -> dict:
     return {"probe": probe, "losses": straight, "figures": figures}
 
 
+def step_ddp(ctx: Context, timeout: float) -> dict:
+    if ctx.gpus < RANKS:
+        raise StepUnsupported(f"{ctx.gpus} GPU{'s' if ctx.gpus != 1 else ''} here: NCCL takes one GPU per rank, "
+                              f"compile(DDP) over NCCL needs {RANKS}")  # fmt: skip
+    deadline = time.monotonic() + timeout
+    left = lambda: deadline - time.monotonic()  # noqa: E731
+    torchrun = [PY, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={RANKS}"]
+    rc, out = run_command([*torchrun, Path(__file__), "allreduce-probe"], left(), ctx)
+    check_rc("the all-reduce probe", rc, out)
+    probe = result_of(out)
+    if probe["backend"] != "nccl":
+        raise StepFailed(f"{RANKS} ranks on {', '.join(probe['devices'])} took {probe['backend']}, not NCCL")
+    run = ctx.work / "runs" / "ddp"
+    cmd = [*torchrun, "train.py", "--config", "configs/tiny.toml", f"--data.cache_dir={ctx.work / 'tiny-cache'}",
+           "--train.device=cuda", "--train.compile=on", "--train.dtype=auto", "--train.max_steps=12",
+           "--train.log_interval=1", "--train.eval_interval=12", "--train.sample_tokens=0", "--lang=en", "--out", run]
+    rc, out = run_command(cmd, left(), ctx)
+    check_rc("torchrun train.py, compiled", rc, out)
+    if "torch.compile failed" in out:
+        raise StepFailed(next(line for line in out.splitlines() if "torch.compile failed" in line)[:300])
+    summary, losses = run_summary(out), [loss for _, loss in logged_losses(read_records(run))]
+    if summary["compile"] != "on" or len(losses) != 12 or not all(math.isfinite(v) for v in losses) \
+            or not losses[-1] < losses[0]:
+        raise StepFailed(f"compile {summary['compile']}, {summary['precision']}: losses {losses}")
+    figures = (f"{RANKS} ranks on {', '.join(probe['devices'])}, NCCL {probe['nccl']}: compile(DDP), "
+               f"{summary['precision']}, loss {losses[0]:.2f}->{losses[-1]:.2f} in 12 steps")  # fmt: skip
+    return {"probe": probe, "precision": summary["precision"], "losses": losses, "figures": figures}
+
+
 STEPS = [
-    Step("peak", need=8, cap=12, run=step_peak),
-    Step("wheels", need=2, cap=10, run=step_wheels),
-    Step("tests", need=30, cap=45, run=step_tests),
-    Step("corpus", need=10, cap=20, run=step_corpus),
-    Step("train", need=45, cap=72, run=train_step("train"), requires=("corpus",)),
-    Step("eager", need=15, cap=25, run=train_step("eager", "--train.compile=off"), requires=("corpus",)),
-    Step("compiled", need=0, cap=1, run=step_compiled, requires=("train", "eager")),
-    Step("resume", need=25, cap=35, run=step_resume, requires=("corpus", "eager")),
-    Step("decode", need=15, cap=25, run=step_decode),
-    Step("torchrun", need=35, cap=45, run=step_torchrun),
+    Step("peak", need=8, cap=12, run=step_peak, what="bf16 and TF32 matmul rates; the data sheet's peak"),
+    Step("wheels", need=1, cap=8, run=step_wheels, what="the packages in .whl/, if any"),
+    Step("corpus", need=10, cap=15, run=step_corpus, what="a 32,000-token corpus for gpu.toml"),
+    Step("train", need=80, cap=110, run=train_step("train"), requires=("corpus",),
+         what="gpu.toml compiled from a cold cache: tokens/s, MFU (both peaks), compile, memory"),
+    Step("eager", need=18, cap=25, run=train_step("eager", "--train.compile=off"), requires=("corpus",),
+         what="the same eager; its memory against model/memory.py's estimate"),
+    Step("compiled", need=0, cap=1, run=step_compiled, requires=("train", "eager"),
+         what="compiled losses = eager's within 1%"),
+    Step("resume", need=28, cap=40, run=step_resume, requires=("corpus", "train"),
+         what="compiled bf16 stopped and resumed = straight within 0.1%"),
+    Step("cache", need=15, cap=25, run=step_cache, requires=("resume",),
+         what="generate.py cached = uncached at gpu.toml's shape, TF32 on"),
+    Step("nanogpt", need=40, cap=60, run=step_nanogpt,
+         what="nanoGPT's model.py beside ours: same shape, precision, GPU"),
+    Step("decode", need=12, cap=20, run=step_decode, what="decoding tokens/s, ours against transformers"),
+    Step("tests", need=20, cap=30, run=gpu_tests(f"not ({INSPECTION})"), what="pytest -m gpu"),
+    Step("inspect", need=40, cap=60, run=gpu_tests(INSPECTION),
+         what="every inspection view, the notebook views, a live request, both notebooks"),
+    Step("torchrun", need=25, cap=35, run=step_torchrun, what="2 ranks: straight = stopped and resumed, bit for bit"),
+    Step("ddp", need=20, cap=29, run=step_ddp, what="compile(DDP), NCCL, bf16 on 2 ranks (2 GPUs, else unsupported)"),
 ]
 
 
@@ -493,8 +625,10 @@ STEPS = [
 
 
 def worker_peak(argv: list[str]) -> int:
-    """Print RESULT with the bf16 and TF32 matmul rates (median of CUDA-event timings) and the device."""
+    """Print RESULT with the bf16 and TF32 matmul rates (median of CUDA-event timings), the device and its
+    data-sheet peak."""
     import torch
+    from training.hardware import table_peak
 
     def rate(dtype, n=8192, warmup=3, repeat=10) -> float:
         a, b = (torch.randn(n, n, device="cuda", dtype=dtype) for _ in range(2))  # random, never zeros
@@ -516,7 +650,9 @@ def worker_peak(argv: list[str]) -> int:
     torch.backends.cuda.matmul.allow_tf32 = True
     props = torch.cuda.get_device_properties(0)
     result = {"bf16_tflops": round(rate(torch.bfloat16) / 1e12, 1), "tf32_tflops": round(rate(torch.float32) / 1e12, 1),
-              "device": props.name, "capability": f"{props.major}.{props.minor}", "sms": props.multi_processor_count,
+              "datasheet_tflops": round(table_peak(props.name) / 1e12, 1), "device": props.name,
+              "gpus": torch.cuda.device_count(), "capability": f"{props.major}.{props.minor}",
+              "sms": props.multi_processor_count,
               "memory_gib": round(props.total_memory / 2**30, 1), "torch": torch.__version__,
               "cuda": torch.version.cuda}  # fmt: skip
     print("RESULT " + json.dumps(result), flush=True)
@@ -524,7 +660,8 @@ def worker_peak(argv: list[str]) -> int:
 
 
 def worker_train(argv: list[str]) -> int:
-    """train.main(argv), then RESULT with the peak GPU memory and the run's FLOPs per token. With
+    """train.main(argv), then RESULT with the peak GPU memory of its steps (before the final scoring, whose batches
+    fill half the free memory), model/memory.py's estimate of a step and the run's FLOPs per token. With
     `--sigterm-after N` first, the run sends itself SIGTERM after step N (in place of train.after_step)."""
     import os
     import signal
@@ -532,6 +669,16 @@ def worker_train(argv: list[str]) -> int:
     import torch
     import train
     from model import GPT, GPTConfig
+    from model.memory import training_bytes
+
+    cuda, steps_peak = torch.cuda.is_available(), []
+    finish = train.finish
+
+    def finish_after_the_peak(*args):
+        steps_peak.append(torch.cuda.max_memory_allocated() if cuda else 0)
+        return finish(*args)
+
+    train.finish = finish_after_the_peak
 
     if argv[:1] == ["--sigterm-after"]:
         at, argv = int(argv[1]), argv[2:]
@@ -547,11 +694,12 @@ def worker_train(argv: list[str]) -> int:
     config = json.loads((Path(argv[argv.index("--out") + 1]) / "config.json").read_text())
     with torch.device("meta"):  # the shape alone: no memory, no initialisation
         model = GPT(GPTConfig(**config["model"]))
-    block, t, cuda = config["model"]["block_size"], config["train"], torch.cuda.is_available()
-    result = {"rc": rc, "peak_allocated_gib": round(torch.cuda.max_memory_allocated() / 2**30, 2) if cuda else 0.0,
-              "peak_reserved_gib": round(torch.cuda.max_memory_reserved() / 2**30, 2) if cuda else 0.0,
-              "flops_per_token": model.flops_per_token(block), "params": model.num_params(),
-              "tokens_per_step": t["batch_size"] * t["grad_accum"] * block}  # fmt: skip
+    block, t = config["model"]["block_size"], config["train"]
+    estimate = training_bytes(GPTConfig(**config["model"]), t["batch_size"], fused_attention=t["speed_up"] and cuda)
+    result = {"rc": rc, "peak_allocated_gib": round(steps_peak[0] / 2**30, 2) if steps_peak else 0.0,
+              "peak_with_scoring_gib": round(torch.cuda.max_memory_allocated() / 2**30, 2) if cuda else 0.0,
+              "estimate_gib": round(estimate / 2**30, 2), "flops_per_token": model.flops_per_token(block),
+              "params": model.num_params(), "tokens_per_step": t["batch_size"] * t["grad_accum"] * block}  # fmt: skip
     print("RESULT " + json.dumps(result), flush=True)
     return rc
 
@@ -576,7 +724,123 @@ def worker_probe(argv: list[str]) -> int:
     return 0
 
 
-WORKERS = {"peak": worker_peak, "train-worker": worker_train, "allreduce-probe": worker_probe}
+def worker_cache(argv: list[str]) -> int:
+    """generate.py greedy on the run in argv[0], with the KV cache and with --no-cache, as a user runs it on this
+    GPU (TF32 on: model/device.py); then the two paths' logits at every new token (model.sampling's decoding, the
+    one generate.py runs). RESULT: the texts, whether they match, where the tokens part (a near-tie there, where
+    the top two logits are closer than the paths' largest difference so far, is rounding, not a bug)."""
+    import contextlib
+    import io
+
+    import torch
+
+    import generate
+    from inference import load_run
+    from model.sampling import stream_with_logits
+
+    run_dir, prompt = argv[0], "대한민국 국회는 법률을 제정한다"
+    texts = []
+    for flags in ([], ["--no-cache"]):
+        printed = io.StringIO()
+        with contextlib.redirect_stdout(printed):
+            rc = generate.main(["--ckpt", run_dir, "--prompt", prompt, "--temperature", "0", "--max-new-tokens",
+                                str(CACHE_NEW), "--device", "cuda", "--lang", "en", *flags])  # fmt: skip
+        if rc != 0:
+            return rc
+        texts.append(printed.getvalue())
+    run = load_run(run_dir, device="cuda")
+    idx = torch.tensor([run.encode_prompt(prompt)], device=run.device)
+    paths = [list(stream_with_logits(run.model, idx, CACHE_NEW, temperature=0, use_cache=cache))
+             for cache in (True, False)]  # fmt: skip
+    tokens = [torch.stack([t for t, _ in path])[:, 0] for path in paths]  # (new,)
+    logits = [torch.stack([l for _, l in path])[:, 0].double() for path in paths]  # (new, V)
+    parted = (tokens[0] != tokens[1]).nonzero()
+    first = int(parted[0]) if len(parted) else None
+    upto = CACHE_NEW if first is None else first + 1
+    diff = (logits[0][:upto] - logits[1][:upto]).abs().amax().item()
+    gap = None
+    if first is not None:
+        top2 = logits[1][first].topk(2).values
+        gap = (top2[0] - top2[1]).item()
+    c = run.model.config
+    result = {"same_text": texts[0] == texts[1], "first_diff": first, "max_diff": diff, "gap_at_diff": gap,
+              "near_tie": gap is not None and gap <= 2 * diff, "spread": logits[1].std().item(), "new": CACHE_NEW,
+              "tf32": torch.backends.cuda.matmul.allow_tf32, "cached": texts[0], "uncached": texts[1],
+              "shape": f"{c.n_layer}x{c.n_embd}, {c.n_head} heads, block {c.block_size}, vocab {c.vocab_size}"}
+    print("RESULT " + json.dumps(result, ensure_ascii=False), flush=True)
+    return 0
+
+
+def worker_nanogpt(argv: list[str]) -> int:
+    """nanoGPT's model.py (argv[0]: its checkout) and ours at the shape of a config (argv[1]: configs/gpu.toml), in
+    the GPU's precision (training/hardware.py: bf16, or fp16 without it), each compiled as its train.py compiles
+    it and timed on the same random batches: fused AdamW, NANOGPT_STEPS steps after its first (the compile) and
+    2 more, synced. argv[2:]: the measured and the data-sheet peak, for MFU (one shape: the same FLOPs a token)."""
+    import gc
+    import importlib.util
+
+    import torch
+
+    from model import GPT, GPTConfig
+    from model.speed import speed_up
+    from training.config import load_config
+    from training.hardware import PRECISIONS, default_precision
+
+    spec = importlib.util.spec_from_file_location("nanogpt_model", Path(argv[0]) / "model.py")
+    theirs = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(theirs)
+    measured, datasheet = float(argv[2]), float(argv[3])
+    cfg = load_config(ROOT / argv[1], [])
+    m, B = cfg.model, cfg.train.batch_size
+    shape = dict(block_size=m.block_size, vocab_size=cfg.data.vocab_size, n_layer=m.n_layer, n_head=m.n_head,
+                 n_embd=m.n_embd, dropout=m.dropout, bias=m.bias)  # fmt: skip
+    device = torch.device("cuda")
+    precision = default_precision(device)
+    autocast = torch.autocast("cuda", dtype=PRECISIONS[precision])
+    generator = torch.Generator(device="cuda").manual_seed(0)
+    batches = [torch.randint(shape["vocab_size"], (B, m.block_size + 1), device=device, generator=generator)
+               for _ in range(3 + NANOGPT_STEPS)]  # fmt: skip
+    with torch.device("meta"):  # the shape alone
+        flops = GPT(GPTConfig(**shape)).flops_per_token(m.block_size)
+
+    def timed(model, loss_of) -> dict:
+        model = model.to(device).train()
+        optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)
+        step_model = torch.compile(model)  # the model, not the step: as both train.py files do
+        torch.cuda.reset_peak_memory_stats()
+        seconds = []
+        for batch in batches:
+            torch.cuda.synchronize()
+            started = time.perf_counter()
+            with autocast:
+                loss = loss_of(step_model, batch[:, :-1], batch[:, 1:])
+            loss.backward()
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+            torch.cuda.synchronize()
+            seconds.append(time.perf_counter() - started)
+        step_s = statistics.median(seconds[3:])
+        tok_s = B * m.block_size / step_s
+        out = {"first_s": round(seconds[0], 1), "step_ms": round(step_s * 1e3, 2), "tokens_per_s": round(tok_s),
+               "loss": round(loss.item(), 4), "peak_gib": round(torch.cuda.max_memory_allocated() / 2**30, 2),
+               **mfu_figures(flops, tok_s, measured, datasheet)}  # fmt: skip
+        del model, optimizer, step_model
+        gc.collect()
+        torch.cuda.empty_cache()
+        return out
+
+    torch.manual_seed(0)
+    ours = timed(speed_up(GPT(GPTConfig(**shape)).to(device)), lambda model, x, y: model(x, y, loss_only=True)[1])
+    torch.manual_seed(0)
+    nanogpt = timed(theirs.GPT(theirs.GPTConfig(**shape)), lambda model, x, y: model(x, y)[1])
+    result = {"ours": ours, "nanogpt": nanogpt, "precision": precision, "batch": B,
+              "shape": f"{m.n_layer}x{m.n_embd}, block {m.block_size}, vocab {shape['vocab_size']}, batch {B}"}
+    print("RESULT " + json.dumps(result), flush=True)
+    return 0
+
+
+WORKERS = {"peak": worker_peak, "train-worker": worker_train, "allreduce-probe": worker_probe,
+           "cache-worker": worker_cache, "nanogpt-worker": worker_nanogpt}
 
 
 # --- the check ---------------------------------------------------------------------------------------
@@ -593,33 +857,54 @@ def cuda_available() -> bool:
 
 
 def headline(records: list[dict]) -> str:
-    """The figures a reader looks for first, from the train and decode steps ("-" where they did not finish)."""
-    train = next((r for r in records if r["step"] == "train" and r["status"] == "ok"), {})
-    decode = next((r for r in records if r["step"] == "decode" and r["status"] == "ok"), {})
+    """The figures a reader looks for first, from the train, nanogpt and decode steps ("-" where they did not
+    finish)."""
+    train, nanogpt, decode = (next((r for r in records if r["step"] == name and r["status"] == "ok"), {})
+                              for name in ("train", "nanogpt", "decode"))  # fmt: skip
 
     def figure(record, key, form):
         return form.format(record[key]) if key in record else "-"
 
-    return (f"MFU {figure(train, 'mfu', '{:.1%}')}, {figure(train, 'tokens_per_s', '{:,}')} tokens/s, "
-            f"compile {figure(train, 'compile_s', '{:.0f}')} s, decode {figure(decode, 'tok_s_b1', '{:,}')} tokens/s "
-            f"at batch 1 ({figure(decode, 'tok_s_b8', '{:,}')} at 8)")  # fmt: skip
+    return (f"MFU {mfu_text(train)}, {figure(train, 'tokens_per_s', '{:,}')} tokens/s, "
+            f"compile {figure(train, 'compile_s', '{:.0f}')} s, ours {figure(nanogpt, 'ours_over_nanogpt', '{:.2f}')}x "
+            f"nanoGPT's tokens/s, decode {figure(decode, 'tok_s_b1', '{:,}')} tokens/s at batch 1 "
+            f"({figure(decode, 'tok_s_b8', '{:,}')} at 8)")  # fmt: skip
+
+
+def percent(value) -> str:
+    return "-" if value is None else f"{value:.1%}"
+
+
+def mfu_text(figures: dict) -> str:
+    """"41.2% of the measured peak, 33.8% of the data sheet's": both MFUs of a record, each named."""
+    measured, datasheet = percent(figures.get("mfu")), percent(figures.get("mfu_datasheet"))
+    return f"{measured} of the measured peak, {datasheet} of the data sheet's"
 
 
 def table(records: list[dict]) -> str:
-    lines = [f"{'step':9} {'status':8} {'seconds':>7}  figures", "-" * 100]
+    lines = [f"{'step':9} {'status':11} {'seconds':>7}  figures", "-" * 100]
     for r in records:
         seconds = f"{r['seconds']:7.1f}" if "seconds" in r else " " * 7
-        lines.append(f"{r['step']:9} {r['status']:8} {seconds}  {r.get('figures') or r.get('why', '')}")
+        lines.append(f"{r['step']:9} {r['status']:11} {seconds}  {r.get('figures') or r.get('why', '')}")
     lines.append(headline(records))
-    unfinished = [f"{r['step']} ({r['status']}: {r.get('why', '')})" for r in records if r["status"] != "ok"]
+    unfinished = [f"{r['step']} ({r['status']}: {r.get('why', '')})" for r in records
+                  if r["status"] not in ("ok", "unsupported")]  # fmt: skip
     lines.append("skipped or unfinished: " + ("; ".join(unfinished) if unfinished else "none"))
+    elsewhere = [f"{r['step']} ({r['why']})" for r in records if r["status"] == "unsupported"]
+    if elsewhere:
+        lines.append("not run on this machine: " + "; ".join(elsewhere))
     return "\n".join(lines)
+
+
+def passed(records: list[dict]) -> bool:
+    """Every step ended ok, or cannot run on this machine (too few GPUs, no nanoGPT checkout given)."""
+    return all(r["status"] in ("ok", "unsupported") for r in records)
 
 
 def plan(steps: list[Step], budget: float) -> str:
     """The --dry-run listing: each step with its need and cap, and their totals against the budget."""
-    lines = [f"{'step':9} {'need s':>6} {'cap s':>6}  after"]
-    lines += [f"{s.name:9} {s.need:6.0f} {s.cap:6.0f}  {', '.join(s.requires)}" for s in steps]
+    lines = [f"{'step':9} {'need s':>6} {'cap s':>6}  {'after':15} what it checks"]
+    lines += [f"{s.name:9} {s.need:6.0f} {s.cap:6.0f}  {', '.join(s.requires) or '-':15} {s.what}" for s in steps]
     needs, caps = sum(s.need for s in steps), sum(s.cap for s in steps)
     lines.append(f"{'total':9} {needs:6.0f} {caps:6.0f}  of a {budget:.0f} s budget")
     if needs > budget:
@@ -637,14 +922,20 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--budget", type=float, default=BUDGET_S, help=f"seconds for all steps (default {BUDGET_S:.0f})")
     p.add_argument("--only", default="", help="comma list of steps to run: " + ",".join(s.name for s in STEPS))
     p.add_argument("--dry-run", action="store_true", help="list the steps with their need and cap; run nothing")
+    p.add_argument("--nanogpt", metavar="PATH", help="a clone of github.com/karpathy/nanoGPT: its model.py is timed "
+                   "beside ours (without it the nanogpt step is not run)")
     args = p.parse_args(argv)
+    if args.nanogpt is not None and not (Path(args.nanogpt) / "model.py").is_file():
+        print(f"error: --nanogpt {args.nanogpt} holds no model.py; pass a clone of github.com/karpathy/nanoGPT",
+              file=sys.stderr)  # fmt: skip
+        return 2
     only = set(filter(None, args.only.split(",")))
     unknown = only - {s.name for s in STEPS}
     if unknown:
         names = ", ".join(s.name for s in STEPS)
         print(f"error: unknown step {sorted(unknown)[0]} in --only; the steps are {names}", file=sys.stderr)
         return 2
-    for step in reversed(STEPS):  # --only resume brings eager, and eager its corpus
+    for step in reversed(STEPS):  # --only cache brings resume, and resume its train and corpus
         if step.name in only:
             only |= set(step.requires)
     steps = [s for s in STEPS if not only or s.name in only]
@@ -663,7 +954,9 @@ def main(argv: list[str] | None = None) -> int:
     log_path.write_text("")
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH", "")]))
-    ctx = Context(work=work, log_path=log_path, env=env)
+    # one compile cache for every step, empty at the start: train's compile is cold, as on a new machine
+    env["TORCHINDUCTOR_CACHE_DIR"], env["TRITON_CACHE_DIR"] = str(work / "inductor"), str(work / "triton")
+    ctx = Context(work=work, log_path=log_path, env=env, nanogpt=Path(args.nanogpt).resolve() if args.nanogpt else None)
     unselected = [s.name for s in STEPS if s not in steps]
 
     began, done = time.monotonic(), []
@@ -688,7 +981,7 @@ def main(argv: list[str] | None = None) -> int:
     print("\n" + summary, flush=True)
     with open(log_path, "a", encoding="utf-8") as log:
         log.write("\n" + summary + "\n")
-    return 0 if all(r["status"] == "ok" for r in records) else 1
+    return 0 if passed(records) else 1
 
 
 if __name__ == "__main__":

@@ -1,22 +1,26 @@
 #!/usr/bin/env bash
-# The GPU check: training (compiled against eager, a resume in the run's own bf16), flash attention (the gpu
-# tests), decoding and DDP under torchrun (two ranks) on one CUDA GPU, each step timed, all of it inside 5
-# minutes: the steps' caps add up to 290 s of a 300 s budget (`--dry-run` lists them). bench/gpu_check.py holds
-# the steps and says what each measures.
+# The GPU check: training (compiled from a cold cache against eager, a compiled resume in the run's own bf16, the
+# memory estimate), cached against uncached decoding as generate.py runs it, nanoGPT's model.py beside ours, the
+# gpu tests, every inspection view and both lesson notebooks on the GPU, and DDP under torchrun (two ranks; with
+# two GPUs compile(DDP) over NCCL too) on one CUDA machine, each step timed, all of it inside 8 minutes: the steps'
+# caps add up to 470 s (`--dry-run` lists them). bench/gpu_check.py holds the steps and says what each measures.
 #
 #   bash bench/gpu_check.sh                       # every step; results in $OUT if set, else bench/out/
+#   bash bench/gpu_check.sh --nanogpt ~/nanoGPT   # with a clone of github.com/karpathy/nanoGPT (not part of this repo)
 #   bash bench/gpu_check.sh --only train,decode   # some steps (with the ones they need)
-#   bash bench/gpu_check.sh --budget 240          # seconds for all steps (default 300)
-#   bash bench/gpu_check.sh --dry-run             # each step's need and cap, and their totals; runs nothing
+#   bash bench/gpu_check.sh --budget 400          # seconds for all steps (default 470)
+#   bash bench/gpu_check.sh --dry-run             # each step, what it checks, its need and cap; runs nothing
 #
 # Prints one JSON line per step and a table at the end; writes gpu_check.log (every command's output)
-# and gpu_check.json (every figure). Exit 0 when every step passed, 1 otherwise; 2, with one error line,
-# on a machine without a CUDA device (--dry-run needs none: exit 0).
+# and gpu_check.json (one record: every figure). Exit 0 when every step passed (or cannot run on this machine:
+# ddp with one GPU, nanogpt without --nanogpt), 1 otherwise; 2, with one error line, on a machine without a CUDA
+# device or with a --nanogpt folder that holds no model.py (--dry-run needs no GPU: exit 0).
 #
 # Offline machines: packages the machine lacks travel as wheels in .whl/ (keep it out of git: add
-# `/.whl/` to .git/info/exclude); the check installs them into /tmp/site first. Only konlpy (the built-in
-# corpus of the tests) is needed by the check; the rest let every module import. Download them on a
-# machine with pip for CPython 3.12 on x86-64 Linux, the versions tested here:
+# `/.whl/` to .git/info/exclude); the check installs them into /tmp/site first. konlpy (the built-in corpus of
+# the tests) and, for the inspect step's notebooks, nbclient and ipykernel with what they need (the second list)
+# are needed by the check; the rest let every module import. Download them on a machine with pip for CPython
+# 3.12 on x86-64 Linux, the versions tested here:
 #
 #   python3 -m pip download --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
 #     --platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 --platform manylinux_2_17_x86_64 \
@@ -28,9 +32,12 @@
 #     opentelemetry-semantic-conventions==0.66b2 opentelemetry-exporter-otlp-proto-http==1.45.2 \
 #     opentelemetry-exporter-otlp-proto-common==1.45.2 opentelemetry-exporter-http-transport==0.66b2 \
 #     opentelemetry-exporter-otlp-common==0.66b2
+#   python3 -m pip download --only-binary=:all: --python-version 3.12 --implementation cp \
+#     --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
+#     -d .whl nbclient==0.11.0 nbformat==5.11.1 ipykernel==7.4.0     # with what they need (no --no-deps here)
 #
-# (24 wheels, 51 MB; konlpy alone is 19 MB.) `unzip -p .whl/NAME-*.whl '*/METADATA' | grep ^Requires-Dist`
-# lists what a wheel needs.
+# (The first list: 24 wheels, 51 MB; konlpy alone is 19 MB.) `unzip -p .whl/NAME-*.whl '*/METADATA' |
+# grep ^Requires-Dist` lists what a wheel needs.
 set -u
 cd "$(dirname "$0")/.."
 exec "${PYTHON:-python3}" bench/gpu_check.py "$@"

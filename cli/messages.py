@@ -513,6 +513,8 @@ MESSAGES: dict[str, tuple[str, str]] = {
                        "{budget} 안에 step당 {seconds}초로 {steps} step이 들어갑니다 (시간을 재서 계획, 평가마다 다시 계획)"),
     "train.auto_passes": ("{steps} steps x {tokens} tokens = {epochs} passes over {train_tokens} training tokens",
                           "{steps} step x 토큰 {tokens}개 = 학습 토큰 {train_tokens}개를 {epochs}번 지나감"),
+    "train.auto_eval": ("an evaluation every {every} steps, about {share} of the time on this GPU",
+                        "평가는 {every} step마다 한 번: 이 GPU에서 전체 시간의 약 {share}"),
     "train.auto_compile_failed": ("compile off: the trial compilation failed", "compile off: 시험 컴파일이 실패했습니다"),
     "train.auto_compile": ("compile {choice}: {gain}x the steps, {compiled} s a compiled step against {eager} after "
                            "{first} s of compilation (timed)",
@@ -522,10 +524,26 @@ MESSAGES: dict[str, tuple[str, str]] = {
                                   "eager (train.compile = false skips the attempt)",
                                   "첫 step에서 torch.compile이 실패했으므로({error}: {detail}) run은 eager로 계속합니다"
                                   "(train.compile = false면 시도하지 않습니다)"),
+    "train.bf16_resumed_as_fp16": ("this run trained in bf16, which {device} ({name}) only emulates, slowly and "
+                                   "without fused attention: it goes on in fp16 with a loss scaler (train.dtype = "
+                                   "bf16 keeps bf16)",
+                                   "이 run은 bf16으로 학습했지만 {device}({name})는 bf16을 흉내만 내서 느리고 fused "
+                                   "attention도 없으므로, loss scaler와 함께 fp16으로 이어서 학습합니다(train.dtype = "
+                                   "bf16이면 그대로 유지합니다)"),
+    "train.bf16_emulated": ("train.dtype = bf16, which {device} ({name}) only emulates: steps are slow, and without "
+                            "fused attention every (T, T) attention map of a batch stays in memory (auto takes fp16 "
+                            "there)",
+                            "train.dtype = bf16이지만 {device}({name})는 이를 흉내만 냅니다. step이 느리고, fused "
+                            "attention이 없어 batch의 (T, T) attention map이 모두 메모리에 남습니다(auto는 여기서 "
+                            "fp16을 씁니다)"),
     "train.compile_failed": ("torch.compile failed in the trial ({error}), so the run stays eager",
                              "시험 실행에서 torch.compile이 실패해({error}) eager로 학습합니다"),
-    "train.ranks": ("{saved} processes saved this run, {world} resume it: the batches will differ",
-                    "이 run을 저장한 process는 {saved}개, 이어서 학습하는 process는 {world}개라 batch가 달라집니다"),
+    "train.ranks": ("{saved} processes saved this run, {world} resume it: from step {step} each draws new batches "
+                    "and dropout masks, not those of the run's first steps again, so the run differs from one that "
+                    "kept {saved}",
+                    "이 run을 저장한 process는 {saved}개, 이어서 학습하는 process는 {world}개입니다. step {step}부터 "
+                    "각 process가 처음 step들의 batch와 dropout mask를 되풀이하지 않고 새로 뽑으므로, process {saved}개로 "
+                    "계속한 run과는 달라집니다"),
     "train.damaged": ("{path} had {n} damaged lines; they were dropped", "{path}에 손상된 줄이 {n}개 있어 버렸습니다"),
     "train.damaged_one": ("{path} had {n} damaged line; it was dropped", "{path}에 손상된 줄이 {n}개 있어 버렸습니다"),
     "train.note_budget": ("train.time_budget = {budget} is not used: train.max_steps = {steps} is a number of "

@@ -4,7 +4,7 @@
     x, y = loader.next_batch()          # (B, T) int64 each; y is x shifted left by one
 
 The windows are drawn with a seeded `torch.Generator` whose state is in `state_dict()`, so a resumed run
-draws exactly the batches it would have drawn.
+draws exactly the batches it would have drawn (`start_at`: a resume on another world size draws new ones).
 """
 
 import json
@@ -24,6 +24,15 @@ def load_tokens(bin_path: str | Path, dtype: str) -> np.memmap:
         raise DataError(f"cannot read token shard {bin_path} ({e}); run `python -m data.prepare`") from None
 
 
+def draw_seed(seed: int, rank: int, step: int = 0) -> int:
+    """The seed of rank `rank`'s random draws from step `step` on: seed + rank from the first step (a seed up to
+    2**64 - 1 on any rank); from a later step, where a resume on another world size starts them afresh, one mixed
+    from all three (numpy's SeedSequence), so that no rank draws the first steps' batches and dropout masks again."""
+    if step == 0:
+        return (seed + rank) % 2**64
+    return int(np.random.SeedSequence([seed % 2**64, rank, step]).generate_state(1, np.uint64)[0])
+
+
 class BatchLoader:
     def __init__(self, bin_path, block_size: int, batch_size: int, seed: int, device="cpu", rank: int = 0,
                  dtype: str | None = None, lessons=None):
@@ -41,8 +50,13 @@ class BatchLoader:
             raise DataError(f"{bin_path} holds {len(self.tokens)} tokens, fewer than block_size + 1 = "
                             f"{block_size + 1}; use a smaller block_size or more text")
         self.block_size, self.batch_size, self.device, self.lessons = block_size, batch_size, torch.device(device), lessons
-        self.generator = torch.Generator().manual_seed((seed + rank) % 2**64)  # a seed up to 2**64 - 1 on any rank
+        self.generator = torch.Generator().manual_seed(draw_seed(seed, rank))
         self.window = np.arange(block_size + 1)
+
+    def start_at(self, seed: int, rank: int, step: int) -> None:
+        """Draw from step `step` on as a rank of no earlier run did: a resume on another world size, whose saved
+        loader states belong to other ranks (draw_seed)."""
+        self.generator.manual_seed(draw_seed(seed, rank, step))
 
     def next_batch(self) -> tuple[torch.Tensor, torch.Tensor]:
         starts = torch.randint(len(self.tokens) - self.block_size, (self.batch_size,), generator=self.generator)

@@ -6,8 +6,9 @@
 A failed allocation is worse than a refusal: torch raises it only after it has tried (gigabytes and
 seconds later), and the operating system may kill the process first. The figures are lower bounds
 (weights, gradients and AdamW's two moments, the largest activations, the decoding buffers), so a refusal
-never stops what would have fitted; what is available is the device's free memory (CUDA), else the
-smallest of the system's available memory, the cgroup's limit and the process's address-space limit.
+never stops what would have fitted; what is available is the device's free memory and the blocks torch's
+allocator keeps cached there (CUDA), else the smallest of the system's available memory, the cgroup's limit
+and the process's address-space limit.
 """
 
 import os
@@ -50,10 +51,13 @@ def decoding_bytes(c: GPTConfig, batch: int, length: int, recording: bool = Fals
 
 
 def available_bytes(device: torch.device) -> int | None:
-    """Free memory on `device` (None if unknown): CUDA's own figure; on a CPU (or MPS, which shares it) the
-    smallest of MemAvailable, the cgroup's limit less its usage and the address-space limit less what is mapped."""
+    """Free memory on `device` (None if unknown): on CUDA the device's free memory and what torch's allocator holds
+    unused (its cached blocks, which it hands out before it asks the device for more: a run that has filled the GPU
+    once keeps them); on a CPU (or MPS, which shares it) the smallest of MemAvailable, the cgroup's limit less its
+    usage and the address-space limit less what is mapped."""
     if device.type == "cuda":
-        return torch.cuda.mem_get_info(device)[0]
+        cached = torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device)
+        return torch.cuda.mem_get_info(device)[0] + cached
     figures = [read_meminfo("MemAvailable"), cgroup_room()]
     limit = resource.getrlimit(resource.RLIMIT_AS)[0]
     if limit != resource.RLIM_INFINITY:

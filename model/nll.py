@@ -19,15 +19,21 @@ import torch.distributed as dist
 import torch.nn.functional as F
 
 from model.config import ModelInputError
+from model.memory import available_bytes
 
 # Logits (W x T x V numbers) per forward pass. On a CPU a batch whose logits stay in cache is the fastest, and
 # about as fast as a training evaluation's batches, so the reserve a time budget keeps for the final scoring
-# (timed on those) holds (docs/speed.md). An accelerator wants large batches; 2**26 fp32 logits are 256 MiB.
+# (timed on those) holds (docs/speed.md). An accelerator wants large batches: on CUDA as many windows as a share
+# of its free memory holds, each costing its logits three times in fp32 (the logits, their fp32 copy, the
+# log-softmax); on MPS, whose free memory torch does not say, 2**26 fp32 logits (256 MiB).
 CPU_LOGITS_PER_BATCH, ACCELERATOR_LOGITS_PER_BATCH = 2**22, 2**26
+LOGIT_COPIES, FREE_SHARE = 3, 0.5  # the rest of the free memory for the forward's own activations
 
 
 def windows_per_batch(T: int, vocab_size: int, device: torch.device) -> int:
     """How many windows of T tokens one forward pass scores on `device` (at least 1), bounded by their logits."""
+    if device.type == "cuda":
+        return max(1, int(FREE_SHARE * available_bytes(device)) // (LOGIT_COPIES * 4 * T * vocab_size))
     logits = CPU_LOGITS_PER_BATCH if device.type == "cpu" else ACCELERATOR_LOGITS_PER_BATCH
     return max(1, logits // (T * vocab_size))
 

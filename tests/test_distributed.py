@@ -10,14 +10,17 @@ import sys
 import pytest
 import torch
 from tests.conftest import ROOT, TINY, hooked_train
+from tests.fake_device import stand_in_cuda
+from training.distributed import Distributed
 
 pytestmark = pytest.mark.slow  # two trainers under torchrun, three times
 
 
-def torchrun(run, data_cache, *extra, signal_after=None, nan_after=None):
+def torchrun(run, data_cache, *extra, signal_after=None, nan_after=None, compile_fails_on=None):
     args = ["--config", str(TINY), f"--data.cache_dir={data_cache}", "--train.threads=1", "--train.max_steps=12",
             "--train.eval_interval=6", "--train.sample_tokens=0", "--train.grad_accum=2", "--out", str(run), *extra]  # fmt: skip
     hooks = ["--signal-after", signal_after] if signal_after else ["--nan-after", nan_after] if nan_after else []
+    hooks += ["--compile-fails-on", str(compile_fails_on)] if compile_fails_on is not None else []
     script = hooked_train(args, *hooks)[1:] if hooks else ["train.py", *args]
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", *script]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
@@ -77,3 +80,53 @@ def test_a_bad_setting_is_one_line_once_and_exit_code_2_on_every_rank(tmp_path, 
     codes = re.findall(r"exitcode  : (-?\d+)", err)  # a rank still starting when the other failed: SIGTERM
     assert "2" in codes and set(codes) <= {"2", "-15"} and 'train.py", line' not in err, err[-3000:]
     assert not (tmp_path / "run").exists()
+def test_a_compiler_that_fails_on_one_rank_stops_every_rank_with_its_line_not_a_hang(tmp_path, data_cache):
+    # rank 1's first compiled step fails; building DDP again there would wait in its broadcast while rank 0 waits in
+    # the backward's all-reduce (the 2-hour collective timeout): rank 1 stops with one line, and torchrun the rest
+    result = torchrun(tmp_path / "run", data_cache, "--train.compile=on", compile_fails_on=1)
+    assert result.returncode != 0
+    assert result.stderr.count("error: torch.compile failed at the first step on rank 1 (RuntimeError: "
+                               "BackendCompilerFailed: backend='inductor' raised:); under torchrun") == 1, result.stderr[-3000:]
+    assert "goes on eager" not in result.stdout + result.stderr
+
+
+@pytest.mark.parametrize("other, backend, devices", [("GPU-of-rank-1", "nccl", 2), (None, "gloo", 1)])
+def test_ranks_shown_a_gpu_each_take_nccl_and_ranks_on_one_gpu_take_gloo(other, backend, devices, monkeypatch):
+    """Rank 0 of two on a machine whose launcher shows each rank one GPU (device_count() 1, LOCAL_WORLD_SIZE 2; a
+    stand-in GPU, tests/fake_device.py): the GPUs' UUIDs, swapped through the launch's store, say whether the ranks
+    share one. Two UUIDs: NCCL, and MFU counts two GPUs; the same UUID twice: gloo, one GPU."""
+    import torch.distributed as dist
+
+    for key, value in {"WORLD_SIZE": "2", "RANK": "0", "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "2"}.items():
+        monkeypatch.setenv(key, value)
+    store = dist.HashStore()
+    dist.PrefixStore("kogpt_devices", store).set("1", other or "GPU-of-rank-0")  # what rank 1 wrote
+    monkeypatch.setattr(dist, "rendezvous", lambda url, rank, world, **kwargs: iter([(store, rank, world)]))
+    made = []
+    monkeypatch.setattr(dist, "init_process_group", lambda **kwargs: made.append(kwargs))
+    monkeypatch.setattr(dist, "barrier", lambda: None)
+    monkeypatch.setattr(dist, "destroy_process_group", lambda: None)
+    with stand_in_cuda(count=1, uuid="GPU-of-rank-0"), Distributed("cuda") as ddp:
+        assert (made[0]["backend"], made[0]["store"], ddp.devices, ddp.shares_gpu) == (backend, store, devices,
+                                                                                      devices == 1)
+
+
+def test_under_ddp_the_gradients_are_views_into_the_all_reduce_buckets(monkeypatch):
+    """One copy of the gradients, not DDP's buckets and the parameters' .grad beside them: after a step every
+    gradient is a view into one bucket (a one-process gloo group; Distributed.wrap as train.py calls it)."""
+    import torch.distributed as dist
+
+    from model import GPT, GPTConfig
+
+    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+    try:
+        ddp = Distributed("cpu")
+        ddp.world = 2  # wrap as for two processes; the group itself has one
+        model = ddp.wrap(GPT(GPTConfig(vocab_size=64, block_size=16, n_layer=2, n_head=2, n_embd=32)))
+        idx = torch.randint(64, (2, 16))
+        for _ in range(2):  # the buckets become the gradients' storage from the second step on
+            model(idx, idx, loss_only=True)[1].backward()
+        grads = [p.grad for p in model.module.parameters()]
+        assert len({g.untyped_storage().data_ptr() for g in grads}) == 1
+    finally:
+        dist.destroy_process_group()

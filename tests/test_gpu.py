@@ -1,9 +1,12 @@
-"""The CUDA paths, run for real: bf16 and fp16 training, fused AdamW, flash attention, cached decoding, resume.
+"""The CUDA paths, run for real: bf16 and fp16 training, fused AdamW, flash attention, cached decoding, resume (fp16
+with its loss scaler too), and every inspection door on the GPU: generate.py's options, the notebook views, a
+live request and both lesson notebooks (tests/test_on_device.py runs the same doors on a stand-in GPU on a CPU).
 
     python -m pytest -q -m gpu          # on a machine with a CUDA GPU (bench/gpu_check.sh runs this)
 
 Every test is marked `gpu`, and the module skips without CUDA; the tests that force the flash kernel skip on a
-GPU older than compute capability 8.0 (a T4). Tiny shapes: seconds on any GPU.
+GPU older than compute capability 8.0 (a T4). Tiny shapes: seconds on any GPU. The notebooks need nbclient and
+ipykernel (a skip without them fails bench/gpu_check.sh's inspect step).
 """
 
 import contextlib
@@ -16,11 +19,16 @@ import math
 import pytest
 import torch
 
+import generate
 import train
+from inference import load_run
+from inspection import notebook as nb
+from inspection.live import LiveInspector
 from model import GPT, GPTConfig
 from model.attention import CausalSelfAttention
 from model.sampling import stream_with_logits
 from model.speed import speed_up
+from tests.test_on_device import DOORS, NOTEBOOK, PROMPT
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")]
 
@@ -194,9 +202,12 @@ def test_cached_greedy_decoding_equals_uncached_past_block_size(exact_fp32, batc
     torch.testing.assert_close(torch.stack(cached_logits), torch.stack(plain_logits), atol=1e-4, rtol=0)
 
 
-def test_resume_after_sigint_logs_the_same_loss_at_every_step(tmp_path, data_cache):
-    # dropout, gradient accumulation and an uneven log interval: the CUDA RNG and every other state must survive
-    extra = ["--train.log_interval=3", "--train.grad_accum=2", "--model.dropout=0.1", "--train.sample_tokens=0"]
+@pytest.mark.parametrize("dtype", ["fp32", "fp16"])
+def test_resume_after_sigint_logs_the_same_loss_at_every_step(dtype, tmp_path, data_cache):
+    # dropout, gradient accumulation and an uneven log interval: the CUDA RNG and every other state must survive;
+    # in fp16 the GradScaler's scale and growth tracker too
+    extra = ["--train.log_interval=3", "--train.grad_accum=2", "--model.dropout=0.1", "--train.sample_tokens=0",
+             f"--train.dtype={dtype}"]
     straight, interrupted = tmp_path / "straight", tmp_path / "interrupted"
     assert run_train(straight, data_cache, *extra)[0] == 0
     def ctrl_c_after_7(step):  # the run sends itself SIGINT after step 7, as Ctrl-C would
@@ -210,3 +221,54 @@ def test_resume_after_sigint_logs_the_same_loss_at_every_step(tmp_path, data_cac
     assert [s for s, _ in logged_losses(straight)] == [3, 6, 9, 12, 15, 18, 20]
     model_bytes = [(run / "last" / "model.safetensors").read_bytes() for run in (straight, interrupted)]
     assert model_bytes[0] == model_bytes[1]
+
+
+@pytest.fixture(scope="module")
+def inspect_run(tmp_path_factory, data_cache):
+    """tiny.toml trained 300 steps on the GPU (enough for --patch's texts to predict apart), with 2 snapshots."""
+    run = tmp_path_factory.mktemp("inspect") / "run"
+    code, printed = run_train(run, data_cache, "--train.max_steps=300", "--train.eval_interval=150",
+                              "--train.snapshots=2", "--train.sample_tokens=0")  # fmt: skip
+    assert code == 0, printed[-2000:]
+    return run
+
+
+@pytest.mark.parametrize("door", DOORS)
+def test_every_inspection_option_runs_on_cuda(door, inspect_run, tmp_path, capsys):
+    """Each generate.py option with the model on the GPU (a device tensor handed to numpy, or a CPU tensor mixed
+    with a GPU one, fails here): its exit code 0 and its files written."""
+    text = tmp_path / "text.txt"
+    text.write_text(PROMPT + ". " + PROMPT + ".", encoding="utf-8")
+    argv = [a.format(out=tmp_path / "out", text=text, run=inspect_run) for a in DOORS[door]]
+    ckpt = [] if "--over-training" in argv else ["--ckpt", str(inspect_run)]
+    assert generate.main([*ckpt, "--device", "cuda", "--lang", "en", *argv]) == 0
+    assert capsys.readouterr().out.strip()
+    if "{out}" in DOORS[door]:
+        assert any(p.suffix in (".html", ".json") and p.stat().st_size > 0 for p in (tmp_path / "out").iterdir())
+
+
+def test_every_notebook_view_and_a_live_request_run_on_cuda(inspect_run):
+    nb.language("en")
+    assert load_run(inspect_run).device.type == "cuda"  # what the notebook's views load: "auto" is the GPU
+    for view, call in NOTEBOOK.items():
+        assert len(call(str(inspect_run))) > 100, view
+    inspector = LiveInspector(load_run(inspect_run, device="cuda"))
+    (status, view), = inspector.inspect({"text": PROMPT, "top_k": 5, "ablate": [[1, 0]]})
+    lines = list(inspector.generate({"text": PROMPT, "max_new_tokens": 3, "seed": 2}))
+    assert status == 200 and view["path"] and lines[-1]["done"] and len(lines) == 4
+
+
+@pytest.mark.parametrize("lang", ["ko", "en"])
+def test_the_lesson_notebook_runs_top_to_bottom_on_cuda(lang, tmp_path, data_cache):
+    """Colab's GPU: every cell of the lesson, its runs trained and inspected on the GPU (the parameter cell shrunk
+    to seconds, as tests/test_notebook.py does on a CPU)."""
+    nbformat = pytest.importorskip("nbformat")
+    pytest.importorskip("nbclient")
+    from tests.test_notebook import NOTEBOOKS, errors_of, execute, fast
+
+    book = nbformat.read(NOTEBOOKS / f"lesson.{lang}.ipynb", as_version=4)
+    execute(fast(book, tmp_path / "runs", data_cache), tmp_path)
+    assert errors_of(book) == []
+    printed = "".join(o.text for c in book.cells if c.cell_type == "code" for o in c.outputs
+                      if o.output_type == "stream")  # fmt: skip
+    assert printed.count("cuda:0, ") >= 2  # both runs trained on the GPU (train.py's summary line)

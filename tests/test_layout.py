@@ -205,6 +205,7 @@ BEHAVIOURS = {
     "faults": "signals, kill -9, crashes in a save, full disks, read errors, two processes at once",
     "layout": "the shape of the code, the README and docs/layout.md",
     "gpu": "the CUDA paths, run for real (-m gpu)",
+    "on_device": "the CUDA paths on a CPU: every inspection door with the model on a stand-in GPU (tests/fake_device.py)",
 }
 
 

@@ -1,14 +1,16 @@
 """model/memory.py: the training estimate is a lower bound of what a step really keeps, measured, on the path a GPU
-runs (fused attention, the plain loss, bf16 autocast) at configs/gpu.toml's shape."""
+runs (fused attention, the plain loss, bf16 autocast) at configs/gpu.toml's shape; what a GPU has available."""
 
 import pytest
 import torch
 
 from model import GPT, GPTConfig
-from model.memory import param_count, training_bytes
+from model.config import ModelInputError
+from model.memory import GB, available_bytes, check_fits, param_count, training_bytes
 from model.speed import FastGPT, speed_up
 from training.config import load_config
 from tests.conftest import ROOT
+from tests.fake_device import cuda_queries
 
 
 def saved_bytes(model, x, dtype) -> int:
@@ -40,3 +42,15 @@ def test_the_estimate_of_a_fused_attention_step_is_below_what_it_keeps_and_the_o
     # T4 it refused gpu.toml's batch of 16 that fits
     assert training_bytes(c, 1) - 16 * param_count(c) > kept
     assert training_bytes(c, cfg.train.batch_size, fused_attention=True) < 14e9 < training_bytes(c, cfg.train.batch_size)
+
+
+def test_on_cuda_the_allocators_cached_blocks_count_as_free(monkeypatch):
+    """A run that has filled the GPU once keeps its freed blocks cached in torch's allocator, and cudaMemGetInfo
+    counts them as used: its sample at an evaluation (76 MB at gpu.toml) must not be refused for them. Stand-in GPU
+    (tests/fake_device.py): 1 GB free on the device, 10 GB reserved by the allocator of which 4 GB hold tensors."""
+    cuda_queries(monkeypatch, free=1 * GB, total=80 * GB, reserved=10 * GB, allocated=4 * GB)
+    device = torch.device("cuda", 0)
+    assert available_bytes(device) == 7 * GB
+    check_fits(6 * GB, device, "a sample", "ask for less")  # fits in the cached blocks
+    with pytest.raises(ModelInputError, match="a sample needs at least 7.5 GB but cuda:0 has 7.0 GB available"):
+        check_fits(int(7.5 * GB), device, "a sample", "ask for less")

@@ -1,4 +1,4 @@
-"""metrics.jsonl (training/metrics.py): a damaged log never blocks a resume.
+"""metrics.jsonl (training/metrics.py): a damaged log never blocks a resume; MFU per device.
 
     python -m pytest tests/test_metrics.py -q
 """
@@ -9,7 +9,7 @@ import pytest
 
 import train
 from training.config import LogConfig
-from training.metrics import RunLog, read_metrics
+from training.metrics import RunLog, Speedometer, read_metrics
 from tests.conftest import TINY
 
 
@@ -44,3 +44,11 @@ def test_resume_after_a_log_cut_mid_line(tmp_path, data_cache, capsys):
     assert train.main([*args, "--train.max_steps=4", "--resume"]) == 0
     records = read_metrics(run / "metrics.jsonl")
     assert [r["step"] for r in records if "loss" in r] == [1, 2, 3, 4] and records[-1]["kind"] == "final"
+
+
+@pytest.mark.parametrize("devices, mfu", [(2, 0.25), (1, 0.5)])
+def test_mfu_is_per_device_and_ranks_that_share_a_gpu_count_it_once(devices, mfu):
+    """Two ranks training 1,000 tokens/s together at 1e9 FLOPs a token, on two GPUs of 2e12 FLOP/s each (each at
+    a quarter of its peak) or sharing one (at half of it)."""
+    speed = Speedometer(flops_per_token=1e9, peak=2e12, devices=devices)
+    assert speed.figures(tokens=4000, seconds=4.0) == {"tokens_per_s": 1000.0, "mfu": mfu}

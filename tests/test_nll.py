@@ -9,6 +9,7 @@ import torch.nn.functional as F
 
 from model import GPT, GPTConfig
 from model.nll import bits_per_char, stream_nll, windows, windows_per_batch
+from tests.fake_device import cuda_queries, stand_in_cuda
 
 
 def test_stream_nll_predicts_every_token_but_the_first_exactly_once():
@@ -65,11 +66,35 @@ def test_default_stride_is_half_the_window_and_batching_does_not_change_the_sum(
 
 
 def test_a_batch_of_windows_is_bounded_by_its_logits():
-    cpu, gpu = torch.device("cpu"), torch.device("cuda")
+    cpu, mps = torch.device("cpu"), torch.device("mps")
     assert windows_per_batch(128, 4096, cpu) == 8  # 2**22 / (128 * 4096)
     assert windows_per_batch(128, 2048, cpu) == 16
     assert windows_per_batch(1024, 50257, cpu) == 1  # GPT-2's vocabulary: one window, never none
-    assert windows_per_batch(128, 4096, gpu) == 128  # 2**26 / (128 * 4096)
+    assert windows_per_batch(128, 4096, mps) == 128  # 2**26 / (128 * 4096)
+
+
+def test_on_cuda_a_batch_of_windows_fills_half_the_free_memory(monkeypatch):
+    """The final scoring on a large GPU: at gpu.toml's shape (T = 1,024, V = 32,000) a window's logits cost
+    3 x 4 x 1,024 x 32,000 = 393,216,000 bytes; a stand-in GPU (tests/fake_device.py) with 70 GiB free and 4 GiB
+    cached by the allocator holds 0.5 x 79,456,894,976 / 393,216,000 = 101.03 of them, where 2**26 logits made 2.
+    A T4 with 1 GiB free takes 1."""
+    gpu = torch.device("cuda", 0)
+    cuda_queries(monkeypatch, free=70 * 2**30, reserved=6 * 2**30, allocated=2 * 2**30)
+    assert windows_per_batch(1024, 32000, gpu) == 101
+    cuda_queries(monkeypatch, free=2**30)
+    assert windows_per_batch(1024, 32000, gpu) == 1
+    assert windows_per_batch(128, 4096, gpu) == 85  # 0.5 x 2**30 / (12 x 128 x 4096)
+
+
+def test_the_stream_scored_on_a_gpu_in_large_batches_is_the_cpus_score():
+    torch.manual_seed(1)
+    model = GPT(GPTConfig(vocab_size=50, block_size=16, n_layer=2, n_head=2, n_embd=32)).eval()
+    tokens = np.random.default_rng(1).integers(0, 50, size=300)
+    on_cpu = stream_nll(model, tokens)
+    with stand_in_cuda(free=16 * 12 * 16 * 50):  # 8 windows a batch on the stand-in GPU, not the CPU's 5,242
+        model.to("cuda")
+        assert windows_per_batch(16, 50, model.tok_emb.weight.device) == 8
+        assert stream_nll(model, tokens) == (pytest.approx(on_cpu[0], rel=1e-12), on_cpu[1])
 
 
 def test_bits_per_char_by_hand():

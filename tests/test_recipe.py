@@ -8,6 +8,7 @@ import sys
 import time
 
 import pytest
+import torch
 
 import train
 from data.config import DataConfig, auto_vocab_size
@@ -231,6 +232,76 @@ def test_a_cpu_run_compiles_when_a_timed_trial_says_the_budget_buys_more_steps()
     short = load_config(TINY, ["--train.max_steps=auto", "--train.time_budget=10m", "--train.compile=auto"])
     values, _ = plan_settings(short, 10_000, 1, eager, compiled_trial=lambda dropout: pytest.fail("no trial under 20 minutes"))
     assert "train.compile" not in values
+
+
+def test_on_a_gpu_evaluations_take_a_tenth_of_the_time_and_a_compiled_run_plans_with_its_compile():
+    cfg = load_config(TINY, ["--train.max_steps=auto", "--train.time_budget=10m", "--train.eval_interval=50",
+                             "--train.eval_iters=10", "--train.compile=auto"])  # fmt: skip
+    eager = lambda dropout: 0.003  # noqa: E731  (3 ms a step: a small model on a GPU)
+    # a CPU: an evaluation (2 x 10 x 0.003 / 3 + 1 = 1.02 s) every 50 steps: 600 / (0.003 + 1.02 / 50) = 25,641
+    assert plan_settings(cfg, 10_000, 1, eager)[0] == {"train.max_steps": 25641}
+    # a GPU, eager: every ceil(1.02 / (0.1 x 0.003)) = 3,400 steps instead, 600 / (0.003 + 1.02 / 3400) = 181,818
+    off = load_config(TINY, ["--train.max_steps=auto", "--train.time_budget=10m", "--train.eval_interval=50",
+                             "--train.eval_iters=10", "--train.compile=off"])  # fmt: skip
+    values, why = plan_settings(off, 10_000, 1, eager, gpu=True)
+    assert values == {"train.max_steps": 181818, "train.eval_interval": 3400}
+    assert "an evaluation every 3,400 steps, about 10% of the time on this GPU" in why
+    # compiled in 60 s, then 2 ms a step: an evaluation (1.0133 s) every 5,067 steps, 540 / (0.002 + 1.0133 / 5067)
+    # = 245,456 steps in the 540 s the compilation leaves, 1.35 times the eager steps
+    values, why = plan_settings(cfg, 10_000, 1, eager, compiled_trial=lambda dropout: (60.0, 0.002), gpu=True)
+    assert values == {"train.max_steps": 245456, "train.compile": "on", "train.eval_interval": 5067}
+    assert "compile on: 1.35x the steps" in why
+    on = load_config(TINY, ["--train.max_steps=auto", "--train.time_budget=10m", "--train.eval_interval=50",
+                            "--train.eval_iters=10", "--train.compile=on"])  # fmt: skip
+    values, _ = plan_settings(on, 10_000, 1, eager, compiled_trial=lambda dropout: (60.0, 0.002), gpu=True)
+    assert values == {"train.max_steps": 245456, "train.eval_interval": 5067}  # "on" as asked, its compile counted
+    # a Colab T4 with a 2-minute budget and 150 s of compilation: eager, 120 / (0.03 + 1.2 / 400) = 3,636 steps
+    short = load_config(TINY, ["--train.max_steps=auto", "--train.time_budget=2m", "--train.eval_interval=50",
+                               "--train.eval_iters=10", "--train.compile=auto"])  # fmt: skip
+    values, _ = plan_settings(short, 10_000, 1, lambda dropout: 0.03, compiled_trial=lambda dropout: (150.0, 0.02),
+                              gpu=True)  # fmt: skip
+    assert values == {"train.max_steps": 3636, "train.compile": "off", "train.eval_interval": 400}
+
+
+def test_a_run_planned_on_a_gpu_times_its_compiled_step_and_spaces_its_evaluations(data_cache, monkeypatch, capsys):
+    """resolve_auto on a stand-in GPU (tests/fake_device.py; torch.compile stubbed, so the "compiled" copy is timed
+    eager): the trial runs though the budget is 10 minutes, and eval_interval grows past 10, its value a setting
+    the run chose (a resume takes it back)."""
+    from training.distributed import Distributed
+    from tests.fake_device import stand_in_cuda
+
+    monkeypatch.setattr(torch, "compile", lambda model: model)
+    cfg = load_config(TINY, [f"--data.cache_dir={data_cache}", "--train.max_steps=auto", "--train.time_budget=10m",
+                             "--train.compile=auto", "--train.threads=1", "--train.device=cuda"])  # fmt: skip
+    with stand_in_cuda():
+        device = torch.device("cuda", 0)
+        resolved = resolve_auto(cfg, {"splits": {"train": {"tokens": 100_000}}}, None, device,
+                                torch.autocast("cuda", enabled=False), Distributed("cuda"))
+    out = capsys.readouterr().out
+    assert "compile on" in out or "compile off" in out  # the trial ran and decided
+    assert resolved.train.eval_interval > cfg.train.eval_interval == 10
+    assert {"train.eval_interval", "train.compile"} <= set(resolved.auto)
+    assert resolved_values(resolved)["train.eval_interval"] == resolved.train.eval_interval
+
+
+def test_a_trial_compilation_out_of_gpu_memory_is_not_taken_for_a_compiler_that_failed(data_cache, monkeypatch):
+    """The CPU's trial with torch.compile stubbed to run out of memory as a GPU would: no "compile off" and a
+    run planned eager, but the out-of-memory error itself, which cli/command.py prints as its one line."""
+    from training.distributed import Distributed
+
+    def compile_out_of_memory(model):
+        def forward(*args, **kwargs):
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB.")
+
+        return forward
+
+    monkeypatch.setattr(torch, "compile", compile_out_of_memory)
+    cfg = load_config(TINY, [f"--data.cache_dir={data_cache}", "--train.max_steps=auto", "--train.time_budget=30m",
+                             "--train.compile=auto", "--train.threads=1"])  # fmt: skip
+    autocast = torch.autocast("cpu", enabled=False)
+    with pytest.raises(torch.OutOfMemoryError):
+        resolve_auto(cfg, {"splits": {"train": {"tokens": 100_000}}}, None, torch.device("cpu"), autocast,
+                     Distributed("cpu"))
 
 
 def test_a_resume_compiles_as_its_start_did():

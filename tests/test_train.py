@@ -18,6 +18,7 @@ from model.errors import UserError
 from training.config import TrainConfig
 from storage.checkpoint import load_model
 from tests.conftest import ROOT, TINY, tiny
+from tests.fake_device import stand_in_cuda
 
 
 def test_get_lr_warms_up_linearly_then_decays_by_cosine_to_min_lr():
@@ -293,6 +294,128 @@ def test_a_compiler_that_fails_at_the_first_step_leaves_the_run_eager_with_a_war
     # the failed attempt is taken back whole: the run is the eager run, weights and all
     assert (tmp_path / "compiled" / "last" / "model.safetensors").read_bytes() == \
         (tmp_path / "eager" / "last" / "model.safetensors").read_bytes()
+
+
+def test_a_gpu_out_of_memory_at_the_first_compiled_step_is_its_one_line_not_a_compile_failure(tmp_path, data_cache,
+                                                                                              capsys, monkeypatch):
+    """torch.compile stubbed (as above): the compiled forward raises what torch raises when a CUDA allocation fails.
+    It is no compiler's failure, so the run does not go on eager: it stops with the out-of-memory line."""
+    class OutOfMemory(torch.nn.Module):
+        def __init__(self, module):
+            super().__init__()
+            self._orig_mod = module
+
+        def forward(self, *args, **kwargs):
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity "
+                                         "of 14.74 GiB of which 1.06 GiB is free.")
+
+    monkeypatch.setattr(torch, "compile", OutOfMemory)
+    args = ["--config", str(TINY), f"--data.cache_dir={data_cache}", "--train.threads=1", "--train.max_steps=4",
+            "--train.sample_tokens=0", "--train.compile=true", "--out", str(tmp_path / "run")]
+    capsys.readouterr()
+    assert train.main(args) == 2
+    out, err = capsys.readouterr()
+    assert "torch.compile failed" not in out + err and "Traceback" not in err
+    assert err.rstrip().splitlines()[-1:] == ["error: the GPU ran out of memory (CUDA out of memory. Tried to allocate 2.00 GiB); "
+                                "lower train.batch_size (raise train.grad_accum to keep the batch), model.block_size "
+                                "or the model's size, or generate fewer --num-samples at once"]
+
+
+def test_under_torchrun_a_failed_first_compiled_step_stops_its_rank_with_one_line_and_no_retry():
+    """Two ranks (world 2) faked around first_compiled_step: rank 1's compiler fails. Building DDP again there would
+    wait in its broadcast while rank 0 waits in the backward's all-reduce (2 hours, the collective timeout), so the
+    rank stops at once with one line, its step tried once and its model left as it was (tests/test_distributed.py
+    runs it under torchrun)."""
+    from types import SimpleNamespace
+
+    from training.setup import Progress, first_compiled_step
+
+    attempts, wrapped = [], []
+
+    def step(run, p, lr):
+        attempts.append(lr)
+        raise RuntimeError("BackendCompilerFailed: backend='inductor' raised:\nCalledProcessError: gcc not found")
+
+    loader = SimpleNamespace(state_dict=lambda: {}, load_state_dict=lambda state: None)
+    ddp = SimpleNamespace(world=2, rank=1, master=False, device=torch.device("cpu"), wrap=wrapped.append)
+    compiled = object()
+    run = SimpleNamespace(loader=loader, ddp=ddp, model=compiled, raw=None, lang="en", compiling=True,
+                          optimizer=SimpleNamespace(zero_grad=lambda set_to_none: None))
+    with pytest.raises(UserError) as caught:
+        first_compiled_step(run, Progress(loss_sum=torch.zeros(())), 1e-3, step)
+    assert str(caught.value) == (
+        "torch.compile failed at the first step on rank 1 (RuntimeError: BackendCompilerFailed: backend='inductor' "
+        "raised:); under torchrun no rank can go on eager while the others wait for it in DDP's all-reduce, so every "
+        "rank stops: run again with --train.compile=off")
+    assert attempts == [1e-3] and wrapped == [] and run.model is compiled and not run.compiling
+
+
+def test_a_resume_on_another_number_of_processes_draws_new_batches_and_dropout_masks(tmp_path, data_cache, capsys,
+                                                                                    monkeypatch):
+    """last/ as two processes would have saved it (two ranks' states), resumed by one: the ranks' states are not
+    its own, and it must not start again from step 0's seeds, which would draw step 0's batches and dropout masks
+    a second time. It draws from (seed, rank, step) instead: other batches, another RNG state, the same on a
+    second resume from the same checkpoint."""
+    from data.loader import BatchLoader
+    from storage.checkpoint import load_train_state, save_train_state
+
+    drawn = []  # (step, its batch, torch's RNG state as the step begins: its dropout masks)
+    next_batch = BatchLoader.next_batch
+
+    def recorded(loader):
+        x, y = next_batch(loader)
+        drawn.append((x.clone(), torch.get_rng_state()))
+        return x, y
+
+    monkeypatch.setattr(BatchLoader, "next_batch", recorded)
+    args = ["--config", str(TINY), f"--data.cache_dir={data_cache}", "--train.threads=1", "--train.eval_interval=4",
+            "--train.sample_tokens=0"]
+    run = tmp_path / "run"
+    assert train.main([*args, "--train.max_steps=4", "--out", str(run)]) == 0
+    first = drawn[:]
+    state = load_train_state(run / "last")
+    save_train_state({**state, "world_size": 2, "ranks": state["ranks"] * 2}, run / "last" / "train_state.pt")
+    shutil.copytree(run, tmp_path / "again")
+    resumed, printed = [], []
+    for directory in (run, tmp_path / "again"):
+        drawn.clear()
+        capsys.readouterr()
+        assert train.main([*args, "--train.max_steps=6", "--out", str(directory), "--resume"]) == 0
+        printed.append(capsys.readouterr().out)
+        resumed.append(drawn[:])
+    (x, rng), (x0, rng0) = resumed[0][0], first[0]
+    assert not torch.equal(x, x0) and not torch.equal(rng, rng0)  # not step 0's batch, not its dropout masks
+    assert all(torch.equal(a, b) for (a, _), (b, _) in zip(resumed[0], resumed[1]))  # the same draws again
+    assert torch.equal(resumed[0][0][1], resumed[1][0][1])
+    assert all("warning: 2 processes saved this run, 1 resume it: from step 4 each draws new batches" in out
+               for out in printed)
+
+
+def test_a_bf16_run_resumed_on_a_gpu_that_only_emulates_bf16_goes_on_in_fp16_and_a_bf16_by_name_stays(
+        tmp_path, data_cache, capsys):  # fmt: skip
+    """Stand-in GPUs (tests/fake_device.py; the numbers are the CPU's, the decisions a GPU's): a run started with
+    train.dtype = auto on an A100 (compute capability 8.0) trains in bf16; resumed on a T4 (7.5), which emulates
+    bf16 slowly and has no fused bf16 attention, it goes on in fp16 with a loss scaler, and says so. bf16 asked
+    for by name stays bf16 there, with a warning."""
+    args = ["--config", str(TINY), f"--data.cache_dir={data_cache}", "--train.threads=1", "--train.eval_interval=2",
+            "--train.sample_tokens=0", "--train.device=cuda", "--train.compile=off", "--lang=en"]
+    run = tmp_path / "run"
+    with stand_in_cuda(capability=(8, 0), name="NVIDIA A100-SXM4-80GB"):
+        assert train.main([*args, "--train.dtype=auto", "--train.max_steps=2", "--out", str(run)]) == 0
+    assert "on cuda:0, bf16, compile off" in capsys.readouterr().out
+    with stand_in_cuda(capability=(7, 5), name="Tesla T4"):
+        assert train.main([*args, "--train.dtype=auto", "--train.max_steps=4", "--out", str(run), "--resume"]) == 0
+        out = capsys.readouterr().out
+        assert "warning: this run trained in bf16, which cuda:0 (Tesla T4) only emulates, slowly and without fused " \
+               "attention: it goes on in fp16 with a loss scaler (train.dtype = bf16 keeps bf16)\n" in out
+        assert "on cuda:0, fp16, compile off" in out
+        state = torch.load(run / "last" / "train_state.pt", weights_only=True)
+        assert state["step"] == 4 and state["precision"] == "fp16" and state["scaler"]["scale"] > 0
+        assert train.main([*args, "--train.dtype=bf16", "--train.max_steps=2", "--out", str(tmp_path / "named")]) == 0
+        out = capsys.readouterr().out
+        assert "warning: train.dtype = bf16, which cuda:0 (Tesla T4) only emulates: steps are slow, and without " \
+               "fused attention every (T, T) attention map of a batch stays in memory (auto takes fp16 there)\n" in out
+        assert "on cuda:0, bf16, compile off" in out
 
 
 def test_a_resume_keeps_the_precision_auto_chose_at_the_start_on_another_machine(tmp_path, data_cache, capsys,

@@ -6,7 +6,9 @@
 --signal-after STEP:INT|TERM: the process signals itself after that step, as Ctrl-C or `kill` would.
 --pause-in-save STEP[:NAME]: the save of last/ (or NAME) at that step prints `SAVE_PAUSED STEP NAME` and
 sleeps halfway (the weights written, the train state not), so a test can kill -9 it. --nan-after STEP:RANK:
-that rank's summed training loss becomes NaN after that step, as a diverging rank's would. Runs under torchrun
+that rank's summed training loss becomes NaN after that step, as a diverging rank's would. --compile-fails-on
+RANK: torch.compile gives that rank a model whose first forward raises what a compiler that cannot build its
+kernels raises, and every other rank its model as it is (no compilation: seconds). Runs under torchrun
 too (every rank takes the hooks). The hooks replace seams that do nothing in a real run, train.after_step and
 training.checkpoints.during_save, or wrap train.optimisation_step: train.py itself reads no test setting from the
 environment.
@@ -32,7 +34,21 @@ def main() -> int:
     parser.add_argument("--signal-after", metavar="STEP:INT|TERM")
     parser.add_argument("--pause-in-save", metavar="STEP[:NAME]")
     parser.add_argument("--nan-after", metavar="STEP:RANK")
+    parser.add_argument("--compile-fails-on", metavar="RANK", type=int)
     args = parser.parse_args(ours)
+    if args.compile_fails_on is not None:
+        import torch
+
+        def compile_fails(model):
+            if int(os.environ.get("RANK", 0)) != args.compile_fails_on:
+                return model
+
+            def forward(*a, **k):
+                raise RuntimeError("BackendCompilerFailed: backend='inductor' raised:\nCalledProcessError: gcc not found")
+
+            return forward
+
+        torch.compile = compile_fails
     if args.nan_after:
         nan_step, nan_rank = (int(x) for x in args.nan_after.split(":"))
         step_once = train.optimisation_step

@@ -12,6 +12,7 @@ so no rank waits forever for one that failed. With one process every method is a
 import datetime
 import math
 import os
+import socket
 
 import torch
 import torch.distributed as dist
@@ -30,11 +31,12 @@ class Distributed:
         if self.world > 1 and device.startswith("cuda:"):  # every rank would take that one GPU
             raise UserError(f'train.device = "{device}" puts every rank of torchrun on one GPU; use "cuda" (each rank '
                             f'takes its LOCAL_RANK\'s GPU) and choose the GPUs with CUDA_VISIBLE_DEVICES')
-        # more ranks on a machine than GPUs (a check of the DDP code on one GPU): they share them, in turn
+        # more ranks on a machine than GPUs it shows (a check of the DDP code on one GPU): they take them in turn
         gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
         local_rank = int(os.environ.get("LOCAL_RANK", 0))
         self.device = resolve_device(device, local_rank % gpus if gpus else local_rank)
-        self.shares_gpu = self.device.type == "cuda" and int(os.environ.get("LOCAL_WORLD_SIZE", 1)) > gpus
+        self.devices = 1  # the devices the ranks run on (ranks that share a GPU count it once): known in __enter__
+        self.shares_gpu = False  # whether some ranks share a GPU
 
     @property
     def master(self) -> bool:
@@ -46,9 +48,16 @@ class Distributed:
                 torch.cuda.set_device(self.device)
             # rank 0 alone prepares a new corpus and times the budget's trial while the others wait in a collective:
             # NCCL's 10 minutes would kill a first run on a large corpus, so the wait is COLLECTIVE_TIMEOUT
-            # (NCCL refuses two ranks on one GPU; gloo moves their CUDA tensors through the host)
+            store = next(dist.rendezvous("env://", self.rank, self.world, timeout=COLLECTIVE_TIMEOUT))[0]
+            store.set_timeout(COLLECTIVE_TIMEOUT)
+            names = device_names(store, self.rank, self.world, device_name(self.device))
+            self.devices = len(set(names))
+            # NCCL refuses two ranks on one GPU; gloo moves their CUDA tensors through the host. Asked by the GPUs'
+            # UUIDs: a launcher that shows each rank its own GPU alone (device_count() 1) shares none
+            self.shares_gpu = self.device.type == "cuda" and self.devices < self.world
             backend = "nccl" if self.device.type == "cuda" and not self.shares_gpu else "gloo"
-            dist.init_process_group(backend=backend, timeout=COLLECTIVE_TIMEOUT)
+            dist.init_process_group(backend=backend, store=store, rank=self.rank, world_size=self.world,
+                                    timeout=COLLECTIVE_TIMEOUT)  # fmt: skip
         return self
 
     def __exit__(self, error_type, error, traceback) -> None:
@@ -85,7 +94,9 @@ class Distributed:
         """`model` in DistributedDataParallel when there are several processes."""
         if self.world == 1:
             return model
-        return DDP(model, device_ids=[self.device.index] if self.device.type == "cuda" else None)
+        # the gradients are views into DDP's all-reduce buckets: one copy of them, not two
+        return DDP(model, device_ids=[self.device.index] if self.device.type == "cuda" else None,
+                   gradient_as_bucket_view=True)
 
     def mean_and_stop(self, value: torch.Tensor, signum: int | None) -> tuple[float, int | None]:
         """The mean of `value` over the ranks, and the signal any rank caught: they stop at the same step.
@@ -117,3 +128,18 @@ class Distributed:
     def barrier(self) -> None:
         if self.world > 1:
             dist.barrier()
+
+
+def device_name(device: torch.device) -> str:
+    """What tells devices apart across the ranks of a launch: a GPU's UUID (the same GPU under every
+    CUDA_VISIBLE_DEVICES), else this process (a CPU rank counts as a device of its own)."""
+    if device.type == "cuda":
+        return str(torch.cuda.get_device_properties(device).uuid)
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def device_names(store, rank: int, world: int, name: str) -> list[str]:
+    """Every rank's device `name`, in rank order, through the launch's store (before any process group exists)."""
+    devices = dist.PrefixStore("kogpt_devices", store)
+    devices.set(str(rank), name)
+    return [devices.get(str(r)).decode() for r in range(world)]

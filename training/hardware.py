@@ -1,6 +1,6 @@
 """What the device offers a training run: the default precision and compile, the FLOP peak, room in memory.
 
-    precision, autocast = step_settings(device, cfg.train)   # train.dtype, "auto" resolved
+    precision, autocast, warning = step_settings(device, cfg.train)   # train.dtype, "auto" resolved
     compiles(device, cfg.train.compile)       # whether the run compiles: True, False, or None (a timed trial decides)
     default_precision(device)                 # what train.dtype = "auto" means
     default_compile(device)                   # what train.compile = "auto" means where no trial decides
@@ -38,13 +38,17 @@ GPU_PEAK_FLOPS = {
 def default_precision(device: torch.device) -> str:
     """What dtype = "auto" means: bf16 autocast where the hardware computes in bf16, else fp32."""
     if device.type == "cuda":
-        # emulated bf16 (pre-Ampere GPUs: a T4, a V100) is slow: those get fp16 with a GradScaler. Asked of the
-        # run's GPU, not the current one (a machine may mix GPU kinds); ROCm's GPUs all compute bf16
-        native = bool(torch.version.hip) or torch.cuda.get_device_capability(device) >= (8, 0)
-        return "bf16" if native else "fp16"
+        return "bf16" if gpu_has_native_bf16(device) else "fp16"
     if device.type == "cpu" and cpu_has_native_bf16():
         return "bf16"
     return "fp32"
+
+
+def gpu_has_native_bf16(device: torch.device) -> bool:
+    """Whether CUDA `device` computes in bf16. Pre-Ampere GPUs (a T4, a V100) emulate it: slow, and without a fused
+    attention kernel in bf16, so those get fp16 with a GradScaler. Asked of the run's GPU, not the current one (a
+    machine may mix GPU kinds); ROCm's GPUs all compute bf16."""
+    return bool(torch.version.hip) or torch.cuda.get_device_capability(device) >= (8, 0)
 
 
 def default_compile(device: torch.device) -> bool:
@@ -63,13 +67,18 @@ def compiles(device: torch.device, setting: str | bool) -> bool | None:
     return None if device.type == "cpu" else default_compile(device)
 
 
-def step_settings(device: torch.device, tc, resumed: str | None = None) -> tuple[str, torch.autocast]:
-    """The precision of the training step (train.dtype, "auto" resolved here: by `resumed`, the precision the
-    run was trained in, when it resumes, so that a run moved to another kind of GPU keeps it) and its autocast
-    context (TF32 matmuls on CUDA are model/device.py's, for every command)."""
-    precision = (resumed or default_precision(device)) if tc.dtype == "auto" else tc.dtype
+def step_settings(device: torch.device, tc, resumed: str | None = None) -> tuple[str, torch.autocast, str | None]:
+    """The precision of the training step, its autocast context (TF32 matmuls on CUDA are model/device.py's, for
+    every command) and what to warn of (a message key of cli/messages.py, or None). train.dtype "auto" is resolved
+    here: by `resumed`, the precision the run was trained in, when it resumes, so that a run moved to another kind
+    of GPU keeps it; but bf16 resumed on a GPU that only emulates it goes on in fp16 ("train.bf16_resumed_as_fp16").
+    A bf16 asked for by name is kept there ("train.bf16_emulated")."""
+    precision, warning = (resumed or default_precision(device)) if tc.dtype == "auto" else tc.dtype, None
+    if precision == "bf16" and device.type == "cuda" and not gpu_has_native_bf16(device):
+        auto = tc.dtype == "auto"
+        precision, warning = ("fp16", "train.bf16_resumed_as_fp16") if auto else ("bf16", "train.bf16_emulated")
     autocast = torch.autocast(device.type, dtype=PRECISIONS[precision], enabled=precision != "fp32")
-    return precision, autocast
+    return precision, autocast, warning
 
 
 def fused_adamw(device: torch.device) -> bool:

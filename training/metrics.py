@@ -3,7 +3,7 @@
     log = RunLog(run_dir, cfg_dict, resume_step=None, wandb_cfg=cfg.log)
     log.write({"step": 10, "loss": 3.2, "lr": 1e-3, "tokens_per_s": 5e3})
     log.close()                              # also draws loss.png and heads.png (training/plots.py)
-    speed = Speedometer(flops_per_token, peak, world)   # tokens/s and MFU of the training steps alone
+    speed = Speedometer(flops_per_token, peak, devices)  # tokens/s and MFU of the training steps alone
 
 metrics.jsonl has one JSON object per line: per logged step `{"step", "loss", "lr", "tokens_per_s", ...}`,
 per evaluation `{"kind": "eval", "step", "train_loss", "val_loss", "heads", ...}` ("heads": every head's role
@@ -44,8 +44,9 @@ def read_metrics(path: Path, damaged: list | None = None) -> list[dict]:
 class Speedometer:
     """Tokens per second of the training steps, and their MFU: evaluations and saves are `pause`d out."""
 
-    def __init__(self, flops_per_token: float, peak: float, world: int):
-        self.flops_per_token, self.peak, self.world = flops_per_token, peak, world
+    def __init__(self, flops_per_token: float, peak: float, devices: int):
+        """`peak`: one device's FLOP/s; `devices`: how many the ranks run on (ranks that share a GPU count it once)."""
+        self.flops_per_token, self.peak, self.devices = flops_per_token, peak, devices
         self.t_lap, self.lap_tokens = time.perf_counter(), 0
         self.seconds, self.tokens = 0.0, 0  # every lap so far
 
@@ -59,7 +60,7 @@ class Speedometer:
 
     def figures(self, tokens: int, seconds: float) -> dict:
         rate = round(tokens / seconds, 1) if seconds else None
-        mfu_now = mfu(self.flops_per_token, rate / self.world, self.peak) if rate else None
+        mfu_now = mfu(self.flops_per_token, rate / self.devices, self.peak) if rate else None
         return {"tokens_per_s": rate} | ({"mfu": mfu_now} if mfu_now is not None else {})
 
     def lap(self) -> dict:

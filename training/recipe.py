@@ -26,6 +26,11 @@ COMPILE_TRIAL_FROM (20 minutes), a throwaway copy at the run's final dropout is 
 if the steps that fit after the compile time beat the eager steps by COMPILE_GAIN. The copy's compilation
 fills torch's compile cache, so the run's own compile of the same graph takes seconds. A shorter budget or
 a fixed step count (a smoke run) stays eager: there is no budget to weigh the compile time against.
+
+On a GPU, whose runs compile by default, the trial runs at any budget: its compile time (minutes on a Colab T4)
+comes out of the budget and its step time plans the steps, and "auto" stays eager where compiling does not pay
+within the budget. There a step takes milliseconds and an evaluation about a second, so train.eval_interval
+grows, where needed, until the evaluations take about EVAL_SHARE of the time.
 """
 
 import math
@@ -35,6 +40,7 @@ from dataclasses import asdict, replace
 
 import torch
 
+from cli.command import is_out_of_memory
 from cli.messages import messages
 from model import GPT
 from model.speed import speed_up
@@ -54,6 +60,7 @@ MIN_LR_RATIO = 0.1  # the cosine floor, as a share of the peak learning rate
 # costs its compilation, so it is run only where that is a small share of the budget
 COMPILE_TRIAL_FROM = 1200.0  # seconds of time budget
 COMPILE_GAIN = 1.05  # compile when the steps that fit grow by at least this factor (the timings' noise)
+EVAL_SHARE = 0.1  # on a GPU: the share of a planned run's time its evaluations take, at most (eval_every)
 AUTO = {"train": ("max_steps", "batch_size", "lr", "min_lr", "weight_decay", "patience"),  # which keys take "auto"
         "model": ("dropout",)}
 DURATION = re.compile(r"(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m)?(?:(\d+(?:\.\d+)?)s)?")
@@ -142,15 +149,33 @@ def evaluation_seconds(seconds_per_micro_step: float, eval_iters: int) -> float:
     return 2 * eval_iters * seconds_per_micro_step / 3 + 1.0
 
 
+def eval_every(tc, per_micro: float, gpu: bool) -> int:
+    """The steps between evaluations at `per_micro` seconds a micro-step: train.eval_interval; on a GPU, where a step
+    takes milliseconds and an evaluation (its losses, sample, head roles and saves) about a second, more if that
+    is what keeps the evaluations to EVAL_SHARE of the run's time."""
+    if not gpu:
+        return tc.eval_interval
+    share = evaluation_seconds(per_micro, tc.eval_iters) / (EVAL_SHARE * per_micro * tc.grad_accum)
+    return max(tc.eval_interval, math.ceil(share))
+
+
+def fit_steps(seconds: float, tc, per_micro: float, gpu: bool) -> int:
+    """The steps that fit in `seconds` at `per_micro` seconds a micro-step, with their evaluations (eval_every)."""
+    return steps_in(seconds, per_micro * tc.grad_accum, eval_every(tc, per_micro, gpu),
+                    evaluation_seconds(per_micro, tc.eval_iters))  # fmt: skip
+
+
 def plan_settings(cfg, train_tokens: int, world: int, seconds_per_micro_step, compiled_trial=None,
-                  lang: str = "en") -> tuple[dict, str]:
+                  lang: str = "en", gpu: bool = False) -> tuple[dict, str]:
     """The values of cfg's "auto" settings ({"train.lr": ...}) and a line that says how they were chosen (in `lang`).
 
     `seconds_per_micro_step(dropout)` times a step at cfg's batch size (the placeholder when batch_size is
     "auto") and the given dropout. It is called only when the step count has to be planned from the time
     budget: once at cfg's dropout, and when an "auto" dropout comes out above 0, once more with it on.
     `compiled_trial(dropout)`: `(seconds of the first step, compilation included; seconds per step)` of a
-    compiled copy, or None if it failed to compile; given, it decides "train.compile" (module docstring).
+    compiled copy, or None if it failed to compile; given, it decides "train.compile" when that is "auto" (module
+    docstring). On a `gpu` the trial runs at any budget, and a compiled run's steps are planned from it, its
+    compilation counted; and the evaluations are spaced to take about EVAL_SHARE of the time ("train.eval_interval").
     """
     tc, auto, say = cfg.train, set(cfg.auto), messages(lang)
     tokens_per_sequence = cfg.model.block_size * tc.grad_accum * world
@@ -160,8 +185,7 @@ def plan_settings(cfg, train_tokens: int, world: int, seconds_per_micro_step, co
 
         def plan(per_micro: float) -> tuple[int, int]:  # (batch, steps that fit at it)
             def steps_at(b: int) -> int:  # a step's time taken as growing with the batch
-                per_b = per_micro * b / tc.batch_size
-                return steps_in(budget, per_b * tc.grad_accum, tc.eval_interval, evaluation_seconds(per_b, tc.eval_iters))
+                return fit_steps(budget, tc, per_micro * b / tc.batch_size, gpu)
 
             # the tokens a budget buys hardly depend on the batch (time per step grows with it), so the passes
             # are counted at the placeholder and the batch the rule picks for them just cuts them finer
@@ -197,7 +221,8 @@ def plan_settings(cfg, train_tokens: int, world: int, seconds_per_micro_step, co
         values["model.dropout"] = chosen["dropout"]
     why.append(say("train.auto_passes", steps=f"{steps:,}", tokens=f"{tokens_per_step:,}", epochs=f"{epochs:.3g}",
                    train_tokens=f"{train_tokens:,}"))
-    if compiled_trial is not None and "train.max_steps" in auto and budget >= COMPILE_TRIAL_FROM:
+    step_s = per_micro if "train.max_steps" in auto else None  # the planned run's seconds a micro-step
+    if compiled_trial is not None and "train.max_steps" in auto and (gpu or budget >= COMPILE_TRIAL_FROM):
         # at the run's own dropout, so the copy compiles the graph the run will; the settings above stay
         dropout = values.get("model.dropout", cfg.model.dropout)
         eager = per_micro if dropout == timed_at else seconds_per_micro_step(dropout)
@@ -207,16 +232,22 @@ def plan_settings(cfg, train_tokens: int, world: int, seconds_per_micro_step, co
             why.append(say("train.auto_compile_failed"))
         else:
             def fit(per: float, seconds: float) -> int:  # steps at the planned batch
-                per_b = per * batch / tc.batch_size
-                return steps_in(seconds, per_b * tc.grad_accum, tc.eval_interval, evaluation_seconds(per_b, tc.eval_iters))
+                return fit_steps(seconds, tc, per * batch / tc.batch_size, gpu)
 
             first, compiled = trial
             gain = fit(compiled, budget - first) / fit(eager, budget)
-            values["train.compile"] = "on" if gain >= COMPILE_GAIN else "off"
-            if gain >= COMPILE_GAIN:
-                values["train.max_steps"] = fit(compiled, budget - first)
-            why.append(say("train.auto_compile", choice=values["train.compile"], gain=f"{gain:.2f}",
-                           compiled=f"{compiled:.3g}", eager=f"{eager:.3g}", first=f"{first:.0f}"))
+            choice = ("on" if gain >= COMPILE_GAIN else "off") if tc.compile == "auto" else "on"  # "on": as asked
+            if tc.compile == "auto":
+                values["train.compile"] = choice
+            if choice == "on":  # its steps and its compilation, not the eager steps', fill the budget
+                values["train.max_steps"], step_s = fit(compiled, budget - first), compiled
+            why.append(say("train.auto_compile", choice=choice, gain=f"{gain:.2f}", compiled=f"{compiled:.3g}",
+                           eager=f"{eager:.3g}", first=f"{first:.0f}"))
+    if gpu and step_s is not None and eval_every(tc, step_s * batch / tc.batch_size, gpu) != tc.eval_interval:
+        every = eval_every(tc, step_s * batch / tc.batch_size, gpu)
+        values["train.eval_interval"] = every
+        cfg = replace(cfg, train=replace(tc, eval_interval=every))  # the patience below counts these evaluations
+        why.append(say("train.auto_eval", every=f"{every:,}", share=f"{EVAL_SHARE:.0%}"))
     for key, value in planned_patience(cfg, values.get("train.max_steps", steps)).items():  # training/early_stop.py
         values[f"train.{key}"] = value
     settings = " ".join(f"{k}={v}" for k, v in values.items())
@@ -257,23 +288,28 @@ def resolve_auto(cfg, meta: dict, saved: dict | None, device, autocast, ddp, lan
         try:
             return timing(dropout, compiled=True)
         except Exception as e:  # noqa: BLE001 (no C compiler, an operator inductor lacks: the run stays eager)
+            if is_out_of_memory(e):  # not the compiler's failure: its own one line (cli/command.py)
+                raise
             say = messages(lang)
             print(say("warning", text=say("train.compile_failed", error=type(e).__name__)))
             return None
 
-    trial = compiled_trial if compiles(device, cfg.train.compile) is None else None  # None: the trial decides
+    # the trial decides where compiles() leaves it open (a CPU's "auto"), and on a GPU it times what compiles
+    setting, gpu = compiles(device, cfg.train.compile), device.type == "cuda"
+    trial = compiled_trial if setting is None or (gpu and setting) else None
     values, why = ddp.from_master(lambda: plan_settings(cfg, meta["splits"]["train"]["tokens"], ddp.world,
-                                                        lambda dropout: timing(dropout)[1], trial, lang))
+                                                        lambda dropout: timing(dropout)[1], trial, lang, gpu))
     if ddp.master:
         print(why)
     return with_values(cfg, values)
 
 
 def with_values(cfg, values: dict):
-    """apply_settings, and "train.compile" among the settings the run chose when the trial decided it
-    (resolved_values then saves it, so a resume compiles as the start did: the two differ in rounding)."""
+    """apply_settings, and "train.compile" and "train.eval_interval" among the settings the run chose when the plan
+    set them (resolved_values then saves them, so a resume compiles and evaluates as the start did)."""
     cfg = apply_settings(cfg, values)
-    return replace(cfg, auto=cfg.auto + ("train.compile",)) if "train.compile" in values else cfg
+    chosen = tuple(k for k in ("train.compile", "train.eval_interval") if k in values and k not in cfg.auto)
+    return replace(cfg, auto=cfg.auto + chosen)
 
 
 def replan(cfg, max_steps: int):

@@ -18,9 +18,10 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from cli.command import is_out_of_memory
 from cli.messages import messages
 from data.lessons import CopyLessons
-from data.loader import BatchLoader
+from data.loader import BatchLoader, draw_seed
 from data.prepare import Prepared, check_splits, prepare
 from data.tokenizer import load_tokenizer, ordinary_ids
 from hf.pretrained import open_pretrained
@@ -94,7 +95,10 @@ def set_up(cfg: RunConfig, out_dir: Path, resume: bool, overwrite: bool, ddp: Di
     prepared = ddp.master_first(lambda: prepare(cfg.data, verbose=ddp.master, lang=lang))
     check_splits(prepared.meta, cfg.model.block_size)
     start = open_pretrained(cfg.train.init_from) if cfg.train.init_from and not saved else None  # a resume reads last/
-    precision, autocast = step_settings(device, cfg.train, saved.get("precision") if saved else None)
+    precision, autocast, warning = step_settings(device, cfg.train, saved.get("precision") if saved else None)
+    if warning and ddp.master:  # bf16 on a GPU that only emulates it
+        say = messages(lang)
+        print(say("warning", text=say(warning, device=device, name=torch.cuda.get_device_name(device))))
     cfg = resolve_config(cfg, prepared.meta, saved, start, device, autocast, ddp, lang)
     tc, use_compile = cfg.train, bool(compiles(device, cfg.train.compile))
 
@@ -117,7 +121,7 @@ def set_up(cfg: RunConfig, out_dir: Path, resume: bool, overwrite: bool, ddp: Di
                          lessons=lessons)  # fmt: skip
     tokens_per_step = tc.batch_size * cfg.model.block_size * tc.grad_accum * ddp.world
 
-    progress = restore_progress(saved, optimizer, scaler, loader, ddp, lang)
+    progress = restore_progress(saved, optimizer, scaler, loader, ddp, tc.seed, lang)
     read = windows_read(prepared.meta["splits"]["val"]["tokens"], cfg.model.block_size) // ddp.world
     budget = TimeBudget(tc.time_budget, started, saved.get("budget_used_s", 0.0) if saved else 0.0, read)
     log = None
@@ -155,7 +159,7 @@ def initial_model(cfg: RunConfig, rank: int, saved: dict | None, start, out_dir:
     np.random.seed(tc.seed % 2**32)  # numpy's seeds are 32-bit; nothing here draws from it
     torch.manual_seed(tc.seed)
     raw = GPT(cfg.model)  # the same seed on every rank, so the same initial weights
-    torch.manual_seed((tc.seed + rank) % 2**64)  # but different dropout masks
+    torch.manual_seed(draw_seed(tc.seed, rank))  # but different dropout masks
     if saved:
         check_same_model(out_dir / "last", asdict(cfg.model), meta)
         check_same_best(saved, tc.best_by, out_dir / "last")
@@ -176,10 +180,11 @@ def make_optimizer(raw: GPT, tc, device: torch.device) -> torch.optim.AdamW:
                              lr=tc.lr, betas=(tc.beta1, tc.beta2), fused=fused_adamw(device))  # fmt: skip
 
 
-def restore_progress(saved: dict | None, optimizer, scaler, loader: BatchLoader, ddp: Distributed,
+def restore_progress(saved: dict | None, optimizer, scaler, loader: BatchLoader, ddp: Distributed, seed: int,
                      lang: str = "en") -> Progress:
     """Where the loop starts: step 0, or exactly where last/ left off (`saved`: its train state), with the
-    optimizer, the scaler, this rank's RNGs and its loader as they were."""
+    optimizer, the scaler, this rank's RNGs and its loader as they were. Saved by another number of processes,
+    the ranks' states are not this run's: each rank's RNGs and loader start afresh from (`seed`, rank, step)."""
     if not saved:
         return Progress(loss_sum=torch.zeros((), device=ddp.device))
     progress = Progress(saved["loss_sum"].to(ddp.device), saved["n_summed"], saved["step"], saved["best_val_loss"],
@@ -193,9 +198,13 @@ def restore_progress(saved: dict | None, optimizer, scaler, loader: BatchLoader,
             progress.loss_sum = mine["loss_sum"].to(ddp.device)
         set_rng_state(mine["rng"], ddp.device)
         loader.load_state_dict(mine["loader"])
-    elif ddp.master:
-        say = messages(lang)
-        print(say("warning", text=say("train.ranks", saved=len(saved["ranks"]), world=ddp.world)))
+    else:  # not step 0's seeds again (initial_model's), which would replay its batches and dropout masks
+        loader.start_at(seed, ddp.rank, progress.step)
+        torch.manual_seed(draw_seed(seed, ddp.rank, progress.step))  # the CPU's and every GPU's generator
+        if ddp.master:
+            say = messages(lang)
+            print(say("warning", text=say("train.ranks", saved=len(saved["ranks"]), world=ddp.world,
+                                          step=progress.step)))
     return progress
 
 
@@ -230,23 +239,34 @@ def first_compiled_step(run: TrainingRun, p: Progress, lr: float, step) -> None:
     """`step(run, p, lr)` for the first step of a compiled run, where torch.compile compiles: where it cannot (no
     C compiler or Python headers for Triton's launcher, an operator its backend lacks), the step's gradients,
     loss, batches and random draws are taken back and the step runs eager, as the whole run then does, with one
-    warning instead of a traceback."""
+    warning instead of a traceback. Not so for a GPU out of memory, which is no compiler's failure (its one line,
+    cli/command.py), nor under torchrun: a rank that built its model again would wait in DDP's broadcast while the
+    others wait for it in the backward's all-reduce, so the failing rank stops with one line and torchrun stops
+    the others."""
     loss_sum, n_summed = p.loss_sum.clone(), p.n_summed
     loader, rng = run.loader.state_dict(), rng_state(run.ddp.device)
     try:
         step(run, p, lr)
+        return
     except (UserError, KeyboardInterrupt):
         raise
     except Exception as e:  # noqa: BLE001 (whatever the compiler raises; the eager step below is the test)
-        run.optimizer.zero_grad(set_to_none=True)  # the step again from where it began: an eager run's first step
-        p.loss_sum, p.n_summed = loss_sum, n_summed
-        run.loader.load_state_dict(loader)
-        set_rng_state(rng, run.ddp.device)
-        run.model = run.ddp.wrap(run.raw)
-        if run.ddp.master:
-            say = messages(run.lang)
-            detail = (str(e).strip().splitlines() or [""])[0][:200]
-            print(say("warning", text=say("train.compile_step_failed", error=type(e).__name__, detail=detail)))
-        step(run, p, lr)
+        if is_out_of_memory(e):
+            raise
+        error, detail = type(e).__name__, (str(e).strip().splitlines() or [""])[0][:200]
+        if run.ddp.world > 1:
+            raise UserError(f"torch.compile failed at the first step on rank {run.ddp.rank} ({error}: {detail}); "
+                            "under torchrun no rank can go on eager while the others wait for it in DDP's all-reduce, "
+                            "so every rank stops: run again with --train.compile=off") from None
     finally:
         run.compiling = False
+    # out of the except block, so that the failed attempt's frames (and the tensors they hold) are gone
+    run.optimizer.zero_grad(set_to_none=True)  # the step again from where it began: an eager run's first step
+    p.loss_sum, p.n_summed = loss_sum, n_summed
+    run.loader.load_state_dict(loader)
+    set_rng_state(rng, run.ddp.device)
+    run.model = run.ddp.wrap(run.raw)
+    if run.ddp.master:
+        say = messages(run.lang)
+        print(say("warning", text=say("train.compile_step_failed", error=error, detail=detail)))
+    step(run, p, lr)

@@ -51,8 +51,8 @@ def seen_before(ids: torch.Tensor, vocab_size: int, eos_token_id) -> torch.Tenso
     """(T, V) bool: row i marks the tokens of ids[0..i], as `model.sampling.seen_tokens` marks a prompt that ends at
     token i (every later position of row i repeats ids[0], a token of that prefix already)."""
     T = ids.numel()
-    lower = torch.ones(T, T, dtype=torch.bool, device=ids.device).tril()
-    prefixes = torch.where(lower, ids, ids[0])  # (T, T): row i is ids[:i+1]
+    below = torch.ones(T, T, dtype=torch.bool, device=ids.device).tril()  # on ids' device: torch.where mixes none
+    prefixes = torch.where(below, ids, ids[0])  # (T, T): row i is ids[:i+1]
     return seen_tokens(prefixes, vocab_size, eos_token_id)
 
 
