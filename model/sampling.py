@@ -112,18 +112,29 @@ class Sampling:
             raise ModelInputError(f"seed {self.seed} must be between 0 and {MAX_SEED}")
 
 
-def choose_next(logits, temperature=1.0, top_k=None, top_p=None, generator=None, same_race: bool = False):
+def choose_next(logits, temperature=1.0, top_k=None, top_p=None, generator=None, same_race: bool = False,
+                finite=None):
     """(B, V) logits -> (B,) token ids: argmax if temperature is 0, else a filtered sample (`draw`, with its
     `same_race`). A NaN or +inf logit (weights that overflow in their dtype) raises ModelInputError, not a sample
-    of NaNs; -inf is a token filtered out."""
+    of NaNs; -inf is a token filtered out. `finite`: a bool tensor on the logits' device that takes the check
+    instead (`&=`, no host sync), for the caller to look at when it chooses (`check_finite`)."""
     top = logits.max(dim=-1, keepdim=True)  # one pass for the checks, greedy decoding and the shift below
-    if not bool(top.values.isfinite().all()):  # a NaN anywhere in a row is its max, and so is +inf
-        raise ModelInputError("the model's logits hold NaN or inf at this step (its weights overflow in "
-                              f"{str(logits.dtype).removeprefix('torch.')}); use other weights or another dtype")
+    ok = top.values.isfinite().all()  # a NaN anywhere in a row is its max, and so is +inf
+    if finite is None:
+        check_finite(ok, logits.dtype)
+    else:
+        finite &= ok
     if temperature == 0:  # max's kernel is ~2x argmax's on CPU; both return the first maximum's index
         return top.indices.squeeze(1)
     probs = sampling_probs(logits, temperature, top_k, top_p, top.values)  # (B, V)
     return draw(probs, generator, same_race)  # (B,)
+
+
+def check_finite(finite, dtype) -> None:
+    """ModelInputError unless `finite` (a bool tensor: every logit so far finite) holds: one host sync."""
+    if not bool(finite):
+        raise ModelInputError("the model's logits hold NaN or inf at this step (its weights overflow in "
+                              f"{str(dtype).removeprefix('torch.')}); use other weights or another dtype")
 
 
 def draw(probs, generator=None, same_race: bool = False):
@@ -199,6 +210,10 @@ def decode(model, idx, max_new_tokens, sampling: Sampling, generator, attention)
     out[:, :T] = idx
     seen = seen_tokens(idx, model.config.vocab_size, eos_token_id) if repetition_penalty != 1 else None
     done = torch.zeros(B, dtype=torch.bool, device=idx.device) if eos_token_id is not None else None
+    # a host sync stalls a GPU's queue of kernels: there the checks wait 16 steps (rows that ended meanwhile keep
+    # emitting eos); a CPU has no queue to stall, and checks every step
+    sync_every = 1 if idx.device.type == "cpu" else 16
+    finite = torch.ones((), dtype=torch.bool, device=idx.device)
     recording = attention is not None  # recording needs the explicit path of the model's own blocks
     n = T
     start = window_start(0, n, block_size)
@@ -215,7 +230,7 @@ def decode(model, idx, max_new_tokens, sampling: Sampling, generator, attention)
         else:
             logits = model(fresh if use_cache else out[:, start:n], kv_cache=cache)[0][:, -1]  # (B, V)
         scores = penalize_repetition(logits, seen, repetition_penalty) if seen is not None else logits
-        column = choose_next(scores, temperature, top_k, top_p, generator)  # (B,)
+        column = choose_next(scores, temperature, top_k, top_p, generator, finite=finite)  # (B,)
         if done is not None:  # finished rows keep emitting eos
             column = column.masked_fill(done, eos_token_id)
             done |= column == eos_token_id
@@ -232,7 +247,10 @@ def decode(model, idx, max_new_tokens, sampling: Sampling, generator, attention)
             fresh = out[:, start:n]  # (B, block_size // 2)
             if use_cache:
                 cache.reset()
-        if done is not None and bool(done.all()):  # the one host sync per step, only with an eos
+        synced = (n - T) % sync_every == 0 or n - T == max_new_tokens  # a GPU runs ahead between two looks
+        if synced:
+            check_finite(finite, logits.dtype)
+        if synced and done is not None and bool(done.all()):  # with an eos: whether every row has ended
             break
     if recording and n > T:  # the last token's own row
         record()

@@ -4,6 +4,7 @@ eos.
 python -m pytest tests/test_sampling.py -q
 """
 
+import contextlib
 import math
 
 import pytest
@@ -323,3 +324,24 @@ def test_recorded_attention_past_block_size_follows_the_window_restart():
         k = maps.size(-1)
         torch.testing.assert_close(maps[..., -1, :], window[..., k - 1, :k], atol=1e-6, rtol=0)
     assert recorded[12][1].shape[-2:] == (8, 8) and recorded[-1][1].size(-1) == 10  # the last token's row too
+
+
+@pytest.mark.parametrize("on_gpu", [False, True])
+def test_a_gpu_decoding_looks_at_its_checks_every_16_steps_and_a_cpu_every_step(monkeypatch, on_gpu):
+    """The finite-logits check and the eos check are host syncs: on a GPU (a stand-in, tests/fake_device.py) they
+    wait for steps 16, 32, ... and the last; a NaN still ends the decoding with its one line."""
+    from model import sampling
+    from tests.fake_device import stand_in_cuda
+
+    looks = []
+    check = sampling.check_finite
+    monkeypatch.setattr(sampling, "check_finite", lambda ok, dtype: looks.append(1) or check(ok, dtype))
+    with stand_in_cuda() if on_gpu else contextlib.nullcontext():
+        model = tiny_model().to("cuda" if on_gpu else "cpu")
+        idx = torch.zeros(1, 5, dtype=torch.long, device=model.tok_emb.weight.device)
+        generate(model, idx, 40, temperature=0)
+        assert len(looks) == (3 if on_gpu else 40)  # steps 16, 32 and 40
+        with torch.no_grad():
+            model.lm_head.weight[3] = float("nan")
+        with pytest.raises(ModelInputError, match="NaN or inf"):
+            generate(model, idx, 40, temperature=0)
