@@ -16,10 +16,11 @@ decode(encode(s)) == NFC(s) for every string, as for syllables.
 
 Both directions are plain `Replace` steps, so tokenizer.json stays a standard file that `tokenizers` and
 transformers load as it is (neither has a normalizer or decoder that splits or joins Hangul alone). The split is
-68 steps that each insert a jamo in front of the syllables it belongs to (a lookahead matches the empty string
-there: 19 초성, 21 중성 and 27 종성 classes), then one that drops the syllables: an encoding about 30 times
-slower than NFC alone (5 s per million syllables on one core). The join needs one step per syllable, as a
-decoder step writes fixed text: 11,172 steps (about 3 ms per decode call, 0.9 MB of tokenizer.json).
+67 steps that each insert a jamo in front of the syllables it belongs to (a lookahead matches the empty string
+there: 19 초성, 21 중성 and 27 종성 classes of syllables), then one that drops the syllables; through them an
+encoding takes about 5 s per million syllables on one core, so data/prepare.py does the same work with `split`
+(docs/units.md). The join needs one step per syllable, as a decoder step writes fixed text: 11,172 steps (about
+3 ms per decode call; 1.7 MB of tokenizer.json).
 """
 
 import re

@@ -13,6 +13,7 @@ and the decoder joins them back: `decode(encode(s)) == NFC(s)` still holds.
     tok = train_tokenizer(["대한민국 헌법", ...], vocab_size=2048, unit="jamo")
     tok.save("tokenizer.json"); tok = load_tokenizer("tokenizer.json")
     tokenizer_hash(tok), special_ids(tok)
+    bare, normalize = fast_encoder(tok); bare.encode(normalize(text)).ids == tok.encode(text).ids
 
 `load_tokenizer` is the one way in for every tokenizer.json (a run's, a checkpoint's, an imported model's),
 and `tokenizer_hash` the one digest that the data cache, checkpoints and resumes compare.
