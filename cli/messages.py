@@ -461,6 +461,8 @@ MESSAGES: dict[str, tuple[str, str]] = {
     "train.tokenizer": ("  tokenizer: vocab size {V}{note} -> {path}", "  토크나이저: 어휘 크기 {V}{note} -> {path}"),
     "train.tokenizer_fewer": (" (of {asked} asked: the corpus has no more merges)",
                               " (요청한 {asked}개 중: 코퍼스에 merge가 더 없습니다)"),
+    "train.tokenizer_jamo": (", BPE over jamo (초성·중성·종성, data.unit = \"jamo\")",
+                             ", 자모(초성·중성·종성) 단위 BPE (data.unit = \"jamo\")"),
     "train.tokenizer_from": (" (from {origin}, documents separated by {eot})", " ({origin}의 것, 문서 구분: {eot})"),
     "train.summary": ("{params}M parameters on {device}, {precision}, compile {compile}, {world} process(es), "
                       "{tokens} tokens/step{resuming}",

@@ -1,4 +1,4 @@
-"""The `[data]` table of a run config: which corpus to read, how to split it, how big a vocabulary.
+"""The `[data]` table of a run config: which corpus to read, how to split it, what BPE starts from, how big a vocabulary.
 
     DataConfig(source="texts/", vocab_size="auto")      # checked when made; bad values raise DataError
 
@@ -15,6 +15,8 @@ class DataError(UserError):
     """A corpus, tokenizer or data setting the user has to fix; the message says what to do."""
 
 
+# data.unit: what BPE starts from: whole Hangul syllables, or their jamo (data/jamo.py)
+UNITS = ("syllables", "jamo")
 # data.vocab_size = "auto": the vocabulary grows with the training text, (characters below, size), as measured
 # in docs/recipe.md; the rule stops at the largest size measured.
 VOCAB_STEPS = ((300_000, 2048),)
@@ -39,6 +41,7 @@ class DataConfig:
     hf_config: str = ""  # the data set configuration name of an hf: source
     hf_split: str = "train"
     vocab_size: int | str = 2048  # "auto": by the corpus's size (data.config.auto_vocab_size)
+    unit: str = "syllables"  # what BPE starts from: "syllables" (NFC characters) or "jamo" (초성·중성·종성)
     tokenizer: str = ""  # empty: train a BPE; else a checkpoint or Hugging Face GPT-2 dir whose tokenizer to use
     cache_dir: str = "data/cache"
 
@@ -51,6 +54,9 @@ class DataConfig:
                             int | str: (int, 'an integer or "auto"')}[f.type]
             if isinstance(value, bool) or not isinstance(value, wanted):
                 raise DataError(f"data.{f.name} must be {kind}, got {value!r}; fix the [data] table or option")
+        if self.unit not in UNITS:
+            raise DataError(f'data.unit must be "syllables" or "jamo", got {self.unit!r}; "syllables" starts BPE from '
+                            f'whole Hangul syllables, "jamo" from 초성·중성·종성')
         if not self.source:
             raise DataError('data.source is empty; use "builtin", a path or "hf:NAME"')
         if not 0 < self.val_fraction < 1:

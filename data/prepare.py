@@ -24,6 +24,7 @@ import re
 import shutil
 import sys
 import time
+import unicodedata
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
@@ -35,16 +36,19 @@ from cli.messages import messages
 from data.cache import build_dir, cache_problem, file_records, remove_orphans
 from data.config import DataConfig, DataError, auto_vocab_size
 from data.corpora.build import build_corpus, report_line
+from data.jamo import splits_syllables
 from data.sources import Source, open_source
 from data.split import plan_split, split_chunks
-from data.tokenizer import EOT, WORDS, continuation_tokenizer, tokenizer_hash, train_tokenizer
+from data.tokenizer import EOT, WORDS, continuation_tokenizer, fast_encoder, tokenizer_hash, train_tokenizer
 from hf.pretrained import open_pretrained
 from model.errors import UserError
 from storage.atomic import write_failure
 from storage.checkpoint import Pretrained
 from training.config import load_config
 
-FORMAT = 3  # bump when the output of the same inputs changes (2: big files cut before a space; 3: file hashes)
+# bump when the output of the same inputs changes (2: big files cut before a space; 3: file hashes; 4: a split's
+# characters are those of its NFC text, the text the tokenizer reads, whatever the unit)
+FORMAT = 4
 BATCH_CHARS = 1 << 18  # characters encoded per batch: enough for both cores, small enough for memory
 # The BPE trainer needs about 1 KB per distinct word, so it sees an evenly spread sample of this many
 # characters of the training split: memory stays bounded (about 100 MB) however big the corpus is.
@@ -92,7 +96,7 @@ def prepare_sources(cfg: DataConfig, train: Source, val: Source | None = None, v
         settings.pop("val_fraction")
     given = open_pretrained(cfg.tokenizer) if cfg.tokenizer else None
     if given:  # the tokenizer's contents, not where it lies, decide the output
-        del settings["vocab_size"]
+        del settings["vocab_size"], settings["unit"]
         keys = [FORMAT, tokenizer_hash(given.tokenizer), given.eot_token, train.fingerprint, val and val.fingerprint]
     else:
         keys = [FORMAT, WORDS, TOKENIZER_CHARS, train.fingerprint, val and val.fingerprint]
@@ -167,11 +171,12 @@ def build(out: Path, cfg: DataConfig, train: Source, val: Source | None, fingerp
     else:
         with tqdm(total=chars, desc="train tokenizer", unit=" chars", unit_scale=True, disable=quiet) as bar:
             stride = -(-chars // TOKENIZER_CHARS)  # ceil: every chunk while the split fits the budget
-            tok, eot = train_tokenizer(sample_texts(chunks(), stride, bar), cfg.vocab_size), EOT
+            tok, eot = train_tokenizer(sample_texts(chunks(), stride, bar), cfg.vocab_size, cfg.unit), EOT
         tok.save(str(out / "tokenizer.json"))
     meta = {"vocab_size": tok.get_vocab_size(), "dtype": "uint16" if tok.get_vocab_size() <= 1 << 16 else "uint32",
             "eot_id": tok.token_to_id(eot), "eot_token": eot, "splits": {}, "source_fingerprint": fingerprint,
-            "tokenizer_hash": tokenizer_hash(tok), "data": asdict(cfg), "format": FORMAT}
+            "tokenizer_hash": tokenizer_hash(tok), "unit": "jamo" if splits_syllables(tok) else "syllables",
+            "data": asdict(cfg), "format": FORMAT}
     if given:
         meta["tokenizer_from"] = given.origin
     tok.encode_special_tokens = True  # a literal "<|endoftext|>" (or "</s>") in the corpus stays text
@@ -197,10 +202,11 @@ def write_shard(tok, eot: int, chunks, path: Path, dtype: str, bar: tqdm) -> dic
     """Encode `(starts_document, text)` chunks batch by batch, appending the ids to `path`, each document
     after the `eot` id."""
     stats = {"documents": 0, "chars": 0, "bytes": 0, "tokens": 0}
+    tok, normalize = fast_encoder(tok)  # our tokenizers' normalizer done in Python, faster
     inner = continuation_tokenizer(tok)  # a chunk inside a document gets no word-start marker of its own
     with open(path, "wb") as f:
         for batch in batches(chunks, BATCH_CHARS):
-            texts = [text for _, text in batch]
+            texts = [normalize(text) for _, text in batch] if normalize else [text for _, text in batch]
             encodings = tok.encode_batch_fast(texts, add_special_tokens=False)
             if inner is not tok:  # encode the chunks that continue a document again, without the marker
                 middle = [i for i, (first, _) in enumerate(batch) if not first]
@@ -213,7 +219,7 @@ def write_shard(tok, eot: int, chunks, path: Path, dtype: str, bar: tqdm) -> dic
                     ids.append(eot)
                 ids.extend(enc.ids)
                 stats["documents"] += first
-                stats["chars"] += len(text)
+                stats["chars"] += len(unicodedata.normalize("NFC", text))  # bits/char: the same count for every unit
                 stats["bytes"] += len(text.encode("utf-8"))
                 bar.update(len(text))
             f.write(np.asarray(ids, dtype=dtype).tobytes())
@@ -248,6 +254,8 @@ def report(out: Path, meta: dict, name: str, reused: bool, seconds: float, lang:
                   tokens=f"{s['tokens']:,}", cpt=f"{s['chars'] / max(s['tokens'], 1):.2f}", path=out / (part + ".bin")))
     asked = meta["data"]["vocab_size"]  # a number, unless a given tokenizer made it moot
     note = say("train.tokenizer_fewer", asked=f"{asked:,}") if meta["vocab_size"] < asked else ""
+    if meta.get("unit") == "jamo":
+        note += say("train.tokenizer_jamo")
     if "tokenizer_from" in meta:
         note = say("train.tokenizer_from", origin=meta["tokenizer_from"], eot=meta["eot_token"])
     print(say("train.tokenizer", V=f"{meta['vocab_size']:,}", note=note, path=out / "tokenizer.json"))

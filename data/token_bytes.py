@@ -6,12 +6,18 @@
 A token of our byte-fallback BPE is either a run of whole characters (spaces kept literally) or one raw
 byte written `<0xNN>`. Imported tokenizers spell their pieces otherwise: KoGPT2's `▁대한` (Metaspace) is
 " 대한", GPT-2's byte-level `ĠëĮĢ` is the bytes " \\xeb\\x8c\\x80" (" 대"). Special tokens stand for no bytes.
+
+A jamo tokenizer's pieces (data.unit = "jamo") stand for their conjoining jamo as they are: the piece 각
+written \\u1100\\u1161\\u11a8 is those three characters' bytes. Its decoder joins jamo into syllables across pieces,
+which no piece alone can do, so a reader of these bytes joins them as the decoder does (data.jamo.compose,
+data.jamo.Composing).
 """
 
 import json
 import re
 from collections.abc import Callable
 
+from data.jamo import compose
 from data.tokenizer import special_ids
 
 BYTE_TOKEN = re.compile(r"<0x([0-9A-Fa-f]{2})>")
@@ -31,6 +37,11 @@ def byte_level_alphabet() -> dict[str, int]:
     return {chr(b): b for b in printable} | {chr(0x100 + i): b for i, b in enumerate(others)}
 
 
+def joins_jamo(pattern: str, content: str) -> bool:
+    """Whether a decoder's Replace step is a jamo tokenizer's joining of one syllable (data.jamo.compose_rules)."""
+    return len(content) == 1 and compose(pattern) == content != pattern
+
+
 def piece_reader(tokenizer) -> Callable[[str], bytes]:
     """A function from a vocabulary piece to the bytes it stands for, read off the tokenizer's decoder."""
     decoder = json.loads(tokenizer.to_str()).get("decoder") or {}
@@ -41,7 +52,8 @@ def piece_reader(tokenizer) -> Callable[[str], bytes]:
     # Metaspace writes a space as its replacement (▁); a sentencepiece-style Replace rule does the same
     swaps = [(step["replacement"], " ") for step in steps if step.get("type") == "Metaspace"]
     swaps += [(step["pattern"]["String"], step["content"]) for step in steps
-              if step.get("type") == "Replace" and "String" in step.get("pattern", {})]  # fmt: skip
+              if step.get("type") == "Replace" and "String" in step.get("pattern", {})
+              and not joins_jamo(step["pattern"]["String"], step["content"])]  # fmt: skip
 
     def read(piece: str) -> bytes:
         byte = byte_of_token(piece)

@@ -6,7 +6,9 @@
 
 A byte-fallback token can carry a single byte of a multi-byte character (a rare syllable becomes
 three `<0xNN>` tokens), so each sample has an incremental UTF-8 decoder: a piece holds exactly the
-characters completed by its token, never half of one (no U+FFFD while the character is unfinished).
+characters completed by its token, never half of one (no U+FFFD while the character is unfinished). A jamo
+tokenizer's tokens (data.unit = "jamo") hold 초성, 중성 and 종성, so the syllables are joined as its decoder
+joins them, each once no later token can add to it (data.jamo.Composing).
 """
 
 import codecs
@@ -15,6 +17,7 @@ from dataclasses import replace
 
 import torch
 
+from data.jamo import Composing, splits_syllables
 from inference.runs import Run, need_run
 from model import ModelInputError
 from model.arguments import need_int, need_token_ids, need_type
@@ -25,19 +28,22 @@ MAX_SAMPLES = 4096  # rows decoded together; more is no batch anyone reads, and 
 
 
 class Utf8Stream:
-    """Token ids in, completed characters out."""
+    """Token ids in, completed characters out (with `jamo`: completed syllables)."""
 
-    def __init__(self, token_bytes: list[bytes]):
+    def __init__(self, token_bytes: list[bytes], jamo: bool = False):
         self.token_bytes = token_bytes
         self.decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        self.syllables = Composing() if jamo else None
 
     def push(self, token_id: int) -> str:
         """The characters this token completes ("" while a character is still unfinished)."""
-        return self.decoder.decode(self.token_bytes[token_id])
+        text = self.decoder.decode(self.token_bytes[token_id])
+        return self.syllables.push(text) if self.syllables else text
 
     def flush(self) -> str:
         """Whatever is left at the end: U+FFFD for bytes that never formed a character."""
-        return self.decoder.decode(b"", final=True)
+        text = self.decoder.decode(b"", final=True)
+        return self.syllables.push(text, final=True) if self.syllables else text
 
 
 def check_batch(max_new_tokens: int, num_samples: int) -> tuple[int, int]:
@@ -74,7 +80,8 @@ def stream_text(run: Run, prompt: str | list[int], max_new_tokens: int = 200, nu
     ids = run.encode_prompt(prompt) if isinstance(prompt, str) else prompt
     idx = torch.tensor([ids], dtype=torch.long, device=run.device).expand(num_samples, -1)  # (B, T), one row stored
     columns = stream(run.model, idx, max_new_tokens, sampling, attention=attention)
-    return pieces_of(columns, [Utf8Stream(run.token_bytes) for _ in range(num_samples)])
+    jamo = splits_syllables(run.tokenizer)
+    return pieces_of(columns, [Utf8Stream(run.token_bytes, jamo) for _ in range(num_samples)])
 
 
 def pieces_of(columns, decoders: list[Utf8Stream]) -> Iterator[tuple[list[int], list[str]]]:

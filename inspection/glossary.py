@@ -17,6 +17,16 @@ GLOSSARY: list[tuple[str, str, str]] = [
      "start of a word, and 법률 without it continues the word before. A newline shows as ↵.",
      "토큰 라벨에서 단어의 시작을 나타내는 표시입니다. 공백으로 시작하는 토큰은 그 공백을 ␣로 보여 주므로, ␣법률은 "
      "단어 첫머리의 법률이고 ␣ 없는 법률은 앞 글자에 붙어 단어를 이어 가는 조각입니다. 줄바꿈은 ↵로 보입니다."),
+    ("jamo token",
+     "With data.unit = \"jamo\" BPE starts from the letters of each Hangul syllable (initial consonant, vowel, final "
+     "consonant) instead of whole syllables, and learns syllables and longer pieces as its merges. A label shows "
+     "the syllables a token holds whole; the letters of a syllable it holds only part of show as ㄱ, ㅏ with a "
+     "hyphen on the side where the rest of that syllable is: -ㄴ is a final consonant whose syllable began in the "
+     "token before, ㄱ- an initial consonant whose vowel comes in the next token.",
+     "자모 단위 run에서는 BPE가 음절 대신 음절을 이루는 초성, 중성, 종성에서 시작해, 음절과 더 긴 조각을 합쳐 가며 "
+     "배웁니다. 토큰 라벨은 토큰이 통째로 가진 음절은 음절로 보여 주고, 일부만 가진 음절의 자모는 ㄱ, ㅏ 같은 글자로 "
+     "쓰되 그 음절의 나머지가 있는 쪽에 하이픈을 붙입니다: -ㄴ은 앞 토큰에서 시작한 음절의 종성이고, ㄱ-은 중성이 다음 "
+     "토큰에 오는 초성입니다."),
     ("token id / embedding",
      "The tokenizer gives every token an integer id. Its embedding is row id of tok_emb (vocab_size x n_embd), a "
      "learned vector of n_embd numbers; lm_head, which turns the last residual stream into logits, shares that "

@@ -13,19 +13,37 @@ Imported tokenizers spell their pieces otherwise; a label is made from the bytes
 (data/token_bytes.py), so KoGPT2's `▁대한` reads "␣대한" too. A piece whose bytes end inside a character
 shows the stray bytes as `<0xNN>`: "␣<0xEB><0x8C>".
 
+A token of a jamo tokenizer (data.unit = "jamo") holds 초성, 중성 and 종성 (conjoining jamo, U+1100..): the
+syllables it holds whole are shown as syllables, and the jamo of a syllable it holds only part of as the letters
+ㄱ, ㅏ (compatibility jamo), with a hyphen on the side where the rest of that syllable is, in another token:
+
+    ᄀ ᅡ ᆫ ᄃ ᅡ    -> "간다"     whole syllables
+    ᆫ ᄃ ᅡ         -> "-ㄴ다"    a 종성 whose syllable began in the token before, then 다
+    ᄒ ᅡ ᆫ ᄀ      -> "한ㄱ-"    a 초성 whose 중성 comes in the next token
+    ᅡ ᆫ           -> "-ㅏㄴ"    a 중성 and 종성 after a 초성 in the token before
 A terminal's monospace font gives a Hangul syllable (or another wide character) two columns, so the widths of the
 tables every view prints are counted in columns, not characters (`display_width`).
 """
 
+import re
 import unicodedata
+from functools import cache
 
 import numpy as np
 
+from data.jamo import compose
 from data.token_bytes import byte_of_token, piece_reader
 from data.tokenizer import special_ids
 from model.arguments import need_int, need_labels, need_maps
 
 VISIBLE = {" ": "␣", "\n": "↵", "\t": "⇥", "\r": "␍"}
+# Conjoining jamo, modern and old (Hangul Jamo and its Extended-A and -B blocks): 초성, 중성, 종성; a run of them,
+# and a syllable no precomposed character holds (old Hangul: 초성 + 중성 + 종성, which a font draws as one)
+INITIAL, MEDIAL, FINAL = "\u1100-\u115f\ua960-\ua97f", "\u1160-\u11a7\ud7b0-\ud7c6", "\u11a8-\u11ff\ud7cb-\ud7fb"
+JAMO_RUN = re.compile(f"[{INITIAL}{MEDIAL}{FINAL}]+")
+OLD_SYLLABLE = re.compile(f"([{INITIAL}]+[{MEDIAL}]+[{FINAL}]*)")
+STRAY = re.compile("([\udc80-\udcff])")  # a byte that is no character's, as surrogateescape decodes it
+PART = "-"  # the side of a partial syllable where the rest of it is
 # Control, format, separator, private-use, surrogate and unassigned characters have no glyph of their own.
 INVISIBLE_CATEGORIES = {"Cc", "Cf", "Cs", "Co", "Cn", "Zs", "Zl", "Zp"}
 
@@ -39,17 +57,49 @@ def char_label(ch: str) -> str:
     return ch
 
 
+@cache
+def letter_of(jamo: str) -> str:
+    """A conjoining jamo as its compatibility letter (ᄀ and ᆨ -> ㄱ, ᅡ -> ㅏ), or `<U+XXXX>` for one without."""
+    name = unicodedata.name(jamo, "")
+    letter = re.sub("^HANGUL (CHOSEONG|JUNGSEONG|JONGSEONG) ", "HANGUL LETTER ", name)
+    try:
+        return unicodedata.lookup(letter) if letter != name else f"<U+{ord(jamo):04X}>"
+    except KeyError:  # an old jamo with no letter of its own, or a filler
+        return f"<U+{ord(jamo):04X}>"
+
+
+def partial_label(jamo: str) -> str:
+    """Jamo of one syllable that a token holds only part of, as letters marked on the side of the rest."""
+    before = PART if re.match(f"[{MEDIAL}{FINAL}]", jamo) else ""  # a 중성 or 종성 first: its 초성 came before
+    after = PART if re.match(f"[{INITIAL}]", jamo[-1]) else ""  # a 초성 last: its 중성 comes after
+    return before + "".join(letter_of(ch) for ch in jamo) + after
+
+
+def jamo_label(run: str) -> str:
+    """A run of conjoining jamo left over once the modern syllables are joined: old syllables as they are, the
+    parts of syllables as `partial_label`s (see the module docstring)."""
+    parts = OLD_SYLLABLE.split(run)  # partial, syllable, partial, ..., partial
+    return "".join(part if k % 2 else partial_label(part) for k, part in enumerate(parts) if part)
+
+
+def text_label(text: str) -> str:
+    """Text made visible: syllables joined from their jamo, partial ones marked (`jamo_label`), `char_label`."""
+    text = JAMO_RUN.sub(lambda m: jamo_label(m.group()), compose(text))
+    return "".join(char_label(ch) for ch in text)
+
+
 def token_label(piece: str) -> str:
     """The readable label of one vocabulary piece (as `Tokenizer.id_to_token` returns it)."""
     if byte_of_token(piece) is not None:
         return piece.upper().replace("0X", "0x")
-    return "".join(char_label(ch) for ch in piece)
+    return text_label(piece)
 
 
 def bytes_label(data: bytes) -> str:
-    """The characters of `data` made visible (see `char_label`), bytes outside a whole character as <0xNN>."""
+    """The characters of `data` made visible (see `text_label`), bytes outside a whole character as <0xNN>."""
     text = data.decode("utf-8", errors="surrogateescape")  # a stray byte b becomes U+DC00 + b
-    return "".join(f"<0x{ord(ch) - 0xDC00:02X}>" if "\udc80" <= ch <= "\udcff" else char_label(ch) for ch in text)
+    return "".join(f"<0x{ord(part) - 0xDC00:02X}>" if STRAY.fullmatch(part) else text_label(part)
+                   for part in STRAY.split(text))
 
 
 def token_pieces(tokenizer, ids) -> list[str]:

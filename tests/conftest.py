@@ -143,9 +143,16 @@ def look_at(model, ids, labels=None, query=-1, off=None):
     from inspection.trace import trace_ids
     from inspection.views import Look
 
+    from inspection.views.words import label_bytes
+
     trace = trace_ids(model, ids, off)
-    return Look(toy_run(model), list(ids), labels or [f"t{i}" for i in ids], trace, trace.att, None,
-                query % len(ids), lambda i: f"t{i}")
+    run = toy_run(model)
+    if labels:  # the bytes of a token are what its label shows (an id given twice with two labels: the last)
+        run._token_bytes = list(run.token_bytes)
+        for i, label in zip(ids, labels):
+            run._token_bytes[i] = label_bytes(label)
+    return Look(run, list(ids), labels or [f"t{i}" for i in ids], trace, trace.att, None, query % len(ids),
+                lambda i: f"t{i}")
 
 
 V, P = 8, 16  # vocabulary (token 0 is the end of text) and block size of the hand-built model

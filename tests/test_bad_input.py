@@ -139,6 +139,7 @@ CASES = [
     (T, ["--train.warmup_steps=auto"], "train.warmup_steps = 'auto' must be an integer"),
     (T, ["--model.n_layer=auto"], "model.n_layer = 'auto' must be an integer"),
     (T, ["--data.vocab_size=many"], 'data.vocab_size must be an integer or "auto"'),
+    (T, ["--data.unit=letters"], 'data.unit must be "syllables" or "jamo", got \'letters\''),
     (T, ["--model.n_layer=-1"], "model.n_layer = -1 must be a positive integer"),
     (T, ["--model.dropout=1.5"], "model.dropout = 1.5 must be a number in [0, 1)"),
     (T, ["--train.device=tpu"], 'train.device = "tpu" is not one of'),
@@ -202,6 +203,7 @@ CASES = [
     (P, ["--data.vocab_size=big"], "data.vocab_size must be an integer"),
     (P, ["--data.val_fraction=2"], "data.val_fraction must be between 0 and 1"),
     (P, ["--data.encoding=klingon"], "unknown data.encoding 'klingon'"),
+    (P, ["--data.unit=Jamo"], 'data.unit must be "syllables" or "jamo", got \'Jamo\''),
     (P, ["--data.text_field=5"], "data.text_field = 5 must be a string"),
     (P, ["--bogus"], "bad option '--bogus'"),
     # python -m hf.export_gpt2

@@ -245,6 +245,25 @@ def test_pipeline_continues_like_our_greedy_decoding(exported, tok):
     assert got == prompt + tok.decode(expected.tolist())
 
 
+def test_a_jamo_run_exports_to_the_same_ids_logits_and_nfc_text_in_transformers(tmp_path):
+    """data.unit = "jamo": the tokenizer.json that splits syllables and joins them back loads in transformers as it
+    is, encodes to our ids and decodes to the NFC text; the model gives our logits."""
+    jamo = train_tokenizer(DOCS, vocab_size=400, unit="jamo")
+    run = save_run(trained_model(jamo), jamo, tmp_path / "run")
+    out = export(run, tmp_path / "hf")
+    hf_tok = transformers.AutoTokenizer.from_pretrained(out)
+    for text in PROBES:
+        ids = jamo.encode(text).ids
+        assert hf_tok(text)["input_ids"] == ids
+        assert hf_tok.decode(ids) == unicodedata.normalize("NFC", text)
+    assert hf_tok.convert_ids_to_tokens(jamo.encode("국").ids) == ["\u1100\u116e\u11a8"]  # pieces of jamo
+    hf, _, messages = load_hf(out, attn_implementation="eager")
+    assert messages == []
+    idx = probe_ids(jamo)
+    with torch.no_grad():
+        torch.testing.assert_close(hf(idx).logits, load_model(run)(idx, all_logits=True)[0], atol=1e-4, rtol=0)
+
+
 def test_bias_false_exports_zero_biases(tok):
     model = random_model(tok, bias=False)
     tensors = gpt2_weights(model)

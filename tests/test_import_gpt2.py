@@ -121,6 +121,23 @@ def test_import_then_export_gives_back_the_original_tensors(imported, tmp_path):
     assert special["eos_token"] == eot_of(kind)[0]
 
 
+def test_a_jamo_run_comes_back_from_its_export_with_equal_logits(tmp_path):
+    """data.unit = "jamo": exported, then imported, the checkpoint computes the same logits with the same tokenizer."""
+    from data.tokenizer import train_tokenizer
+    from tests.test_export_gpt2 import DOCS, PROBES, random_model, save_run
+
+    jamo = train_tokenizer(DOCS, vocab_size=400, unit="jamo")
+    run = save_run(random_model(jamo), jamo, tmp_path / "run")
+    export(run, tmp_path / "hf")
+    assert main([str(tmp_path / "hf"), str(tmp_path / "back")]) == 0
+    back = Tokenizer.from_file(str(tmp_path / "back" / "tokenizer.json"))
+    assert tokenizer_hash(back) == tokenizer_hash(jamo)
+    idx = torch.tensor([jamo.encode(" ".join(PROBES)).ids[:16]])  # (1, 16)
+    expected, _ = load_model(run)(idx, all_logits=True)
+    got, _ = load_model(tmp_path / "back")(idx, all_logits=True)
+    assert idx.size(1) == 16 and torch.equal(got, expected)
+
+
 @pytest.fixture(scope="module")
 def tok():
     return metaspace_tokenizer()

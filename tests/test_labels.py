@@ -24,9 +24,33 @@ from tests.tiny_hf import PROMPT, byte_level_tokenizer, metaspace_tokenizer
     ("\u200b", "<U+200B>"),
     ("\u00a0", "<U+00A0>"),
     ("<|endoftext|>", "<|endoftext|>"),
+    # jamo (data.unit = "jamo"): whole syllables joined, the jamo of a partial one as letters marked on the side
+    # where the rest of the syllable is; compatibility jamo and old syllables as they are
+    ("\u1100\u1161\u11ab\u1103\u1161", "간다"),
+    (" \u1103\u1162\u1112\u1161\u11ab", "␣대한"),
+    ("\u11ab\u1103\u1161", "-ㄴ다"),  # a 종성 whose syllable began in the token before
+    ("\u1112\u1161\u11ab\u1100", "한ㄱ-"),  # a 초성 whose 중성 comes in the next token
+    ("\u1161\u11ab", "-ㅏㄴ"),
+    ("\u11a8", "-ㄱ"),
+    (" \u1100", "␣ㄱ-"),
+    ("\u11aa\u11c2", "-ㄳㅎ"),
+    ("ㅋㅋ", "ㅋㅋ"),
+    ("\u1112\u119e\u11ab", "\u1112\u119e\u11ab"),  # 아래아: no precomposed syllable, a font draws it whole
+    ("\u115f", "<U+115F>-"),  # the 초성 filler has no letter
 ])
 def test_token_label(piece, label):
     assert token_label(piece) == label
+
+
+def test_jamo_labels_through_the_tokenizer():
+    from data.tokenizer import train_tokenizer
+
+    tok = train_tokenizer(["대한민국은 민주공화국이다. 대한민국의 주권은 국민에게 있다."] * 3, 300, unit="jamo")
+    ids = tok.encode(" 대한민국은 국민").ids
+    assert [tok.id_to_token(i) for i in ids] == [" \u1103\u1162\u1112\u1161\u11ab\u1106\u1175\u11ab\u1100\u116e\u11a8\u110b",
+                                             "\u1173\u11ab", " \u1100\u116e\u11a8", "\u1106\u1175\u11ab"]  # fmt: skip
+    assert token_labels(tok, ids) == ["␣대한민국ㅇ-", "-ㅡㄴ", "␣국", "민"]  # 은 is cut after its 초성
+    assert bytes_label("\u1100\u1161".encode() + b"\xea") == "가<0xEA>"
 
 
 def test_byte_level_pieces_read_back_as_bytes():

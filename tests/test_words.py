@@ -108,7 +108,7 @@ def test_the_page_s_switch_reads_the_maps_by_word_in_both_languages(tmp_path, br
     """The switch swaps the token line for the words and every map for Python's word-level one; off again, the
     tokens come back; the hint says what is summed and averaged, in the language shown."""
     model = biased_model(2)
-    ids = [0, 5, 17, 3, 42, 17, 9]
+    ids = [0, 5, 17, 3, 42, 18, 9]
     labels = ["<|endoftext|>", "대한", "민국", "␣국회", "는", "␣법률", "을"]
     trace = trace_ids(model, ids)
     words = word_spans(labels)
@@ -128,3 +128,13 @@ def test_the_page_s_switch_reads_the_maps_by_word_in_both_languages(tmp_path, br
     page.evaluate("{ const w = document.getElementById('words'); w.checked = false; w.dispatchEvent(new Event('change')) }")
     assert page.texts("#tokens .t") == labels
     assert page.problems() == ([], "")
+
+
+def test_a_word_cut_between_jamo_tokens_reads_as_its_syllables():
+    """data.unit = "jamo": a syllable split across tokens (labels "␣ㄸ-", "-ㅗㅁ방") is whole in its word's label, made from
+    the tokens' bytes."""
+    import unicodedata
+
+    pieces = [unicodedata.normalize("NFD", " 또")[:2].encode(), unicodedata.normalize("NFD", "똠방").encode()[3:]]
+    assert b"".join(pieces).decode() == unicodedata.normalize("NFD", " 똠방")
+    assert word_labels(["␣ㄸ-", "-ㅗㅁ방"], [[0, 1]], pieces) == ["␣똠방"]

@@ -133,11 +133,13 @@ def word_role_sums(maps: torch.Tensor, starts: torch.Tensor) -> dict[str, tuple[
     return sums
 
 
-def word_labels(labels: list[str], words: list[list[int]]) -> list[str]:
-    """Each word's label: its tokens' bytes decoded together and made visible (`bytes_label`), so a syllable that fell
-    back to byte pieces reads whole ("␣서<0xEC><0x9A><0xB8>이다" -> "␣서울이다"); a special token's label as it is."""
+def word_labels(labels: list[str], words: list[list[int]], pieces: list[bytes] | None = None) -> list[str]:
+    """Each word's label: its tokens' bytes (`pieces`, each token's; else read back from its label) decoded together
+    and made visible (`bytes_label`), so a syllable that fell back to byte pieces or was cut between jamo tokens reads
+    whole ("␣서<0xEC><0x9A><0xB8>이다" -> "␣서울이다"); a special token's label as it is."""
+    pieces = pieces or [label_bytes(label) for label in labels]
     return ["".join(labels[t] for t in tokens) if any(is_special(labels[t]) for t in tokens)
-            else bytes_label(b"".join(label_bytes(labels[t]) for t in tokens)) for tokens in words]
+            else bytes_label(b"".join(pieces[t] for t in tokens)) for tokens in words]
 
 
 def record(look, settings) -> dict:
@@ -145,7 +147,8 @@ def record(look, settings) -> dict:
     each query word of that head looks ("head"), with settings.explain the query token's attention summed per word
     ("sums", the walkthrough's keys by word)."""
     spans = word_spans(look.labels)
-    found = {"spans": spans, "words": word_labels(list(look.labels), spans), "att": word_maps(look.att, spans),
+    pieces = [look.run.token_bytes[i] for i in look.ids]  # the text's bytes, whatever its tokens' labels show
+    found = {"spans": spans, "words": word_labels(list(look.labels), spans, pieces), "att": word_maps(look.att, spans),
              "head": None if settings.head is None else list(settings.head), "sums": None}
     if settings.explain is not None:
         row = look.att[settings.explain[0], settings.explain[1], look.query]
