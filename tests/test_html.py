@@ -267,7 +267,8 @@ def test_page_steps_through_the_decoding_one_cached_row_at_a_time(tmp_path, brow
     page.click(*page.centre("#step-back"))
     page.click(*page.centre("#step-back"))  # step 2: the cache holds 10 keys, the newest row is token 9
     assert page.evaluate("document.getElementById('step-text').textContent").startswith(
-        f"step 2 of 4: token 9 “{LABELS[9]}” went in, its row attends over the 10 cached keys and chose token 10")
+        f"step 2 of 4: token 9 “{LABELS[9]}” went in; its query, compared with the 10 cached keys, mixed their "
+        "values and chose token 10")
     assert page.evaluate("document.querySelectorAll('#tokens .tok.later').length") == T - 10
     for kind in ("outgoing", "incoming"):  # tokens after the cache's end show no weight
         shown = np.array(page.texts(f"#{kind} .w")).reshape(2, T)
@@ -281,7 +282,7 @@ def test_page_steps_through_the_decoding_one_cached_row_at_a_time(tmp_path, brow
     assert pixel[0] == [250, 250, 250] and pixel[1] != [250, 250, 250]
     page.evaluate("""const s = document.getElementById("step"); s.value = "0"; s.dispatchEvent(new Event("input"));""")
     assert page.evaluate("document.getElementById('step-text').textContent").startswith(
-        "prefill: tokens 0..7 in one forward; the cache holds 8 keys")
+        "prefill: tokens 0..7 in one forward; the cache holds 8 keys and their values")
     assert page.problems() == ([], "")
 
 
