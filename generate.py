@@ -47,7 +47,7 @@ from inspection.attribution import attribute, format_attribution, labels_to_ids,
 from inspection.patching import format_patch, named_patch, patch
 from inspection.plot import draw_patch, save_figure
 from inspection.trace import trace_ids
-from inspection.words import format_word_sums, word_labels, word_maps, word_spans
+from inspection.words import format_word_sums, format_word_top, word_spans
 from cli.messages import LANGUAGES, locale_language, messages
 from model.ablation import ablated, check_heads
 from model.speed.decode_weights import FORMATS
@@ -265,15 +265,14 @@ def inspect_attention(run, ids: list[int], look: Look, sampling: Sampling, recor
         print(say("stats.top", layer=look.head[0], head=look.head[1]))
         print(format_top_attended(maps.head(*look.head), maps.labels))
     if look.head is not None and look.words:
-        print(say("words.top", layer=look.head[0], head=look.head[1]))
-        print(format_top_attended(word_maps(maps.head(*look.head), words), word_labels(maps.labels, words)))
+        print(format_word_top(maps.head(*look.head), maps.labels, words, *look.head, look.lang))
     if look.explain == "path":
         print(format_path(record, query, look.lang))
     elif look.explain:
         layer, h = look.explain
         print(head_walkthrough(run, trace, maps.labels, layer, h, query, look.lang))
         if look.words:
-            print(format_word_sums(maps.head(layer, h)[query], maps.labels, words, look.lang))
+            print(format_word_sums(maps.head(layer, h)[query], query, maps.labels, words, look.lang))
     if why is not None:
         print(format_attribution(why, label, look.lang))
 

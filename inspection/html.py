@@ -32,7 +32,7 @@ from inspection.heads import HeadRoles, roles_record
 from cli.messages import page_messages
 from inspection.plot import korean_font_path
 from inspection.stats import head_stats
-from inspection.words import word_labels, word_maps
+from inspection.words import even_spread, word_labels, word_maps
 from model.sampling import TEMPERATURE
 from storage.atomic import write_text_atomic
 
@@ -196,7 +196,9 @@ def frames_page(frames: list[dict], labels: list[str], title: str, layers: list[
             "messages": page_messages(), "live": views.live, "lens": lens, "path": paths,
             "glossary": [list(entry) for entry in GLOSSARY], "temperature": TEMPERATURE, "why": views.why,
             "patch": views.patch,
-            "words": None if views.words is None else word_labels(list(labels), views.words)}
+            "words": None if views.words is None else word_labels(list(labels), views.words),
+            "word_tokens": None if views.words is None else [len(tokens) for tokens in views.words],
+            "words_even": None if views.words is None else np.round(even_spread(views.words), 6).tolist()}
     # "<" escaped so that no token (say "</script>") can end the script element early.
     payload = json.dumps(data, ensure_ascii=False).replace("<", "\\u003c")
     page = TEMPLATE.read_text(encoding="utf-8")

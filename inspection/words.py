@@ -9,7 +9,10 @@ document begins with is a word of its own. Punctuation written against a word be
 
 The word-level map of a head: for a query word Q and a key word K, the attention of Q's tokens on K's tokens,
 summed over K's tokens (the share of attention the word gets) and averaged over Q's tokens (each query token
-counts once). Each row then sums to 1, as a token's does; the keys after a query token carry 0, as ever.
+counts once). Each row then sums to 1, as a token's does; the keys after a query token carry 0, as ever. A sum
+grows with the word's tokens: attention spread evenly over the keys a query token sees gives a word of 4 tokens
+4 times what it gives a word of 1. So the texts show each word's tokens and its value under that even spread
+(`even_spread`) beside the measured one.
 
 Three role scores read the word structure (inspection/heads.py measures them beside its five), each leaving the
 previous token to the previous-token role (its keys are at least two tokens back, as duplicate-token leaves the
@@ -24,6 +27,7 @@ import numpy as np
 import torch
 
 from cli.messages import messages
+from inspection.labels import display_width, pad
 from model.arguments import ArgumentTypeError, kind, need_maps, need_token_ids, need_type
 
 WORD_START = ("␣", "↵")  # a label that starts a word (inspection/labels.py marks a leading space and newline so)
@@ -98,8 +102,36 @@ def word_labels(labels: list[str], words: list[list[int]]) -> list[str]:
     return ["".join(labels[t] for t in tokens) for tokens in words]
 
 
-def format_word_sums(row: np.ndarray, labels: list[str], words: list[list[int]], lang: str = "en") -> str:
-    """One query token's attention `row` (T,) summed per word, as a line in `lang` (the walkthrough's keys by word)."""
-    parts = [f"{name} {row[tokens].sum():.4f}" for name, tokens in zip(word_labels(labels, words), words)
-             if row[tokens].sum() > 0]
-    return messages(lang)("words.sums", sums=", ".join(parts))
+def even_spread(words: list[list[int]]) -> np.ndarray:
+    """(W, W): the word-level map of attention spread evenly over the keys each query token sees (1 / (q + 1) on
+    each of keys 0..q), the value a word would get for its tokens alone."""
+    T = sum(len(tokens) for tokens in words)
+    even = np.tril(np.ones((T, T))) / np.arange(1, T + 1)[:, None]  # (T, T)
+    return word_maps(even, words)
+
+
+def format_word_top(att: np.ndarray, labels: list[str], words: list[list[int]], layer: int, head: int,
+                    lang: str = "en", k: int = 3) -> str:
+    """One head's map `att` (T, T) by word in `lang`: for each query word the `k` words it attends to most, each
+    with its tokens and its value under an even spread (the --words --head table)."""
+    say, names = messages(lang), word_labels(labels, words)
+    by_word, even = word_maps(att, words), even_spread(words)
+    width = max(display_width(name) for name in names)
+    lines = [say("words.top", layer=layer, head=head)]
+    for q, name in enumerate(names):
+        top = np.argsort(-by_word[q, : q + 1], kind="stable")[:k]
+        targets = "  ".join(say("words.value", word=f"{names[j]}({j})", value=f"{by_word[q, j]:.3f}",
+                                n=len(words[j]), even=f"{even[q, j]:.3f}") for j in top)
+        lines.append(f"{q:>4} {pad(name, width)} -> {targets}")
+    return "\n".join(lines)
+
+
+def format_word_sums(row: np.ndarray, query: int, labels: list[str], words: list[list[int]],
+                     lang: str = "en") -> str:
+    """Query token `query`'s attention `row` (T,) summed per word, as a line in `lang` (the walkthrough's keys by
+    word), each word with its tokens and its value under an even spread over the query's keys 0..query."""
+    say = messages(lang)
+    parts = [say("words.value", word=name, value=f"{row[tokens].sum():.4f}", n=len(tokens),
+                 even=f"{sum(t <= query for t in tokens) / (query + 1):.4f}")
+             for name, tokens in zip(word_labels(labels, words), words) if min(tokens) <= query]
+    return say("words.sums", sums=", ".join(parts))
