@@ -166,7 +166,7 @@ def write_attention(maps: AttentionMaps, out_dir: str | os.PathLike, title: str 
         spans = word_spans(maps.labels)
         by_word, names = word_maps(maps.att, spans), word_labels(maps.labels, spans)
         writers |= {f"layer_{layer}_words.png": functools.partial(save_layer_png, by_word, names, layer, captions,
-                                                                  lang=lang, off=off)
+                                                                  lang=lang, off=off, words=True)
                     for layer in (range(maps.att.shape[0]) if layers is None else layers)}  # fmt: skip
     page = functools.partial(attention_page, maps.att, maps.labels, title, layers=layers, prefill=maps.prefill,
                              lang=lang, views=views)
