@@ -210,7 +210,7 @@ def frames_page(frames: list[dict], labels: list[str], title: str, layers: list[
                            ) + "".join(views.why["labels"].values()) if views.why else ""
     lens_glyphs += "".join(views.patch["corrupt_labels"]) + views.patch["token"] + views.patch["versus"] if views.patch else ""
     font_css = font_face_css("".join(labels) + title + glyphs + lens_glyphs + "한국어" +
-                             "".join(ko for _, ko in data["messages"].values()) + "".join(ko for _, _, ko in GLOSSARY))
+                             "".join(ko for _, ko in data["messages"].values()) + "".join(name + ko for _, name, _, ko in GLOSSARY))
     fields = {"FONT_CSS": font_css, "TITLE": html.escape(title), "DATA": payload, "SCRIPT": script}
     # one pass over the template, so a title or token that spells a placeholder stays text
     return re.sub(r"__(FONT_CSS|TITLE|DATA|SCRIPT)__", lambda m: fields[m.group(1)], page)

@@ -252,6 +252,9 @@ def test_every_korean_text_of_the_page_is_drawn_with_its_embedded_font(tmp_path,
                    "#layer=1&head=1&focus=6&explain=1&lang=ko")
     page.evaluate("document.getElementById('glossary').open = true")
     assert page.texts("#path th") and page.texts("#explain th") and page.texts("#lens")[0]  # the panels are drawn
+    from inspection.glossary import GLOSSARY
+
+    assert page.texts("#glossary-list dt") == [name for _, name, _, _ in GLOSSARY]  # Korean first: "head 끄기 (...)"
     assert hangul_drawn_by_other_fonts(page) == []
     assert page.problems() == ([], "")
 

@@ -248,8 +248,8 @@ function renderLines() {
 function renderGlossary() {
   const list = document.getElementById("glossary-list");
   list.replaceChildren();
-  for (const [term, en, ko] of DATA.glossary) {
-    list.appendChild(el("dt", "", term));
+  for (const [term, name, en, ko] of DATA.glossary) {  // the Korean name first, the English in brackets
+    list.appendChild(el("dt", "", LANG === "ko" ? name : term));
     list.appendChild(el("dd", "", LANG === "ko" ? ko : en));
   }
 }
