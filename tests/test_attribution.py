@@ -122,6 +122,9 @@ def test_the_page_draws_the_shares_of_the_focused_token_from_the_python_record(m
     np.testing.assert_allclose(shares, [p["share"] for p in record["parts"][:12]], atol=1e-4)
     assert f"“t{record['token']}” against “t{record['versus']}”" in page.texts("#why p")[0]
     assert f"σ held at its computed {record['sigma']:.4f}" in page.texts("#why p")[0]  # the σ why.exact speaks of
+    from cli.messages import messages
+
+    assert messages("en")("why.exact") in page.texts("#why p.hint")  # beside the shares: direct, not switching off
     page.click(*page.centre("#tokens .tok", len(IDS) - 1))  # the last token: what each head pushes, too
     heads = page.texts("table.why-heads td:nth-child(2)")
     last = attribute(model, trace, -1)

@@ -309,3 +309,47 @@ def test_every_korean_text_takes_sample_values_and_its_named_particles_fit_them(
                 if spec in PARTICLES:
                     after = PARTICLES[spec][0 if word == "법률" else 1]
                     assert word + after in text, (key, text)
+
+
+# ---- what a measure is, said wherever it is shown ------------------------------------------------------------
+# --why's shares are direct: what a part writes straight into the last stream, σ held; effects through later layers
+# are the later parts'; switching off (--ablate) and patching (--patch) measure effects
+CAVEAT = {"en": ("straight into the last stream", "later layers", "σ", "not the effect of switching the part off",
+                 "--ablate", "--patch"),
+          "ko": ("직접 더한 값만", "뒤 layer", "σ", "껐을 때의 효과가 아닙니다", "--ablate", "--patch")}
+
+
+@pytest.mark.parametrize("lang", LANGUAGES)
+def test_every_view_of_the_shares_says_they_are_direct_and_not_the_effect_of_switching_off(lang):
+    """The caveat is in why.exact, and every text that shows shares carries why.exact or says "directly" itself:
+    the terminal's and the notebook's table (format_attribution) and the page's panel (tests/test_attribution.py
+    sees it in Chromium); the patching texts say which run's piece goes where, the gap and the negative values."""
+    from inspection.attribution import attribute, format_attribution
+
+    say = messages(lang)
+    assert all(part in say("why.exact") for part in CAVEAT[lang]), say("why.exact")
+    direct = "direct" if lang == "en" else "직접"  # "directly", "direct share"
+    for key in ("why.title", "page.why_title"):
+        assert direct in MESSAGES[key][LANGUAGES.index(lang)], key
+    assert "σ" in say("page.why_for", i=0, token="a", versus="b", diff="1", sigma="0.5")
+    model = biased_model()
+    table = format_attribution(attribute(model, trace_ids(model, list(range(8)))), lambda i: f"t{i}", lang)
+    assert say("why.exact") in table.splitlines() and direct in table.splitlines()[0]
+    patch = say("patch.title", token="a", versus="b", clean="1", corrupt="0")
+    gap = ("(patched − corrupted) / (clean − corrupted)", "below 0") if lang == "en" else (
+        "(patch 후 − 바꾼 텍스트) / (깨끗한 텍스트 − 바꾼 텍스트)", "0보다 작으면")
+    assert all(part in patch for part in gap), patch
+
+
+@pytest.mark.parametrize("lang", LANGUAGES)
+def test_the_word_texts_say_a_word_s_value_grows_with_its_tokens(lang):
+    """words.top, page.words_hint and the word PNG's title say that a word's value sums its tokens; words.sums and
+    the page's word hover carry each word's tokens and its even-spread value (tests/test_words.py checks the
+    numbers)."""
+    say = messages(lang)
+    for key in ("words.top", "page.words_hint"):
+        text = MESSAGES[key][LANGUAGES.index(lang)]
+        assert ("4 times a word of 1" if lang == "en" else "1개인 어절의 4배") in text, key
+    assert {"n", "even"} <= set(fields_of(MESSAGES["words.value"][0])) and {"n", "even"} <= set(
+        fields_of(MESSAGES["page.word_title"][0]))
+    assert ("sum" if lang == "en" else "합") in say("plot.layer_words", layer=0)
