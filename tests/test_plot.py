@@ -58,9 +58,10 @@ def test_png_titles_name_each_heads_role():
     assert [ax.get_title() for ax in fig.axes[:2]] == ["layer 0 head 0 · previous-token 0.97", "layer 0 head 1 · mixed 0.20"]
 
 
-def test_the_word_and_patch_pngs_under_korean_hold_no_english_sentence_and_say_what_a_word_s_value_is():
-    """Every text of the word PNG (a word's value a sum over its tokens, its rows and columns words) and of the
-    patching PNG, drawn under Korean: Korean but for the kept terms; the same figures in English are caught."""
+def test_the_word_patch_and_layer_pngs_under_korean_hold_no_english_sentence_and_say_what_a_word_s_value_is():
+    """Every text of the word PNG (a word's value a sum over its tokens, its rows and columns words), of the
+    patching PNG and of a layer's PNG with a head switched off, drawn under Korean: Korean but for the kept terms;
+    the same figures in English are caught."""
     import numpy as np
 
     from cli.messages import messages
@@ -79,7 +80,9 @@ def test_the_word_and_patch_pngs_under_korean_hold_no_english_sentence_and_say_w
         assert (word_png.axes[0].get_xlabel(), word_png.axes[0].get_ylabel()) == (say("plot.key_word"),
                                                                                    say("plot.query_word"))
         patch_png = draw_patch(record, labels, lang)
-        texts = figure_texts(word_png) + figure_texts(patch_png)
+        off = [["mean", ""]]  # a switched-off head's title and the figure's note on it too
+        layer_png = draw_layer(random_maps(1, 2, len(labels)), labels, 0, lang=lang, off=off)
+        texts = figure_texts(word_png) + figure_texts(patch_png) + figure_texts(layer_png)
         assert say("patch.colour") in texts
         found = [s for text in texts for s in english_sentences(text)]
         assert (found == []) == (lang == "ko"), found
