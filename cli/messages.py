@@ -409,22 +409,22 @@ MESSAGES: dict[str, tuple[str, str]] = {
     "why.down": ("pushes down", "내리는 토큰"),
     "why.rest": ("   … {n} more parts, {share} together", "   … 나머지 부분 {n}개, 합 {share}"),
     "why.sum": ("   the shares sum to {total}; the logit difference is {diff}", "   몫의 합 {total}, logit 차이 {diff}"),
-    "why.meaning": ("A positive share pushes the title's first token (by default the model's choice) above the "
-                    "second (the one it is compared with), a negative one the other way; a head's tokens pushed up "
-                    "and down are what its output alone adds to every logit here. A share belongs to this text at "
+    "why.meaning": ("A positive share pushes the first token of the difference (by default the model's choice) above "
+                    "the second (the one it is compared with), a negative one the other way; a head's tokens pushed "
+                    "up and down are what its output alone adds to every logit here. A share belongs to this text at "
                     "this token, not to the part: the same head pushes other tokens elsewhere. To test a part, "
                     "switch it off (--ablate) or patch it from another text (--patch).",
-                    "몫이 양수면 제목의 앞 토큰(기본은 모델이 고른 토큰)을 뒤 토큰(비교 대상)보다 위로 밀고, 음수면 그 반대입니다. head가 올리고 내리는 토큰은 그 head의 "
-                    "출력만으로 여기서 각 logit에 더해지는 값으로 고른 것입니다. 몫은 그 부분의 성질이 아니라 이 텍스트의 이 토큰에서의 값입니다: 같은 head도 다른 곳에서는 다른 "
-                    "토큰을 밉니다. 한 부분을 확인하려면 끄거나(--ablate) 다른 텍스트에서 patch해 보세요(--patch)."),
+                    "몫이 양수면 logit 차이의 앞 토큰(기본은 모델이 고른 토큰)을 뒤 토큰(비교 대상)보다 위로 밀고, 음수면 그 반대입니다. head가 올리고 내리는 토큰은 그 "
+                    "head의 출력만으로 여기서 각 logit에 더해지는 값으로 고른 것입니다. 몫은 그 부분의 성질이 아니라 이 텍스트의 이 토큰에서의 값입니다: 같은 head도 다른 "
+                    "곳에서는 다른 토큰을 밉니다. 한 부분을 확인하려면 끄거나(--ablate) 다른 텍스트에서 patch해 보세요(--patch)."),
     "patch.title": ("Patching: the clean text predicts {token}; against {versus}, the logit difference is {clean} on "
                     "the clean text and {corrupt} on the corrupted one. Each cell puts one piece of the clean run "
                     "into the corrupted run at the same place and computes again: the share of the gap between the "
                     "two texts' differences that comes back, (patched − corrupted) / (clean − corrupted): 1 = all of "
-                    "it, 0 = none, below 0 = pushed further toward the corrupted text's answer.",
+                    "it, 0 = none, negative = pushed further toward the corrupted text's answer.",
                     "patching: 깨끗한 텍스트가 예측하는 다음 토큰: {token}. 비교 대상: {versus}. logit 차이: 깨끗한 텍스트 {clean}, 바꾼 텍스트 "
                     "{corrupt}. 각 칸은 깨끗한 run의 조각 하나를 바꾼 run의 같은 자리에 넣고 다시 계산했을 때, 두 텍스트의 logit 차이 사이 간격 중 되돌아온 "
-                    "비율입니다: (patch 후 − 바꾼 텍스트) / (깨끗한 텍스트 − 바꾼 텍스트). 1 = 전부, 0 = 전혀, 0보다 작으면 = 바꾼 텍스트의 답 쪽으로 더 밀림."),
+                    "비율입니다: (patch 후 − 바꾼 텍스트) / (깨끗한 텍스트 − 바꾼 텍스트). 1 = 전부, 0 = 전혀, 음수 = 바꾼 텍스트의 답 쪽으로 더 밀림."),
     "patch.changed": ("the texts differ at tokens {tokens}; a row per stage of the residual stream, a column per "
                       "token:",
                       "두 텍스트가 다른 토큰: {tokens}. 행은 residual stream의 단계, 열은 토큰입니다:"),

@@ -336,8 +336,8 @@ def test_every_view_of_the_shares_says_they_are_direct_and_not_the_effect_of_swi
     table = format_attribution(attribute(model, trace_ids(model, list(range(8)))), lambda i: f"t{i}", lang)
     assert say("why.exact") in table.splitlines() and direct in table.splitlines()[0]
     patch = say("patch.title", token="a", versus="b", clean="1", corrupt="0")
-    gap = ("(patched − corrupted) / (clean − corrupted)", "below 0") if lang == "en" else (
-        "(patch 후 − 바꾼 텍스트) / (깨끗한 텍스트 − 바꾼 텍스트)", "0보다 작으면")
+    gap = ("(patched − corrupted) / (clean − corrupted)", "negative =") if lang == "en" else (
+        "(patch 후 − 바꾼 텍스트) / (깨끗한 텍스트 − 바꾼 텍스트)", "음수 =")
     assert all(part in patch for part in gap), patch
 
 
