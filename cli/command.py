@@ -102,7 +102,7 @@ def run_command(work: Callable[[], int | None], interrupted: str = "") -> int:
         with stop_signals_raise():
             return work() or 0
     except UserError as e:
-        if says_errors():  # under torchrun, rank 0 alone
+        if says_errors() or e.own_rank:  # under torchrun, rank 0 alone, or the rank whose own failure it is
             print_error(e)
         return e.exit_code
     except KeyboardInterrupt as e:

@@ -10,6 +10,12 @@ literal numbers (tests/test_messages.py checks it), so a walkthrough in Korean s
 of the English one. The `page.*` and `role.*` texts go into the offline page, which switches language in
 place; their fields are plain `{name}`s (the page fills them in with JavaScript). Error lines (`error: ...`)
 stay English, as do the settings train.py lists as key=value.
+
+A Korean particle never follows a value as fixed text: 은/는, 이/가, 을/를, 과/와 and (으)로 depend on the value's
+last sound ('한다'가, '법률'이, 0.6456은 "육"). Either the sentence is turned so that no particle follows a value, or
+the field names the particle, `{heads:을}`, and `particle` picks 을 or 를 from the value's last sound (a Hangul
+syllable's final consonant, a number as Korean reads it, a Latin letter's name). tests/test_messages.py checks
+every text for a value followed by a fixed particle.
 """
 
 import os
@@ -53,28 +59,26 @@ MESSAGES: dict[str, tuple[str, str]] = {
     "ablate.off": ("off ({mode})", "끔 ({mode})"),
     "ablate.map_note": ("a switched-off head still attends as its map shows; only its output is replaced",
                         "끈 head도 attention은 map 그대로 계산됩니다. 바뀌는 것은 출력뿐입니다"),
-    "explain.off": ("Head {layer}.{head} is switched off ({mode}). Its attention below is still computed as usual (its "
-                    "map shows where it looks), but W_O does not receive its y = Σ_j w_j v_j: step 7 shows what W_O "
-                    "receives instead.",
-                    "head {layer}.{head}은(는) 꺼져 있습니다({mode}). 아래의 attention은 평소처럼 계산되지만(map은 이 head가 보는 곳을 "
-                    "보여 줍니다), W_O가 받는 것은 y = Σ_j w_j v_j가 아닙니다. W_O가 대신 받는 값은 7단계에 있습니다."),
+    "explain.off": ("Head {layer}.{head} is switched off ({mode}). Its attention below is still computed as usual "
+                    "(its map shows where it looks), but W_O does not receive its y = Σ_j w_j v_j: step 7 shows what "
+                    "W_O receives instead.",
+                    "이 head({layer}.{head})는 꺼져 있습니다({mode}). 아래의 attention은 평소처럼 계산되지만(map은 이 head가 보는 곳을 보여 줍니다), "
+                    "W_O가 받는 것은 y = Σ_j w_j v_j가 아닙니다. W_O가 대신 받는 값은 7단계에 있습니다."),
     "explain.step7_off": ("7. Switched off: in place of y = Σ_j w_j v_j, W_O receives y = {y}   |y| = {norm}. The "
                           "terms below are those of Σ_j w_j v_j, which W_O no longer receives.",
-                          "7. 꺼져 있음: W_O는 y = Σ_j w_j v_j 대신 y = {y}를 받습니다   |y| = {norm}. 아래 항들은 W_O가 더는 받지 "
+                          "7. 꺼져 있음: W_O는 y = Σ_j w_j v_j 대신 다음 값을 받습니다: y = {y}   |y| = {norm}. 아래 항들은 W_O가 더는 받지 "
                           "않는 Σ_j w_j v_j의 항입니다."),
     "explain.off_mark": (" (off)", " (끔)"),
     "explain.off_hint": ("A map shows where a head looked, not why the output changed. This head is switched off: "
                          "what it hands on here is its replacement, so compare the next token and the loss with it "
                          "on to see what its own output does.",
-                         "attention map은 head가 어디를 봤는지 보여 줄 뿐, 출력이 왜 그렇게 나왔는지는 알려 주지 않습니다. 이 head는 "
-                         "꺼져 있어 여기서 넘겨주는 값은 대신 넣은 값입니다. 이 head 자신의 출력이 하는 일을 보려면 head를 켠 "
-                         "모델과 다음 토큰과 loss를 비교해 보세요."),
-    "path.off_note": ("   switched off: {heads}. Their attention is still computed, but what they hand W_O is "
-                      "replaced, and |share| is the replacement's",
-                      "   끈 head: {heads}. attention은 그대로 계산되지만 W_O에 넘기는 값은 바뀌며, |share|는 대신 넣은 값의 "
-                      "몫입니다"),
-    "lens.off": ("with heads {heads} switched off: every stage is read from the model with them off",
-                 "끈 head {heads}: 모든 단계는 이 head들을 끈 모델에서 읽은 값입니다"),
+                         "attention map은 head가 어디를 봤는지 보여 줄 뿐, 출력이 왜 그렇게 나왔는지는 알려 주지 않습니다. 이 head는 꺼져 있어 여기서 넘겨주는 값은 "
+                         "대신 넣은 값입니다. 이 head 자신의 출력이 하는 일을 보려면 다음 토큰과 loss를 head를 켠 모델의 것과 비교해 보세요."),
+    "path.off_note": ("   head {heads}: its attention is still computed, but what W_O receives from it is replaced, "
+                      "and |share| is the replacement's",
+                      "   head {heads}. attention은 그대로 계산되지만 W_O에 넘기는 값은 바뀌며, |share|는 대신 넣은 값의 몫입니다"),
+    "lens.off": ("head {heads}: every stage is read from the model with them off",
+                 "head {heads}: 모든 단계는 이 head를 끈 모델에서 읽은 값입니다"),
     "roles.title": ("what each head does (inspection/views/roles.py defines the role scores), on {where}:",
                     "각 head가 하는 일 (역할 점수의 정의: inspection/views/roles.py), 측정한 텍스트: {where}:"),
     "where.file": ("{path} ({n} tokens)", "{path} (토큰 {n}개)"),
@@ -98,9 +102,10 @@ MESSAGES: dict[str, tuple[str, str]] = {
                     "앞 단계들은 이렇게 읽히도록 학습된 적이 없습니다(학습에서 ln_f와 lm_head를 만나는 것은 마지막 block의 출력뿐입니다). 그래서 그 예측은 대략적인 읽기일 "
                     "뿐, 모델이 거기서 내놓을 답이 아닙니다"),
     "stats.title": ("attention statistics per head over {n} tokens (inspection/views/maps.py defines them; a map holds "
-                    "{n} x {n} = {cells} numbers, so twice the text costs four times the work and memory):",
-                    "head별 attention 통계, 토큰 {n}개 (정의: inspection/views/maps.py; map 하나가 {n} x {n} = {cells}개 값이므로, 텍스트가 "
-                    "두 배면 계산과 메모리는 네 배):"),
+                    "{n} x {n} = {cells} numbers, so twice the text costs the attention maps four times the work and "
+                    "memory):",
+                    "head별 attention 통계, 토큰 {n}개 (정의: inspection/views/maps.py; map 하나가 {n} x {n} = {cells}개 값이므로, 텍스트가 두 "
+                    "배면 attention map의 계산과 메모리는 네 배가 됩니다):"),
     "stats.columns": ("layer|head|entropy|distance|prev|first|self", "layer|head|엔트로피|거리|이전 토큰|첫 토큰|자기 자신"),
     "stats.defs": ("entropy: how spread a head's attention is, in nats (0 = one key; ln(q+1) = even over the q+1 "
                    "keys it sees); distance: how many tokens back it looks on average; prev, first, self: the role "
@@ -152,9 +157,9 @@ MESSAGES: dict[str, tuple[str, str]] = {
     "explain.mlp_follows": (", and the block's MLP follows", ". 이어서 같은 block의 MLP가 계산됩니다"),
     "explain.why_qkv": ("   q, k and v are three projections of the same input x by different matrices W_Q, W_K, "
                         "W_V: q is what token {i} looks for, k_j the label token j is matched by, v_j what token j "
-                        "hands over. Where to look is decided by q·k, what is carried by v.",
-                        "   q, k, v는 같은 입력 x에 서로 다른 행렬 W_Q, W_K, W_V를 곱한 세 projection입니다. q는 토큰 {i}에서 찾는 내용, k_j는 "
-                        "토큰 j가 q와 맞춰지는 이름표, v_j는 토큰 j가 넘겨주는 내용입니다. 어디를 볼지는 q·k가, 무엇을 가져올지는 v가 정합니다."),
+                        "actually hands over. Where to look is decided by q·k, what is carried by v.",
+                        "   q, k, v는 같은 입력 x에 서로 다른 행렬 W_Q, W_K, W_V를 곱한 세 projection입니다. q는 이 query 토큰({i})이 무엇을 "
+                        "찾는지, k_j는 토큰 j가 내건 이름표, v_j는 토큰 j가 실제로 넘겨주는 내용입니다. 어디를 볼지는 q·k가, 무엇을 가져올지는 v가 정합니다."),
     "explain.why_scale": ("   Why divide: over the visible keys the standard deviation of q·k_j is {before}, of the "
                           "scores {after} (their ratio is √d_k). The largest attention: {largest} with the "
                           "division, {undivided} without it. The larger d_k, the wider undivided scores spread "
@@ -182,7 +187,7 @@ MESSAGES: dict[str, tuple[str, str]] = {
     # ---- the path of one token through the whole forward pass (inspection/views/path.py) ---------------------
     "path.title": ("The path of token {i} {token} (id {id}; {T} tokens in all) through {L} blocks of n_embd {C} to "
                    "the next token, over a vocabulary of {V}",
-                   "토큰 {i} {token}(id {id}, 전체 {T}개 중)이 다음 토큰까지 가는 경로: block {L}개(n_embd {C}), 어휘 크기 {V}"),
+                   "토큰 {i} {token}(id {id}, 전체 {T}개 중)에서 다음 토큰까지의 경로: block {L}개(n_embd {C}), 어휘 크기 {V}"),
     "path.embed": ("1. Embedding. The id picks row {id} of tok_emb, {C} learned numbers for this token; the "
                    "position picks row {i} of pos_emb. Their sum is the residual stream that enters the first "
                    "block. Both are needed: the id says which token, not where, and attention, a weighted sum of "
@@ -203,8 +208,24 @@ MESSAGES: dict[str, tuple[str, str]] = {
                     "4·{C} → {C}, GELU). 아래 표는 head마다 가장 많이 보는 key, 그 attention 값, out에서 그 head가 차지하는 몫의 크기 |y_h "
                     "W_O|를 보여 줍니다. |·|는 각 지점에서 stream의 norm입니다. 이 토큰에서 한 head의 계산은 --explain L.H --query {i} 명령으로 "
                     "단계별로 볼 수 있습니다."),
+    "path.blocks_no_mlp": ("2. The blocks, attention only (model.mlp = false: no MLP). Each reads the residual "
+                           "stream and adds its output to it, never overwriting it. ln_1 rescales a copy of the "
+                           "stream (mean 0, variance 1, then a learned gain and bias) for the attention, the stream "
+                           "itself unchanged, so every block reads inputs of one size; the {H} heads (d_k = {d} "
+                           "each) look at the earlier tokens, and out is added. The table gives, per head, the key "
+                           "it attends to most, its attention and the size of its share of out, |y_h W_O|; |·| is "
+                           "the stream's norm at each point; --explain L.H --query {i} walks through one head at "
+                           "this token.",
+                           "2. block, attention만 있음(model.mlp = false: MLP 없음). 각 block은 residual stream을 덮어쓰지 않고 자기 "
+                           "출력을 더하기만 합니다. ln_1은 stream의 복사본을 평균 0, 분산 1로 맞추고 학습된 gain과 bias를 적용해 attention에 "
+                           "넘깁니다(stream 자체는 그대로). 그래서 모든 block이 같은 크기의 입력을 읽습니다. 이어서 head {H}개(각 d_k = {d})가 앞의 토큰들을 "
+                           "보고, out이 더해집니다. 아래 표는 head마다 가장 많이 보는 key, 그 attention 값, out에서 그 head가 차지하는 몫의 크기 |y_h "
+                           "W_O|를 보여 줍니다. |·|는 각 지점에서 stream의 norm입니다. 이 토큰에서 한 head의 계산은 --explain L.H --query {i} "
+                           "명령으로 단계별로 볼 수 있습니다."),
     "path.block": ("   block {layer}: |resid| {resid} → + attention out ({out}) → {mid} → + MLP → {block}",
                    "   block {layer}: |resid| {resid} → attention out({out}) 더함 → {mid} → MLP 더함 → {block}"),
+    "path.block_no_mlp": ("   block {layer}: |resid| {resid} → + attention out ({out}) → {block}",
+                          "   block {layer}: |resid| {resid} → attention out({out}) 더함 → {block}"),
     "path.key": ("strongest key", "가장 많이 보는 key"),
     "path.mlp": ("   MLP: |mlp| = {mlp}; {active}% of its {hidden} hidden units are positive after GELU",
                  "   MLP: |mlp| = {mlp}. hidden unit {hidden}개 중 {active}%가 GELU 뒤에 양수입니다"),
@@ -269,6 +290,28 @@ MESSAGES: dict[str, tuple[str, str]] = {
     "plot.weight": ("attention", "attention 값"),
     "plot.layer": ("layer {layer}: attention per head (rows attend to columns)",
                    "layer {layer}: head별 attention (행 = query, 열 = key)"),
+    "plot.layer_words": ("layer {layer}: attention per head by word (어절) (rows = query words, columns = key words; a "
+                         "word's value is the sum over its tokens)",
+                         "layer {layer}: head별 어절 단위 attention (행 = query 어절, 열 = key 어절; 어절의 값은 그 토큰들의 "
+                         "값의 합)"),
+    "plot.key_word": ("key word (어절)", "key 어절"),
+    "plot.query_word": ("query word (어절)", "query 어절"),
+    # ---- loss.png and heads.png (training/plots.py) -----------------------------------------------------
+    "plots.logged": ("train (logged)", "학습 loss (기록)"),
+    "plots.train": ("train (eval)", "학습 loss (평가)"),
+    "plots.val": ("val (eval)", "검증 loss (평가)"),
+    "plots.loss": ("loss (nats/token)", "loss (토큰당 nats)"),
+    "plots.step": ("step", "step"),
+    "plots.heads_title": ("head role scores at {n} evaluations ({seconds} s{share})",
+                          "평가 {n}번에서 잰 head 역할 점수 ({seconds}초{share})"),
+    "plots.of_run": (", {share} of the run", ", run의 {share}"),
+    "plots.at": ("{head} at {step}", "{head} (step {step})"),
+    "plots.passed": ("passed the bar: {heads}", "기준을 넘은 head: {heads}"),
+    "plots.kept_off": ("kept off, no line: {heads}", "계속 끈 head(선 없음): {heads}"),
+    "plots.drop": ("in-context loss\ndrop (nats)", "in-context loss\n감소 (nats)"),
+    "plots.cost_loss": ("held-out loss\nadded off (nats)", "끄면 늘어나는\n검증 loss (nats)"),
+    "plots.cost_drop": ("drop lost\noff (nats)", "끄면 줄어드는\nloss 감소 (nats)"),
+    "plots.needed": ("needed (drop lost >= {bar} nats): {heads}", "필요해진 head (끄면 감소가 {bar} nats 이상 줄어듦): {heads}"),
     # ---- the offline page (inspection/page.html): plain {name} fields, filled in by the page ----------
     "page.language": ("Language", "언어"),
     "page.layer": ("Layer", "Layer"),
@@ -301,12 +344,12 @@ MESSAGES: dict[str, tuple[str, str]] = {
                   "the second)",
                   "반복된 무작위 토큰에서 in-context loss 감소: {drop} nats (첫 번째 복사본 {first}, 두 번째 {second})"),
     "page.frame": ("step {step} ({n} of {total} snapshots)", "step {step} (snapshot {total}개 중 {n}번째)"),
-    "page.prefill": ("prefill: tokens 0..{last} in one forward; the cache holds {keys} keys{next}",
-                     "prefill: 토큰 0..{last}, 한 번의 forward; cache에 key {keys}개{next}"),
-    "page.decode": ("step {step} of {steps}: token {last} “{token}” went in, its row attends over the {keys} cached "
-                    "keys{next}",
-                    "{steps}단계 중 {step}단계: 토큰 {last} “{token}” 입력, 그 query 행이 cache된 key {keys}개를 "
-                    "봅니다{next}"),
+    "page.prefill": ("prefill: tokens 0..{last} in one forward; the cache holds {keys} keys and their values{next}",
+                     "prefill: 토큰 0..{last}, 한 번의 forward; cache에 key와 value {keys}쌍{next}"),
+    "page.decode": ("step {step} of {steps}: token {last} “{token}” went in; its query, compared with the {keys} "
+                    "cached keys, mixed their values{next}",
+                    "{steps}단계 중 {step}단계: 토큰 {last} “{token}” 입력, 그 query가 cache된 key {keys}개와 비교하고 그 value들을 "
+                    "섞습니다{next}"),
     "page.chose": (" and chose token {n} “{token}”", "; 다음 토큰: 토큰 {n} “{token}”"),
     "page.path_title": ("The path of the focused token: from its id to the next token", "초점 토큰의 경로: id에서 다음 토큰까지"),
     "page.sampling_title": ("The next token after the text: move temperature, top-k and top-p",
@@ -349,69 +392,89 @@ MESSAGES: dict[str, tuple[str, str]] = {
                     "모델 {model} ms, 그리기 {draw} ms, 키 입력부터 표시까지 {total} ms"),
     # ---- why this token (inspection/views/why.py) and patching (inspection/views/patch.py) --------------
     "why.title": ("Why {token} and not {versus} after token {i}: logit({token}) − logit({versus}) = {diff}, split "
-                  "into what each part of the last residual stream adds (ln_f's scale σ = {sigma} held as computed)",
+                  "into what each part of the last residual stream adds to it directly (ln_f's scale σ held at its "
+                  "computed {sigma})",
                   "토큰 {i} 다음에 왜 {versus}보다 {token}인가: logit({token}) − logit({versus}) = {diff}. 이 차이를 마지막 residual "
-                  "stream의 각 부분이 더한 몫으로 나눕니다(ln_f의 scale σ = {sigma}는 계산된 값 그대로)"),
-    "why.exact": ("Held at this σ, ln_f is a linear map plus its bias, so the shares add up exactly to the "
-                  "difference; each is what removing that one part from the stream would change (σ held). Left "
-                  "free, σ would move with every part removed, which is why the split holds at the stream the model "
-                  "computed.",
-                  "σ를 이 값으로 두면 ln_f는 선형 변환에 bias를 더한 것이라, 몫들의 합이 정확히 그 차이와 같습니다. 각 몫은 stream에서 그 부분 하나를 뺐을 때(σ는 "
-                  "그대로) 바뀌는 양입니다. σ를 풀어 두면 부분을 뺄 때마다 σ도 움직이므로, 이 분해는 모델이 계산한 바로 그 stream에서 정확합니다."),
+                  "stream의 각 부분이 직접 더한 몫으로 나눕니다(ln_f의 scale σ는 계산된 값 {sigma} 그대로)"),
+    "why.exact": ("Held at its computed value, σ makes ln_f a linear map plus its bias, so the shares add up exactly "
+                  "to the difference. But a share counts only what a part writes straight into the last stream: what "
+                  "a head does through the heads and MLPs of later layers is counted in their shares, not in its "
+                  "own. And removing a part would change σ too. So a share is not the effect of switching the part "
+                  "off: --ablate and --patch measure that.",
+                  "σ를 계산된 값으로 고정하면 ln_f는 선형 변환에 bias를 더한 것이 되어, 몫들의 합이 정확히 그 차이와 같습니다. 다만 몫은 각 부분이 마지막 stream에 직접 더한 "
+                  "값만 셉니다: 한 head가 뒤 layer의 head나 MLP를 거쳐 미치는 효과는 그 뒤 부분들의 몫에 들어갑니다. 또 실제로 한 부분을 빼면 σ도 달라집니다. 그래서 몫은 "
+                  "그 부분을 껐을 때의 효과가 아닙니다. 효과는 --ablate나 --patch로 확인하세요."),
     "why.part": ("part", "부분"),
     "why.share": ("share", "몫"),
     "why.up": ("pushes up", "올리는 토큰"),
     "why.down": ("pushes down", "내리는 토큰"),
     "why.rest": ("   … {n} more parts, {share} together", "   … 나머지 부분 {n}개, 합 {share}"),
     "why.sum": ("   the shares sum to {total}; the logit difference is {diff}", "   몫의 합 {total}, logit 차이 {diff}"),
-    "why.meaning": ("A positive share pushes the first token above the second, a negative one the other way; a "
-                    "head's tokens pushed up and down are what its output alone adds to every logit here. A share "
-                    "belongs to this text at this token, not to the part: the same head pushes other tokens "
-                    "elsewhere. To test a part, switch it off (--ablate) or patch it from another text (--patch).",
-                    "몫이 양수면 첫 토큰을 두 번째보다 위로, 음수면 반대로 밉니다. head가 올리고 내리는 토큰은 그 head의 출력만으로 여기서 각 logit에 더해지는 값으로 고른 "
-                    "것입니다. 몫은 그 부분의 성질이 아니라 이 텍스트의 이 토큰에서의 값입니다: 같은 head도 다른 곳에서는 다른 토큰을 밉니다. 한 부분을 확인하려면 "
-                    "끄거나(--ablate) 다른 텍스트에서 patch해 보세요(--patch)."),
-    "patch.title": ("Patching: the clean text predicts {token}; against {versus}, the logit difference is {clean} "
-                    "on the clean text and {corrupt} on the corrupted one. Each cell is the share of that "
-                    "difference that comes back when one piece of the clean run is put into the corrupted run (1 = "
-                    "all of it, 0 = none).",
-                    "patching: 깨끗한 텍스트가 예측하는 다음 토큰: {token}. 비교 대상: {versus}. logit 차이: 깨끗한 텍스트 {clean}, 망가뜨린 텍스트 "
-                    "{corrupt}. 칸마다, 깨끗한 run의 조각 하나를 망가뜨린 run에 넣었을 때 그 차이 중 되돌아오는 몫입니다(1 = 전부, 0 = 전혀)."),
+    "why.meaning": ("A positive share pushes the first token of the difference (by default the model's choice) above "
+                    "the second (the one it is compared with), a negative one the other way; a head's tokens pushed "
+                    "up and down are what its output alone adds to every logit here. A share belongs to this text at "
+                    "this token, not to the part: the same head pushes other tokens elsewhere. To test a part, "
+                    "switch it off (--ablate) or patch it from another text (--patch).",
+                    "몫이 양수면 logit 차이의 앞 토큰(기본은 모델이 고른 토큰)을 뒤 토큰(비교 대상)보다 위로 밀고, 음수면 그 반대입니다. head가 올리고 내리는 토큰은 그 "
+                    "head의 출력만으로 여기서 각 logit에 더해지는 값으로 고른 것입니다. 몫은 그 부분의 성질이 아니라 이 텍스트의 이 토큰에서의 값입니다: 같은 head도 다른 "
+                    "곳에서는 다른 토큰을 밉니다. 한 부분을 확인하려면 끄거나(--ablate) 다른 텍스트에서 patch해 보세요(--patch)."),
+    "patch.title": ("Patching: the clean text predicts {token}; against {versus}, the logit difference is {clean} on "
+                    "the clean text and {corrupt} on the corrupted one. Each cell puts one piece of the clean run "
+                    "into the corrupted run at the same place and computes again: the share of the gap between the "
+                    "two texts' differences that comes back, (patched − corrupted) / (clean − corrupted): 1 = all of "
+                    "it, 0 = none, negative = pushed further toward the corrupted text's answer.",
+                    "patching: 깨끗한 텍스트가 예측하는 다음 토큰: {token}. 비교 대상: {versus}. logit 차이: 깨끗한 텍스트 {clean}, 바꾼 텍스트 "
+                    "{corrupt}. 각 칸은 깨끗한 run의 조각 하나를 바꾼 run의 같은 자리에 넣고 다시 계산했을 때, 두 텍스트의 logit 차이 사이 간격 중 되돌아온 "
+                    "비율입니다: (patch 후 − 바꾼 텍스트) / (깨끗한 텍스트 − 바꾼 텍스트). 1 = 전부, 0 = 전혀, 음수 = 바꾼 텍스트의 답 쪽으로 더 밀림."),
     "patch.changed": ("the texts differ at tokens {tokens}; a row per stage of the residual stream, a column per "
                       "token:",
                       "두 텍스트가 다른 토큰: {tokens}. 행은 residual stream의 단계, 열은 토큰입니다:"),
-    "patch.heads": ("each head's output y at every token patched alone; the most recovered: {heads}",
-                    "head마다 모든 토큰의 출력 y를 하나씩 patch했을 때 가장 많이 되돌아온 head: {heads}"),
+    "patch.heads": ("each head alone, its output y at every token patched; the most recovered: {heads}",
+                    "head 하나씩, 그 head의 출력 y를 모든 토큰에서 patch했을 때 되돌아온 비율이 큰 head: {heads}"),
     "patch.together": ("heads {heads} patched together: {share}", "함께 patch한 head {heads}: {share}"),
-    "patch.cone": ("Why a cone: attention looks only back, so a stream changed at token t can change only the "
-                   "tokens from t on, and a stream changed at one stage only the stages after it. Left of the first "
-                   "changed token nothing comes back; at the last stage only the last token's stream is the "
-                   "prediction itself.",
-                   "cone 모양인 이유: attention은 앞만 보므로, 토큰 t에서 바뀐 stream은 t부터 뒤의 토큰만, 한 단계에서 바뀐 stream은 그 뒤 단계만 바꿀 수 "
+    "patch.cone": ("Why a cone: attention looks only back, so a stream changed at token t can change only the tokens "
+                   "from t on, and a stream changed at one stage only the stages after it. Left of the first changed "
+                   "token nothing comes back; at the last stage only the last token's stream is the prediction "
+                   "itself.",
+                   "원뿔(cone) 모양인 이유: attention은 앞만 보므로, 토큰 t에서 바뀐 stream은 t부터 뒤의 토큰만, 한 단계에서 바뀐 stream은 그 뒤 단계만 바꿀 수 "
                    "있습니다. 처음 바뀐 토큰보다 왼쪽에서는 아무것도 되돌아오지 않고, 마지막 단계에서는 마지막 토큰의 stream이 곧 예측입니다."),
-    "patch.colour": ("share of the logit difference recovered", "되돌아온 logit 차이의 몫"),
+    "patch.colour": ("share of the gap between the two logit differences recovered",
+                     "되돌아온 비율 (두 logit 차이 사이 간격 중)"),
     "patch.png_title": ("patching the clean stream into the corrupted text: {token} against {versus}",
-                        "깨끗한 stream을 망가뜨린 텍스트에 patch: {token} 대 {versus}"),
+                        "깨끗한 stream을 바꾼 텍스트에 patch: {token} 대 {versus}"),
     "words.top": ("layer {layer} head {head} by word (어절): the words each query word attends to most (its tokens' "
-                  "attention summed over the key word's tokens, averaged over its own)",
-                  "layer {layer} head {head}, 어절 단위: 각 query 어절이 가장 많이 보는 어절 (key 어절의 토큰들에 준 attention 값을 더하고, "
-                  "query 어절의 토큰들로 평균)"),
-    "words.sums": ("   by word (어절), the query token's attention summed over each word's tokens: {sums}",
-                   "   어절 단위로, 이 query 토큰의 attention 값을 어절의 토큰마다 더하면: {sums}"),
+                  "attention summed over the key word's tokens, averaged over its own). A word's value is a sum over "
+                  "its tokens, so a word of more tokens gets more: under an even spread a word of 4 tokens gets 4 "
+                  "times a word of 1. In brackets: the key word's tokens, and its value if the attention were spread "
+                  "evenly.",
+                  "layer {layer} head {head}, 어절 단위: 각 query 어절이 가장 많이 보는 어절 (key 어절의 토큰들에 준 attention 값을 더하고, query "
+                  "어절의 토큰들로 평균). 어절의 값은 토큰 값의 합이라 토큰이 많은 어절일수록 커집니다(고르게 퍼진 attention에서도 토큰 4개인 어절은 1개인 어절의 4배). 괄호 "
+                  "안은 key 어절의 토큰 수와, attention이 고르게 퍼졌을 때의 값입니다."),
+    "words.sums": ("   by word (어절), the query token's attention summed over each word's tokens (in brackets: the "
+                   "word's tokens, and its value under an even spread): {sums}",
+                   "   어절 단위: 이 query 토큰이 각 어절의 토큰들에 준 attention 값의 합 (괄호 안: 어절의 토큰 수, 고르게 퍼졌을 때의 값): {sums}"),
+    "words.value": ("{word} {value} (tokens: {n}, even: {even})",
+                    "{word} {value} (토큰 {n}개, 고르게 {even})"),
     "page.words": ("read by word (어절)", "어절 단위로 보기"),
     "page.words_hint": ("Each word's attention: summed over the key word's tokens, averaged over the query word's "
-                        "tokens; the walkthrough, the path and the lens are per token.",
-                        "어절마다의 attention 값: key 어절의 토큰들에 준 값을 더하고 query 어절의 토큰들로 평균했습니다. 단계별 계산, 경로, logit lens는 토큰 "
-                        "단위입니다."),
-    "page.why_title": ("Why this token: each part's share of the logit difference between the model's choice and "
-                       "its runner-up",
-                       "왜 이 토큰인가: 모델의 선택과 두 번째 후보의 logit 차이에서 각 부분의 몫"),
-    "page.why_for": ("After token {i}: {token} against {versus}, logit difference {diff}; the largest shares:",
-                     "토큰 {i} 다음: {token} 대 {versus}, logit 차이 {diff}. 몫이 큰 부분:"),
+                        "tokens. A word of more tokens gets more (under an even spread a word of 4 tokens gets 4 "
+                        "times a word of 1): hover a word for its tokens and its value under an even spread. The "
+                        "walkthrough, the path and the lens are per token.",
+                        "어절마다의 attention 값: key 어절의 토큰들에 준 값을 더하고 query 어절의 토큰들로 평균했습니다. 토큰이 많은 어절일수록 값이 커집니다(고르게 퍼진 "
+                        "attention에서도 토큰 4개인 어절은 1개인 어절의 4배). 어절에 마우스를 올리면 토큰 수와 고르게 퍼졌을 때의 값이 보입니다. 단계별 계산, 경로, "
+                        "logit lens는 토큰 단위입니다."),
+    "page.word_title": ("word {i}: {token} ({n} tokens); from the focused word: {value}, {even} under an even spread",
+                        "어절 {i}: {token} (토큰 {n}개); 초점 어절에서 받는 값 {value}, 고르게 퍼졌을 때 {even}"),
+    "page.why_title": ("Why this token: each part's direct share of the logit difference between the model's choice "
+                       "and its runner-up",
+                       "왜 이 토큰인가: 모델의 선택과 두 번째 후보의 logit 차이에서 각 부분이 직접 더한 몫"),
+    "page.why_for": ("After token {i}: {token} against {versus}, logit difference {diff} (ln_f's scale σ held at its "
+                     "computed {sigma}); the largest shares:",
+                     "토큰 {i} 다음: {token} 대 {versus}, logit 차이 {diff} (ln_f의 scale σ는 계산된 값 {sigma} 그대로). 몫이 큰 부분:"),
     "page.why_heads": ("At the last token, what each head's output alone pushes up and down:",
                        "마지막 토큰에서, 각 head의 출력만으로 올리고 내리는 토큰:"),
     "page.patch_title": ("Patching: the clean text's streams put into the corrupted one",
-                         "patching: 깨끗한 텍스트의 stream을 망가뜨린 텍스트에 넣기"),
+                         "patching: 깨끗한 텍스트의 stream을 바꾼 텍스트에 넣기"),
     # ---- notes, warnings and the lines of train.py: plain text, the same numbers in both -------------------
     "warning": ("warning: {text}", "경고: {text}"),
     "note": ("note: {text}", "참고: {text}"),
@@ -421,8 +484,7 @@ MESSAGES: dict[str, tuple[str, str]] = {
     "cut.maps": ("the text for the attention maps", "attention map의 텍스트"),
     "note.kept_off": ("this run kept heads {heads} off from its first step (train.heads_off), {how}: they are off "
                       "here too",
-                      "이 run은 head {heads}을(를) 첫 step부터 끈 채 학습했습니다(train.heads_off, {how}). 여기서도 "
-                      "꺼져 있습니다"),
+                      "이 run은 head {heads:을} 첫 step부터 끈 채 학습했습니다(train.heads_off, {how}). 여기서도 꺼져 있습니다"),
     "kept_off.mean": ("each giving its mean output on held-out text as the run measured it",
                       "각 head는 run이 잰 검증 텍스트에서의 평균 출력을 냄"),
     "kept_off.zero": ("each giving zeros", "각 head는 영벡터를 냄"),
@@ -449,7 +511,7 @@ MESSAGES: dict[str, tuple[str, str]] = {
                         "코퍼스 {name}: apt-get으로 {package} 패키지를 내려받습니다"),
     "corpus.built": ("corpus {name}: {documents} documents, {chars} characters, {hangul} of the letters Hangul -> "
                      "{out} ({how})",
-                     "코퍼스 {name}: 문서 {documents}개, {chars}자, 글자의 {hangul}가 한글 -> {out} ({how})"),
+                     "코퍼스 {name}: 문서 {documents}개, {chars}자, 글자 중 한글 {hangul} -> {out} ({how})"),
     "corpus.reused": ("reused", "재사용"),
     "corpus.made": ("built from {package} {version} in {seconds} s", "{package} {version}에서 {seconds}초 만에 만듦"),
     "train.data": ("data: {name} -> {out} ({how} in {seconds} s)", "데이터: {name} -> {out} ({seconds}초 만에 {how})"),
@@ -480,7 +542,11 @@ MESSAGES: dict[str, tuple[str, str]] = {
     "train.stopped": ("stopped at step {step}; saved {path}; resume with: {command}",
                       "step {step}에서 멈췄습니다. {path}에 저장했습니다. 이어서 학습하려면: {command}"),
     "train.stop_patience": ("no better {what} in {evals} evaluations since step {best} (best/)",
-                            "step {best}(best/) 이후 평가 {evals}번 동안 {what} 값이 나아지지 않았습니다"),
+                            "{what}: step {best}(best/) 이후 평가 {evals}번 동안 나아지지 않았습니다"),
+    "train.best_by.val_loss": ("val loss",
+                               "검증 loss"),
+    "train.best_by.copy_loss": ("copy loss (the second copy of repeated random tokens)",
+                                "복사본 loss (반복된 무작위 토큰의 두 번째 복사본)"),
     "train.stop_saved": (", about {minutes} minutes of train.time_budget", ", train.time_budget 중 약 {minutes}분"),
     "train.stop": ("early stop: {why}; stopped at step {step} of {planned} planned{saved}",
                    "조기 종료: {why}; 계획한 {planned} step 중 step {step}에서 멈췄습니다{saved}"),
@@ -502,17 +568,17 @@ MESSAGES: dict[str, tuple[str, str]] = {
                          "python generate.py --ckpt {last} --heads",
                          "{where}의 head: 복사 회로가 없지만 last/(step {step})에는 있습니다; 보려면: python generate.py --ckpt "
                          "{last} --heads"),
-    "train.heads_none": ("heads of {where}: no copying circuit formed: {circuit}, where a circuit needs {bar}, "
-                         "{bar} and {drop} nats{advice}",
-                         "{where}의 head: 복사 회로가 생기지 않았습니다: {circuit}. 회로가 되려면 {bar}, {bar}, {drop} nats가 "
-                         "필요합니다{advice}"),
+    "train.heads_none": ("heads of {where}: no copying circuit formed: {circuit}, where a circuit needs a "
+                         "previous-token score of {bar}, an induction score of {bar} and an in-context loss drop of "
+                         "{drop} nats{advice}",
+                         "{where}의 head: 복사 회로가 생기지 않았습니다: {circuit}. 회로로 보려면 이전 토큰 점수 {bar}, induction 점수 {bar}, "
+                         "in-context loss 감소 {drop} nats 이상이어야 합니다{advice}"),
     "train.heads_advice": ("; try another --train.seed, or more --train.max_steps",
                            "; 다른 --train.seed나 더 많은 --train.max_steps로 해 보세요"),
     "train.where_best": ("best/ (step {step})", "best/ (step {step})"),
     "train.auto": ("auto: {settings} ({why})", "auto: {settings} ({why})"),
-    "train.auto_fit": ("{steps} steps fit in {budget} at {seconds} s a step (timed; planned again at each "
-                       "evaluation)",
-                       "{budget} 안에 step당 {seconds}초로 {steps} step이 들어갑니다 (시간을 재서 계획, 평가마다 다시 계획)"),
+    "train.auto_fit": ("{steps} steps fit in {budget} at {seconds} s a step (timed; planned again at each evaluation)",
+                       "{budget} 안에 step당 {seconds}초로 {steps} step이 들어갑니다 (실측으로 계획하고 평가마다 다시 계획)"),
     "train.auto_passes": ("{steps} steps x {tokens} tokens = {epochs} passes over {train_tokens} training tokens",
                           "{steps} step x 토큰 {tokens}개 = 학습 토큰 {train_tokens}개를 {epochs}번 지나감"),
     "train.auto_eval": ("an evaluation every {every} steps, about {share} of the time on this GPU",
@@ -521,7 +587,7 @@ MESSAGES: dict[str, tuple[str, str]] = {
     "train.auto_compile": ("compile {choice}: {gain}x the steps, {compiled} s a compiled step against {eager} after "
                            "{first} s of compilation (timed)",
                            "compile {choice}: step 수 {gain}배, 컴파일한 step {compiled}초 대 eager {eager}초, 컴파일 {first}초 "
-                           "(시간을 재서)"),
+                           "(실측)"),
     "train.compile_step_failed": ("torch.compile failed at the first step ({error}: {detail}), so the run goes on "
                                   "eager (train.compile = false skips the attempt)",
                                   "첫 step에서 torch.compile이 실패했으므로({error}: {detail}) run은 eager로 계속합니다"
@@ -529,13 +595,13 @@ MESSAGES: dict[str, tuple[str, str]] = {
     "train.bf16_resumed_as_fp16": ("this run trained in bf16, which {device} ({name}) only emulates, slowly and "
                                    "without fused attention: it goes on in fp16 with a loss scaler (train.dtype = "
                                    "bf16 keeps bf16)",
-                                   "이 run은 bf16으로 학습했지만 {device}({name})는 bf16을 흉내만 내서 느리고 fused "
+                                   "이 run은 bf16으로 학습했지만 이 장치({device}, {name})는 bf16을 흉내만 내서 느리고 fused "
                                    "attention도 없으므로, loss scaler와 함께 fp16으로 이어서 학습합니다(train.dtype = "
                                    "bf16이면 그대로 유지합니다)"),
     "train.bf16_emulated": ("train.dtype = bf16, which {device} ({name}) only emulates: steps are slow, and without "
                             "fused attention every (T, T) attention map of a batch stays in memory (auto takes fp16 "
                             "there)",
-                            "train.dtype = bf16이지만 {device}({name})는 이를 흉내만 냅니다. step이 느리고, fused "
+                            "train.dtype = bf16이지만 이 장치({device}, {name})는 이를 흉내만 냅니다. step이 느리고, fused "
                             "attention이 없어 batch의 (T, T) attention map이 모두 메모리에 남습니다(auto는 여기서 "
                             "fp16을 씁니다)"),
     "train.compile_failed": ("torch.compile failed in the trial ({error}), so the run stays eager",
@@ -546,8 +612,10 @@ MESSAGES: dict[str, tuple[str, str]] = {
                     "이 run을 저장한 process는 {saved}개, 이어서 학습하는 process는 {world}개입니다. step {step}부터 "
                     "각 process가 처음 step들의 batch와 dropout mask를 되풀이하지 않고 새로 뽑으므로, process {saved}개로 "
                     "계속한 run과는 달라집니다"),
-    "train.damaged": ("{path} had {n} damaged lines; they were dropped", "{path}에 손상된 줄이 {n}개 있어 버렸습니다"),
-    "train.damaged_one": ("{path} had {n} damaged line; it was dropped", "{path}에 손상된 줄이 {n}개 있어 버렸습니다"),
+    "train.damaged": ("{path} had {n} damaged lines; they were dropped",
+                      "{path}에 손상된 줄이 {n}개 있어 건너뛰었습니다"),
+    "train.damaged_one": ("{path} had {n} damaged line; it was dropped",
+                          "{path}에 손상된 줄이 {n}개 있어 건너뛰었습니다"),
     "train.note_budget": ("train.time_budget = {budget} is not used: train.max_steps = {steps} is a number of "
                           "steps, run whatever they take (max_steps = \"auto\" fits the steps to the budget)",
                           "train.time_budget = {budget}: 쓰이지 않습니다. train.max_steps = {steps}: step 수라 걸리는 시간과 상관없이 "
@@ -572,6 +640,72 @@ MESSAGES: dict[str, tuple[str, str]] = {
 }
 
 
+# the particles a field may name, `{value:을}`: the form after a final consonant, and after a vowel
+PARTICLES = {"은": ("은", "는"), "이": ("이", "가"), "을": ("을", "를"), "과": ("과", "와"), "으로": ("으로", "로")}
+RIEUL = 8  # ㄹ's index among the final consonants: after it (으)로 is 로, as after a vowel
+DIGIT_FINALS = [21, 8, 0, 16, 0, 0, 1, 8, 8, 0]  # the final consonant of 영 일 이 삼 사 오 육 칠 팔 구
+PLACE_FINALS = {1: 17, 2: 1, 3: 4}  # 십 (ㅂ), 백 (ㄱ), 천 (ㄴ); from 4 zeros on: 만 (ㄴ), 억 (ㄱ), 조 (none)
+LETTER_FINALS = {"l": RIEUL, "r": RIEUL, "m": 16, "n": 4}  # 엘, 알, 엠, 엔; every other letter's name ends on a vowel
+
+
+def final_consonant(text: str) -> int | None:
+    """The final consonant of `text` as Korean reads it aloud (0: none, a vowel; else its index, ㄹ = 8), or None
+    when it cannot tell. Closing quotes and brackets are not read, nor a parenthesis at the end ('한다'(id 5) is read
+    as 한다); a number is read in Korean (10 십, 0.6456 ... 육, 1,000 천, 12% 퍼센트), a Latin letter by its name."""
+    text = text.rstrip()
+    while True:
+        stripped = re.sub(r"\s*\([^()]*\)$", "", text).rstrip().rstrip("'\"’”」』]>").rstrip()
+        if stripped == text:
+            break
+        text = stripped
+    if not text:
+        return None
+    last = text[-1]
+    if "가" <= last <= "힣":
+        return (ord(last) - ord("가")) % 28
+    if last == "%":
+        return 0  # 퍼센트
+    if last.isascii() and last.isalpha():
+        return LETTER_FINALS.get(last.lower(), 0)
+    number = re.search(r"(\d[\d,]*)(\.\d+)?$", text)
+    if number is None:
+        return None
+    if number.group(2):  # decimals are read digit by digit
+        return DIGIT_FINALS[int(number.group(2)[-1])]
+    digits = number.group(1).replace(",", "")
+    zeros = len(digits) - len(digits.rstrip("0"))
+    if zeros == 0 or zeros == len(digits):  # 7: 칠; 0: 영
+        return DIGIT_FINALS[int(digits[-1])]
+    if zeros < 4:
+        return PLACE_FINALS[zeros]
+    return {0: 4, 1: 1, 2: 0}.get((zeros - 4) // 4, 0)  # 만, 억, 조
+
+
+def particle(text: str, which: str) -> str:
+    """The particle `which` (a key of PARTICLES: 은, 이, 을, 과, 으로) as it follows `text`: 을 after '법률', 를 after
+    '한다'; both forms, 을(를), when the last sound cannot be told."""
+    after_consonant, after_vowel = PARTICLES[which]
+    final = final_consonant(text)
+    if final is None:
+        return f"{after_consonant}({after_vowel})"
+    if which == "으로":
+        return after_vowel if final in (0, RIEUL) else after_consonant
+    return after_vowel if final == 0 else after_consonant
+
+
+class ParticleFormatter(string.Formatter):
+    """str.format, where a field `{name:을}` is the value followed by the particle its last sound takes."""
+
+    def format_field(self, value, format_spec: str) -> str:
+        if format_spec in PARTICLES:
+            text = format(value)
+            return text + particle(text, format_spec)
+        return super().format_field(value, format_spec)
+
+
+FORMATTER = ParticleFormatter()
+
+
 def locale_language() -> str:
     """"ko" when the locale is Korean (the first of LC_ALL, LC_MESSAGES, LANG that is set is "ko" or "ko_...",
     with or without ".encoding" or "@modifier"; not "kok_IN", Konkani), else "en"."""
@@ -592,7 +726,7 @@ def messages(lang: str | None = None):
     index = LANGUAGES.index(lang or locale_language())
 
     def say(key: str, **fields) -> str:
-        return MESSAGES[key][index].format(**fields)
+        return FORMATTER.format(MESSAGES[key][index], **fields)
 
     return say
 

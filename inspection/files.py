@@ -86,7 +86,8 @@ def writers(records: dict, lang: str, layers: list[int] | None, asked) -> dict:
             if "words" in records and "words" in asked:
                 words = records["words"]
                 found[f"layer_{layer}_words.png"] = functools.partial(save_layer_png, words["att"], words["words"],
-                                                                      layer, roles, lang=lang, off=maps["off"])
+                                                                      layer, roles, lang=lang, off=maps["off"],
+                                                                      words=True)
         found["attention.html"] = lambda path: write_text_atomic(path, page(records, lang, layers))
         found["attention.npz"] = functools.partial(save_npz, maps)
         found["explain.npz"] = functools.partial(save_trace, maps["trace"])

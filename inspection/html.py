@@ -134,7 +134,8 @@ def page(records: dict, lang: str = "en", layers: list[int] | None = None) -> st
     layers = list(range(maps["att"].shape[0])) if layers is None else list(layers)
     shown = {"lens": records.get("lens"), "why": records.get("why"), "patch": records.get("patch"),
              "path": path_data(records["path"]) if "path" in records else None,
-             "words": records["words"]["words"] if "words" in records else None}
+             **({"words": records["words"]["words"], "word_tokens": records["words"]["tokens"],
+                 "words_even": records["words"]["even"]} if "words" in records else {})}
     return frames_page([frame(records, layers)], maps["tokens"], title_of(maps["text"]), layers, maps["att"].shape[1],
                        lang, maps["prefill"], shown)
 
@@ -148,7 +149,8 @@ def frames_page(frames: list[dict], labels: list[str], title: str, layers: list[
                 prefill: int | None = None, shown: dict | None = None, live: dict | None = None, glyphs: str = "") -> str:
     """The page of one or more `frame`s of the same text (several: a slider over the training steps), opening in
     `lang`; it carries its texts in both languages (cli/messages.py) and switches in place. `shown`: what it shows
-    beside the maps ("lens", "path" as `path_data` made it, "why", "patch", "words": the views' records); `live`: the
+    beside the maps ("lens", "path" as `path_data` made it, "why", "patch": the views' records; "words", "word_tokens",
+    "words_even": the words view's labels, tokens a word and even spread); `live`: the
     live inspector's settings (inspection/live.py), which turn on its text box; `glyphs`: more characters for the
     embedded font (a live page shows texts it has not seen yet)."""
     shown = shown or {}
@@ -158,7 +160,7 @@ def frames_page(frames: list[dict], labels: list[str], title: str, layers: list[
             "prefill": T if prefill is None else int(prefill), "frames": frames, "lang": lang,
             "messages": page_messages(), "live": live, "lens": lens, "path": path,
             "glossary": [list(entry) for entry in GLOSSARY], "temperature": TEMPERATURE, "why": why, "patch": patch,
-            "words": words}
+            "words": words, "word_tokens": shown.get("word_tokens"), "words_even": shown.get("words_even")}
     # "<" escaped so that no token (say "</script>") can end the script element early.
     payload = json.dumps(data, ensure_ascii=False, default=plain).replace("<", "\\u003c")
     page_html = TEMPLATE.read_text(encoding="utf-8")
@@ -171,7 +173,7 @@ def frames_page(frames: list[dict], labels: list[str], title: str, layers: list[
     seen += "".join(patch["corrupt_labels"]) + patch["token"] + patch["versus"] if patch else ""
     seen += "".join(words) if words else ""
     font_css = font_face_css("".join(labels) + title + glyphs + seen + "한국어" +
-                             "".join(ko for _, ko in data["messages"].values()) + "".join(ko for _, _, ko in GLOSSARY))
+                             "".join(ko for _, ko in data["messages"].values()) + "".join(name + ko for _, name, _, ko in GLOSSARY))
     fields = {"FONT_CSS": font_css, "TITLE": html.escape(title), "DATA": payload, "SCRIPT": script}
     # one pass over the template, so a title or token that spells a placeholder stays text
     return re.sub(r"__(FONT_CSS|TITLE|DATA|SCRIPT)__", lambda m: fields[m.group(1)], page_html)

@@ -69,8 +69,9 @@ def _new_figure(width: float, height: float):
     return fig
 
 
-def _draw_map(ax, att: np.ndarray, labels: list[str], title: str, say):
-    """One heatmap on `ax`: rows = queries, columns = keys, the masked future left blank."""
+def _draw_map(ax, att: np.ndarray, labels: list[str], title: str, say, words: bool = False):
+    """One heatmap on `ax`: rows = queries, columns = keys (words, 어절, given `words`), the masked future left
+    blank."""
     T = att.shape[-1]
     future = np.triu(np.ones((T, T), dtype=bool), k=1)
     image = ax.imshow(np.ma.masked_array(att, future), cmap="viridis", vmin=0.0, vmax=1.0,
@@ -82,18 +83,19 @@ def _draw_map(ax, att: np.ndarray, labels: list[str], title: str, say):
     fontsize = max(4.0, min(10.0, 300.0 / len(ticks)))
     ax.set_xticks(ticks, names, rotation=45, ha="right", rotation_mode="anchor", fontsize=fontsize)  # Hangul read at 45°
     ax.set_yticks(ticks, names, fontsize=fontsize)
-    ax.set_xlabel(say("plot.key"), fontsize=8)
-    ax.set_ylabel(say("plot.query"), fontsize=8)
+    ax.set_xlabel(say("plot.key_word" if words else "plot.key"), fontsize=8)
+    ax.set_ylabel(say("plot.query_word" if words else "plot.query"), fontsize=8)
     ax.set_title(title, fontsize=10)
     return image
 
 
 def draw_layer(att: np.ndarray, labels: list[str], layer: int, heads: list[int] | None = None,
-               roles: list[list[str]] | None = None, lang: str = "en", off=None):
+               roles: list[list[str]] | None = None, lang: str = "en", off=None, words: bool = False):
     """A matplotlib Figure with one heatmap per head of `att[layer]` (att: (L, H, T, T)); `roles`
     (L, H) nested lists of captions (inspection.views.roles.HeadRoles.labels) are added to the titles; the
     titles and axis labels in `lang` ("en" or "ko"). `off` (L, H): "", "mean" or "zero" (a `Trace`'s): a
-    switched-off head's title says so, and the figure that its map is still its attention."""
+    switched-off head's title says so, and the figure that its map is still its attention. `words`: the maps are
+    by word (inspection/views/words.py's word_maps, `labels` the words), and the titles say so."""
     from matplotlib import rc_context
 
     say = messages(lang)  # first: it checks lang
@@ -116,10 +118,11 @@ def draw_layer(att: np.ndarray, labels: list[str], layer: int, heads: list[int] 
             role = f" · {roles[layer][head]}" if roles is not None else ""
             mode = str(off[layer][head]) if off is not None else ""
             role += " · " + say("ablate.off", mode=say("ablate.short_" + mode)) if mode else ""
-            image = _draw_map(ax, att[layer, head], labels, f"layer {layer} head {head}{role}", say)
+            image = _draw_map(ax, att[layer, head], labels, f"layer {layer} head {head}{role}", say, words)
         fig.colorbar(image, ax=axes, label=say("plot.weight"), shrink=0.8)
         any_off = off is not None and any(str(off[layer][head]) for head in heads)
-        fig.suptitle(say("plot.layer", layer=layer) + ("\n" + say("ablate.map_note") if any_off else ""))
+        title = say("plot.layer_words" if words else "plot.layer", layer=layer)
+        fig.suptitle(title + ("\n" + say("ablate.map_note") if any_off else ""))
     return fig
 
 
@@ -167,9 +170,10 @@ def save_figure(fig, path: str | os.PathLike) -> Path:
 
 
 def save_layer_png(att: np.ndarray, labels: list[str], layer: int, roles: list[list[str]] | None,
-                   path: str | os.PathLike, lang: str = "en", off=None) -> Path:
-    """The heatmaps of every head of one layer of `att` (L, H, T, T) as a PNG at `path` (`off`: as draw_layer's)."""
-    return save_figure(draw_layer(att, labels, layer, roles=roles, lang=lang, off=off), path)
+                   path: str | os.PathLike, lang: str = "en", off=None, words: bool = False) -> Path:
+    """The heatmaps of every head of one layer of `att` (L, H, T, T) as a PNG at `path` (`off`, `words`: as
+    draw_layer's)."""
+    return save_figure(draw_layer(att, labels, layer, roles=roles, lang=lang, off=off, words=words), path)
 
 
 def save_layer_pngs(att: np.ndarray, labels: list[str], out_dir: str | os.PathLike,

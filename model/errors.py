@@ -19,6 +19,7 @@ class UserError(Exception):
     """A problem with the user's input or files; the message says what is wrong and what to do."""
 
     exit_code = 2
+    own_rank = False  # under torchrun: a failure of this rank alone, which it says itself (else rank 0 speaks)
 
     def _render_traceback_(self) -> list[str]:
         """What IPython (Jupyter, Colab) shows for it: the one line, not a page of the library's internals."""

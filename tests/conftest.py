@@ -1,10 +1,11 @@
 """What several test files share: the repository's paths, the tiny shapes, one prepared-data cache, a tiny
 run config, a tiny trained run and Korean texts beside it, the arguments and the refusal every command is checked
 with, random attention maps and labels, a model with random biases, a hand-built copying model, headless Chromium,
-and train.py with its test hooks in a process."""
+train.py with its test hooks in a process, and the finder of English sentences in a figure drawn in Korean."""
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -111,6 +112,33 @@ def random_maps(L, H, T, seed=0):
 
 # token labels of every kind a plot or a page must show: special, Korean, byte, markers, markup, outside the BMP
 LABELS = ["<|endoftext|>", "대한", "민국", "␣은", "<0xEC>", "↵", "⇥", "␣서울", "<U+200B>", "</script>", "\"'&", "𓀀"]
+
+
+# The English a figure drawn in Korean keeps: the technical terms Korean explainers keep (README.ko.md), units and
+# the tokens' own labels. Anything else English in a Korean figure is a text left untranslated.
+KEPT_ENGLISH = {"layer", "head", "heads", "step", "loss", "nats", "token", "query", "key", "attention", "induction",
+                "in-context", "block", "mlp", "run", "snapshot", "stream", "residual", "logit", "lens", "embedding",
+                "embeddings", "softmax", "patch", "patching", "cone", "bits", "char", "endoftext", "script", "id"}
+ENGLISH_WORD = re.compile(r"[A-Za-z]{2,}(?:-[A-Za-z]{2,})*")
+
+
+def english_sentences(text: str) -> list[str]:
+    """The English sentences in `text`: runs of three or more English words that are not KEPT_ENGLISH, with no
+    Hangul between them (digits, signs and the kept terms do not end a run; a Hangul letter does)."""
+    runs = re.split(r"[\uac00-\ud7a3\u3131-\u318e]+", text)
+    found = []
+    for run in runs:
+        words = [w for w in ENGLISH_WORD.findall(run) if w.lower() not in KEPT_ENGLISH]
+        if len(words) >= 3:
+            found.append(run.strip())
+    return found
+
+
+def figure_texts(fig) -> list[str]:
+    """Every text a matplotlib Figure draws: titles, axis labels, tick labels, legends and boxes."""
+    from matplotlib.text import Text
+
+    return [t.get_text() for t in fig.findobj(Text) if t.get_text().strip()]
 
 
 def biased_model(seed=0, block_size=16):

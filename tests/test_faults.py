@@ -381,7 +381,7 @@ def small_disk(tmp_path):
 def fill(disk: Path, leave: int) -> Path:
     """Fill `disk` with one file, then free `leave` bytes of it."""
     filler = disk / "filler"
-    with open(filler, "wb") as f:
+    with open(filler, "wb", buffering=0) as f:  # unbuffered: nothing left to write when it closes
         try:
             while True:
                 f.write(b"\0" * 65536)

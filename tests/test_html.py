@@ -209,7 +209,7 @@ def test_a_link_opens_a_walkthrough(tmp_path, browser):
 @pytest.mark.slow
 @needs_chromium
 def test_a_long_text_s_walkthrough_lists_the_keys_the_terminal_lists_with_numpy_s_numbers(tmp_path, browser):
-    """40 tokens: past inspection.explain.ALL_KEYS the walkthrough lists the first key, the 8 strongest and the last
+    """40 tokens: past inspection.views.walkthrough.ALL_KEYS the walkthrough lists the first key, the 8 strongest and the last
     4 (with "…" where it skips), on the page as in the terminal; q·k_j is NumPy's product of the recorded q and k."""
     from inspection.trace import load_trace, save_trace, trace_ids
 
@@ -278,6 +278,9 @@ def test_every_korean_text_of_the_page_is_drawn_with_its_embedded_font(tmp_path,
     page = browser(tmp_path / "attention.html", "#layer=1&head=1&focus=6&explain=1&lang=ko")
     page.evaluate("document.getElementById('glossary').open = true")
     assert page.texts("#path th") and page.texts("#explain th") and page.texts("#lens")[0]  # the panels are drawn
+    from inspection.glossary import GLOSSARY
+
+    assert page.texts("#glossary-list dt") == [name for _, name, _, _ in GLOSSARY]  # Korean first: "head 끄기 (...)"
     assert hangul_drawn_by_other_fonts(page) == []
     assert page.problems() == ([], "")
 
@@ -293,7 +296,8 @@ def test_page_steps_through_the_decoding_one_cached_row_at_a_time(tmp_path, brow
     page.click(*page.centre("#step-back"))
     page.click(*page.centre("#step-back"))  # step 2: the cache holds 10 keys, the newest row is token 9
     assert page.evaluate("document.getElementById('step-text').textContent").startswith(
-        f"step 2 of 4: token 9 “{LABELS[9]}” went in, its row attends over the 10 cached keys and chose token 10")
+        f"step 2 of 4: token 9 “{LABELS[9]}” went in; its query, compared with the 10 cached keys, mixed their "
+        "values and chose token 10")
     assert page.evaluate("document.querySelectorAll('#tokens .tok.later').length") == T - 10
     for kind in ("outgoing", "incoming"):  # tokens after the cache's end show no weight
         shown = np.array(page.texts(f"#{kind} .w")).reshape(2, T)
@@ -307,7 +311,7 @@ def test_page_steps_through_the_decoding_one_cached_row_at_a_time(tmp_path, brow
     assert pixel[0] == [250, 250, 250] and pixel[1] != [250, 250, 250]
     page.evaluate("""const s = document.getElementById("step"); s.value = "0"; s.dispatchEvent(new Event("input"));""")
     assert page.evaluate("document.getElementById('step-text').textContent").startswith(
-        "prefill: tokens 0..7 in one forward; the cache holds 8 keys")
+        "prefill: tokens 0..7 in one forward; the cache holds 8 keys and their values")
     assert page.problems() == ([], "")
 
 

@@ -29,7 +29,7 @@ from data.sources import open_source, read_documents
 from data.token_bytes import token_bytes
 from data.tokenizer import EOT, fast_encoder, load_tokenizer, tokenizer_hash, train_tokenizer
 from inference import load_run, stream_text
-from inspection.words import word_start_ids
+from inspection.views.words import word_start_ids
 from tests.conftest import TINY, tiny
 
 UNITS = ("syllables", "jamo")

@@ -43,7 +43,7 @@ def test_head_stats_of_pure_patterns():
 
 
 def test_prev_first_and_self_are_means_over_the_queries_from_2_on_counted_by_loops():
-    """The role scores' definition (inspection/heads.py) worked out query by query, independently of its code."""
+    """The role scores' definition (inspection/views/roles.py) worked out query by query, independently of its code."""
     att = random_maps(2, 3, 7, seed=4)
     stats = head_stats(att)
     for layer in range(2):

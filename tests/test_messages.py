@@ -5,6 +5,7 @@ English ones' numbers, generate.py speaks the language asked for (or the locale'
 """
 
 import re
+import string
 
 import numpy as np
 import pytest
@@ -23,7 +24,8 @@ NUMBER = re.compile(r"-?\d+(?:[.,]\d+)*")
 # Korean texts that are the technical terms themselves, as Korean explainers write them
 SAME_IN_BOTH = {"role.induction", "page.layer", "page.head", "page.layer_n", "page.head_n", "page.cell",
                 "page.temperature", "page.top_k", "page.top_p", "page.seed",  # the sampling settings, named as in the CLI
-                "cut.prompt", "train.where_best", "train.auto"}  # "prompt", "best/ (step N)", "auto: ...": terms, names
+                "cut.prompt", "train.where_best", "train.auto",  # "prompt", "best/ (step N)", "auto: ...": terms, names
+                "plots.step", "plots.at"}  # a figure's "step", and "1.0 at 200" as "1.0 (step 200)"
 # English words a Korean output may hold: the technical terms, and the names of files and settings
 TERMS = {"layer", "head", "heads", "query", "key", "value", "token", "softmax", "mask", "score", "norm", "residual",
          "stream", "attention", "induction", "nats", "perplexity", "snapshot", "step", "prefill", "cache", "forward",
@@ -237,3 +239,118 @@ def test_a_language_that_is_not_one_is_refused_in_one_line_that_names_the_argume
         messages(lang)
     with pytest.raises(UserError, match="lang = "):
         format_stats_table(head_stats(torch.softmax(torch.randn(1, 2, 3, 3), -1)), lang=lang)
+
+
+# ---- Korean particles after values ----------------------------------------------------------------------------
+# the particles whose form follows the last sound of the word before them (은/는, 이/가, 을/를, 과/와, (으)로, and the
+# copula's 이라/라 and 이나/나), each as it would stand after a value: then a space, punctuation or the end
+SOUND_PARTICLE = re.compile(r"(?:은|는|이|가|을|를|과|와|으로|로|이라|라|이나|나)(?![가-힣])")
+# a value's end in a template: a field, then perhaps a closing quote and a bracket that the particle would skip
+AFTER_FIELD = re.compile(r"\}['\"’”]?(?:\([^()]*\))?")
+
+
+def fixed_particles(text: str) -> list[str]:
+    """The places in a template where a fixed particle follows a {field} (directly, or after a quote or a
+    parenthesis, which a reader skips to find the word the particle attaches to)."""
+    found = []
+    for end in AFTER_FIELD.finditer(text):
+        if SOUND_PARTICLE.match(text, end.end()):
+            found.append(text[max(0, end.start() - 20) : end.end() + 3])
+    return found
+
+
+def test_the_particle_finder_catches_a_fixed_particle_after_a_value_and_nothing_else():
+    assert fixed_particles("토큰 {i} {token}(id {id}, 전체 {T}개 중)이 다음 토큰까지")  # 12-05 item 15
+    assert fixed_particles("(ln_f의 scale σ = {sigma}는 계산된 값 그대로)") and fixed_particles("head {heads}을(를) 끈")
+    assert fixed_particles("'{token}'이 나옵니다") and fixed_particles("{x}로 나눕니다")
+    assert not fixed_particles("토큰 {n}개, 글자 {chars}개") and not fixed_particles("{path}에 저장했습니다")
+    assert not fixed_particles("이 head({layer}.{head})는 꺼져 있습니다")  # the particle follows "head", not the value
+    assert not fixed_particles("{versus}보다 {token}인가") and not fixed_particles("head {heads:을} 끈")
+
+
+def test_no_korean_text_glues_a_fixed_particle_to_a_value():
+    """Every Korean text: no {field} followed by a particle whose form depends on the value's last sound; such a
+    particle is named in the field ({heads:을}) and chosen from the value. The page fills plain {name}s, so its
+    texts turn the sentence instead."""
+    from cli.messages import PARTICLES, page_messages
+
+    glued = {key: found for key, (_, ko) in MESSAGES.items() if (found := fixed_particles(ko))}
+    assert glued == {}
+    named = {key for key, (_, ko) in MESSAGES.items() if any(spec in PARTICLES for _, _, spec, _ in
+                                                              string.Formatter().parse(ko) if spec)}
+    assert named and not named & set(page_messages()), named & set(page_messages())
+
+
+@pytest.mark.parametrize("value, which, expected", [
+    ("'한다'", "이", "'한다'가"), ("'법률'", "이", "'법률'이"), ("0.6456", "은", "0.6456은"),  # 육
+    ("0.1", "을", "0.1을"), ("1.2", "을", "1.2를"), ("0.2,1.3", "을", "0.2,1.3을"), ("1.0", "을", "1.0을"),  # 영
+    ("10", "이", "10이"), ("100", "을", "100을"), ("1,000", "과", "1,000과"), ("20000", "은", "20000은"),  # 십 백 천 만
+    ("100000000", "이", "100000000이"), ("2", "으로", "2로"), ("7", "으로", "7로"), ("3", "으로", "3으로"),  # 억; ㄹ
+    ("서울", "으로", "서울로"), ("집", "으로", "집으로"), ("MLP", "이", "MLP가"), ("ln", "을", "ln을"),  # 피, 엔
+    ("12%", "이", "12%가"), ("'한다'(id 816)", "이", "'한다'(id 816)가"), ("?!", "을", "?!을(를)"),
+])  # fmt: skip
+def test_the_particle_follows_the_value_s_last_sound_as_korean_reads_it(value, which, expected):
+    from cli.messages import FORMATTER, particle
+
+    assert value + particle(value, which) == expected
+    assert FORMATTER.format("{v:" + which + "}", v=value) == expected
+
+
+def test_every_korean_text_takes_sample_values_and_its_named_particles_fit_them():
+    """Every text formats with sample values (a word ending on a consonant, then on a vowel), and where a field
+    names its particle the rendered text carries the form that fits: 법률을, 한다를."""
+    from cli.messages import PARTICLES
+
+    say = messages("ko")
+    for key, (_, ko) in MESSAGES.items():
+        specs = {name: spec for _, name, spec, _ in string.Formatter().parse(ko) if name}
+        for word in ("법률", "한다"):
+            text = say(key, **{name: word for name in specs})
+            for name, spec in specs.items():
+                if spec in PARTICLES:
+                    after = PARTICLES[spec][0 if word == "법률" else 1]
+                    assert word + after in text, (key, text)
+
+
+# ---- what a measure is, said wherever it is shown ------------------------------------------------------------
+# --why's shares are direct: what a part writes straight into the last stream, σ held; effects through later layers
+# are the later parts'; switching off (--ablate) and patching (--patch) measure effects
+CAVEAT = {"en": ("straight into the last stream", "later layers", "σ", "not the effect of switching the part off",
+                 "--ablate", "--patch"),
+          "ko": ("직접 더한 값만", "뒤 layer", "σ", "껐을 때의 효과가 아닙니다", "--ablate", "--patch")}
+
+
+@pytest.mark.parametrize("lang", LANGUAGES)
+def test_every_view_of_the_shares_says_they_are_direct_and_not_the_effect_of_switching_off(lang):
+    """The caveat is in why.exact, and every text that shows shares carries why.exact or says "directly" itself:
+    the terminal's and the notebook's table (inspection/views/why.py's text) and the page's panel (tests/test_why.py
+    sees it in Chromium); the patching texts say which run's piece goes where, the gap and the negative values."""
+    from inspection.views import Settings, why
+
+    say = messages(lang)
+    assert all(part in say("why.exact") for part in CAVEAT[lang]), say("why.exact")
+    direct = "direct" if lang == "en" else "직접"  # "directly", "direct share"
+    for key in ("why.title", "page.why_title"):
+        assert direct in MESSAGES[key][LANGUAGES.index(lang)], key
+    assert "σ" in say("page.why_for", i=0, token="a", versus="b", diff="1", sigma="0.5")
+    model = biased_model()
+    table = why.text(why.record(look_at(model, list(range(8))), Settings()), lang)
+    assert say("why.exact") in table.splitlines() and direct in table.splitlines()[0]
+    patch = say("patch.title", token="a", versus="b", clean="1", corrupt="0")
+    gap = ("(patched − corrupted) / (clean − corrupted)", "negative =") if lang == "en" else (
+        "(patch 후 − 바꾼 텍스트) / (깨끗한 텍스트 − 바꾼 텍스트)", "음수 =")
+    assert all(part in patch for part in gap), patch
+
+
+@pytest.mark.parametrize("lang", LANGUAGES)
+def test_the_word_texts_say_a_word_s_value_grows_with_its_tokens(lang):
+    """words.top, page.words_hint and the word PNG's title say that a word's value sums its tokens; words.sums and
+    the page's word hover carry each word's tokens and its even-spread value (tests/test_words.py checks the
+    numbers)."""
+    say = messages(lang)
+    for key in ("words.top", "page.words_hint"):
+        text = MESSAGES[key][LANGUAGES.index(lang)]
+        assert ("4 times a word of 1" if lang == "en" else "1개인 어절의 4배") in text, key
+    assert {"n", "even"} <= set(fields_of(MESSAGES["words.value"][0])) and {"n", "even"} <= set(
+        fields_of(MESSAGES["page.word_title"][0]))
+    assert ("sum" if lang == "en" else "합") in say("plot.layer_words", layer=0)

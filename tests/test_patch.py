@@ -68,5 +68,5 @@ def test_the_page_draws_the_grid_of_the_python_record(record, tmp_path, browser)
     page = browser(tmp_path / "attention.html", "#lang=ko")
     cells = [float(x) for x in page.texts(".patch-grid td")]
     assert cells == pytest.approx([x for row in record["grid"] for x in row], abs=0.006)  # shown to 2 decimals
-    assert "1.0 " in page.texts("#patch p")[2] and "cone 모양인 이유" in page.texts("#patch p")[-1]
+    assert "1.0 " in page.texts("#patch p")[2] and "원뿔(cone) 모양인 이유" in page.texts("#patch p")[-1]
     assert page.problems() == ([], "")

@@ -159,6 +159,19 @@ def test_the_text_says_each_step_in_both_languages_with_the_same_numbers(model):
         format_path(path, 9)
 
 
+def test_an_attention_only_model_s_path_names_no_mlp():
+    """model.mlp = false (the lesson run): the blocks' text and lines say attention only, with no MLP step."""
+    from model import GPT, GPTConfig
+    from tests.conftest import TINY_MODEL
+
+    torch.manual_seed(0)
+    plain = GPT(GPTConfig(**TINY_MODEL, mlp=False)).eval()
+    for lang in ("en", "ko"):
+        text = format_path(path_of(plain), 5, lang)
+        assert "model.mlp = false" in text and not any(w in text for w in ("ln_2", "GELU", "+ MLP", "MLP 더함")), text
+        assert "GELU" in format_path(path_of(biased_model(3)), 5, lang)
+
+
 needs_chromium = pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install chromium)")
 
 

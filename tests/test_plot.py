@@ -56,3 +56,34 @@ def test_png_titles_name_each_heads_role():
     roles = [["previous-token 0.97", "mixed 0.20"]]
     fig = draw_layer(random_maps(1, 2, 5), LABELS[:5], 0, roles=roles)
     assert [ax.get_title() for ax in fig.axes[:2]] == ["layer 0 head 0 · previous-token 0.97", "layer 0 head 1 · mixed 0.20"]
+
+
+def test_the_word_patch_and_layer_pngs_under_korean_hold_no_english_sentence_and_say_what_a_word_s_value_is():
+    """Every text of the word PNG (a word's value a sum over its tokens, its rows and columns words), of the
+    patching PNG and of a layer's PNG with a head switched off, drawn under Korean: Korean but for the kept terms;
+    the same figures in English are caught."""
+    import numpy as np
+
+    from cli.messages import messages
+    from inspection.plot import draw_layer, draw_patch
+    from inspection.views.words import word_labels, word_maps, word_spans
+    from tests.conftest import english_sentences, figure_texts
+
+    labels = ["<|endoftext|>", "대한", "민국", "␣국회", "는", "␣법률", "을"]
+    words = word_spans(labels)
+    by_word = word_maps(random_maps(1, 2, len(labels)), words)
+    record = {"grid": np.linspace(-1, 1, 3 * len(labels)).reshape(3, len(labels)), "token": "␣법률", "versus": "␣국회"}
+    for lang in ("en", "ko"):
+        say = messages(lang)
+        word_png = draw_layer(by_word, word_labels(labels, words), 0, lang=lang, words=True)
+        assert word_png.get_suptitle() == say("plot.layer_words", layer=0)
+        assert (word_png.axes[0].get_xlabel(), word_png.axes[0].get_ylabel()) == (say("plot.key_word"),
+                                                                                   say("plot.query_word"))
+        patch_png = draw_patch(record, labels, lang)
+        off = [["mean", ""]]  # a switched-off head's title and the figure's note on it too
+        layer_png = draw_layer(random_maps(1, 2, len(labels)), labels, 0, lang=lang, off=off)
+        texts = figure_texts(word_png) + figure_texts(patch_png) + figure_texts(layer_png)
+        assert say("patch.colour") in texts
+        found = [s for text in texts for s in english_sentences(text)]
+        assert (found == []) == (lang == "ko"), found
+    assert "어절" in messages("ko")("plot.layer_words", layer=0) and "합" in messages("ko")("plot.layer_words", layer=0)

@@ -221,7 +221,7 @@ BAD = {
     "unknown key": (["--data.vocab_sise=512"], "unknown key data.vocab_sise; valid keys in [data]: source, val_source"),
     "bad value": (["--data.vocab_size=12"], "vocab_size must be at least 300"),
     "bad option": (["--model.n_layer=2"], "bad option '--model.n_layer=2'"),
-    "no config": (["--config={tmp}/none.toml"], "none.toml not found"),
+    "no config": (["--config={tmp}/none.toml"], "none.toml does not exist"),
     "hf offline": (["--data.source=hf:nobody/no-such-corpus"], "could not load Hugging Face data set"),
 }
 

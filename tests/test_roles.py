@@ -141,7 +141,8 @@ def test_the_runs_heads_line_names_the_circuit_or_what_to_try(tmp_path):
                     f"python generate.py --ckpt {run / 'last'} --heads")
     line = heads_line({"best_heads": none, "best_step": 6000, "step": 6000}, run, none, lesson=True)
     assert line == ("heads of best/ (step 6,000): no copying circuit formed: previous-token 0.30 at layer 0 head 1, "
-                    "induction 0.20 at layer 1 head 1, in-context loss drop 1.00 nats, where a circuit needs 0.5, 0.5 "
-                    "and 2 nats; try another --train.seed, or more --train.max_steps")
-    assert heads_line({"best_heads": none, "best_step": 9, "step": 9}, run, none, lesson=False).endswith("and 2 nats")
+                    "induction 0.20 at layer 1 head 1, in-context loss drop 1.00 nats, where a circuit needs a "
+                    "previous-token score of 0.5, an induction score of 0.5 and an in-context loss drop of 2 nats; try "
+                    "another --train.seed, or more --train.max_steps")
+    assert heads_line({"best_heads": none, "best_step": 9, "step": 9}, run, none, lesson=False).endswith("drop of 2 nats")
     assert heads_line({"best_heads": None, "best_step": 9, "step": 9}, run, None, lesson=True) is None

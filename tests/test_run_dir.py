@@ -40,7 +40,8 @@ def changed_value(section: str, key: str, value, env):
     others = {"data.source": str(env.corpus), "data.val_source": str(env.corpus), "data.encoding": "euc-kr",
               "data.text_field": "body", "data.hf_config": "plain", "data.hf_split": "test",
               "data.tokenizer": str(env.run / "last"), "model.activation": "gelu_new",
-              "train.init_from": str(env.run / "last"), "train.heads_off": "0.1", "train.heads_off_mode": "zero"}
+              "train.init_from": str(env.run / "last"), "train.heads_off": "0.1", "train.heads_off_mode": "zero",
+              "data.unit": "jamo"}
     if isinstance(value, bool):
         return not value
     if isinstance(value, (int, float)):

@@ -81,6 +81,7 @@ def test_every_token_s_shares_for_the_page_are_the_single_token_records(model):
         record = attribute(model, trace, i)
         by_name = {p["name"]: p["share"] for p in record["parts"]}
         assert (page["token"][i], page["versus"][i]) == (record["token"], record["versus"])
+        assert page["sigma"][i] == pytest.approx(record["sigma"], rel=1e-12)  # the σ the page says is held
         np.testing.assert_allclose([page["shares"][k][i] for k in range(len(page["names"]))],
                                    [by_name[n] for n in page["names"]], atol=1e-6)
 
@@ -120,6 +121,10 @@ def test_the_page_draws_the_shares_of_the_focused_token_from_the_python_record(m
     assert names == [p["name"] for p in record["parts"][:12]]  # Python's ranking
     np.testing.assert_allclose(shares, [p["share"] for p in record["parts"][:12]], atol=1e-4)
     assert f"“t{record['token']}” against “t{record['versus']}”" in page.texts("#why p")[0]
+    assert f"σ held at its computed {record['sigma']:.4f}" in page.texts("#why p")[0]  # the σ why.exact speaks of
+    from cli.messages import messages
+
+    assert messages("en")("why.exact") in page.texts("#why p.hint")  # beside the shares: direct, not switching off
     page.click(*page.centre("#tokens .tok", len(IDS) - 1))  # the last token: what each head pushes, too
     heads = page.texts("table.why-heads td:nth-child(2)")
     last = attribute(model, trace, -1)

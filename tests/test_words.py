@@ -1,5 +1,6 @@
 """Korean words as units (inspection/views/words.py): the words of a text from its token labels, a word-level map worked
-out by hand, and the word roles' keys.
+out by hand, an even spread's word map by hand, the texts that show each word's tokens and its even-spread value
+beside the measured one, and the word roles' keys.
 
 python -m pytest tests/test_words.py -q
 """
@@ -10,7 +11,9 @@ import torch
 
 from inspection.html import page as page_html
 from inspection.trace import trace_ids
-from inspection.views import VIEWS, Settings
+from cli.messages import messages
+from inspection.views import VIEWS, Settings, words as words_view
+from inspection.views.words import even_spread
 from inspection.labels import bytes_label
 from inspection.views.words import word_key_sets, word_labels, word_maps, word_role_sums, word_spans, word_start_ids
 from tests.conftest import CHROMIUM, biased_model, look_at
@@ -41,6 +44,43 @@ def test_a_word_map_sums_over_the_key_word_and_averages_over_the_query_word_by_h
     got = word_maps(ATT[None, None], word_spans(LABELS))[0, 0]
     np.testing.assert_allclose(got, expected, atol=1e-12)
     np.testing.assert_allclose(got.sum(-1), 1.0)
+
+
+def test_an_even_spread_gives_a_word_its_share_of_the_keys_each_query_token_sees_by_hand():
+    # query word 1 (tokens 1, 2, 3, seeing 2, 3 and 4 keys) on key word 1: (1/2, 2/3, 3/4) -> mean; on word 0:
+    # (1/2, 1/3, 1/4); query word 2 (tokens 4, 5, seeing 5 and 6 keys) on word 1: (3/5, 3/6), on word 2: (1/5, 2/6)
+    expected = np.array([[1.0, 0.0, 0.0],
+                         [(1 / 2 + 1 / 3 + 1 / 4) / 3, (1 / 2 + 2 / 3 + 3 / 4) / 3, 0.0],
+                         [(1 / 5 + 1 / 6) / 2, (3 / 5 + 3 / 6) / 2, (1 / 5 + 2 / 6) / 2]])
+    np.testing.assert_allclose(even_spread(word_spans(LABELS)), expected, atol=1e-12)
+
+
+@pytest.mark.parametrize("lang", ["en", "ko"])
+def test_the_word_views_print_each_word_s_tokens_and_its_even_spread_value_beside_the_measured_one(lang):
+    from types import SimpleNamespace
+
+    from inspection.views import Look
+    from inspection.views.words import label_bytes
+
+    say, words = messages(lang), word_spans(LABELS)
+    T = len(LABELS)
+    run = SimpleNamespace(token_bytes=[label_bytes(label) for label in LABELS])  # token i is LABELS[i]
+    att = np.stack([ATT, ATT])[:, None]  # (2, 1, T, T): head 1.0 is ATT
+    look = Look(run, list(range(T)), LABELS, None, att, None, 4, str)
+
+    def text(**settings):
+        return words_view.text(words_view.record(look, Settings(**settings)), lang)
+
+    # token 4 (␣국회) sees keys 0..4: word 0 gets 0.4 (even 1/5), word 1 0.1 + 0.1 + 0.2 (even 3/5), word 2 0.2 (1/5)
+    line = text(explain=(1, 0), query=4)
+    assert line == say("words.sums", sums=", ".join([
+        say("words.value", word="<|endoftext|>", value="0.4000", n=1, even="0.2000"),
+        say("words.value", word="␣대한민국의", value="0.4000", n=3, even="0.6000"),
+        say("words.value", word="␣국회는", value="0.2000", n=2, even="0.2000")]))
+    table = text(head=(1, 0)).splitlines()
+    assert table[0] == say("words.top", layer=1, head=0) and len(table) == 1 + len(words)
+    # query word 1's strongest is word 1 itself: (0.5 + 0.8 + 0.9) / 3 = 0.733, even (1/2 + 2/3 + 3/4) / 3 = 0.639
+    assert say("words.value", word="␣대한민국의(1)", value="0.733", n=3, even="0.639") in table[2]
 
 
 def test_the_word_roles_look_at_the_keys_their_names_say_the_previous_token_left_to_its_own_role():
@@ -120,7 +160,12 @@ def test_the_page_s_switch_reads_the_maps_by_word_in_both_languages(tmp_path, br
     page.evaluate("{ const w = document.getElementById('words'); w.checked = true; w.dispatchEvent(new Event('change')) }")
     assert page.texts("#tokens .t") == ["<|endoftext|>", "대한민국", "␣국회는", "␣법률을"]
     shown = np.array([float(w) for w in page.texts("#outgoing .w")])  # head 1.0, the last word's row
-    np.testing.assert_allclose(shown, word_maps(trace.att, words)[1, 0, -1], atol=6e-4)
+    by_word = word_maps(trace.att, words)[1, 0, -1]
+    np.testing.assert_allclose(shown, by_word, atol=6e-4)
+    titles = page.evaluate("Array.from(document.querySelectorAll('#outgoing .tok'), b => b.title)")
+    even = even_spread(words)[-1]  # a word's tokens and its even-spread value on hover, Python's numbers
+    assert titles == [messages("ko")("page.word_title", i=k, token=page.texts("#tokens .t")[k], n=len(words[k]),
+                                     value=f"{by_word[k]:.3f}", even=f"{even[k]:.3f}") for k in range(len(words))]
     assert "key 어절의 토큰들" in page.texts("#words-hint")[0] and page.texts("#explain") == [""]
     page.evaluate("const s = document.getElementById('lang'); s.value = 'en'; s.dispatchEvent(new Event('change'))")
     assert "summed over the key word's tokens" in page.texts("#words-hint")[0]

@@ -54,5 +54,5 @@ def stop_line(tc, step: int, best_step: int, evals: int, seconds_per_step: float
     what stopping saved, in `lang`."""
     say, left = messages(lang), tc.max_steps - step
     saved = say("train.stop_saved", minutes=f"{left * seconds_per_step / 60:.1f}") if tc.time_budget else ""
-    why = say("train.stop_patience", what=tc.best_by.replace("_", " "), evals=evals, best=f"{best_step:,}")
+    why = say("train.stop_patience", what=say("train.best_by." + tc.best_by), evals=evals, best=f"{best_step:,}")
     return say("train.stop", why=why, step=f"{step:,}", planned=f"{tc.max_steps:,}", saved=saved)

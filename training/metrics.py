@@ -80,7 +80,7 @@ class RunLog:
     """Appends records to metrics.jsonl (and to wandb when enabled)."""
 
     def __init__(self, run_dir: Path, config: dict, resume_step: int | None, wandb_cfg, lang: str = "en"):
-        self.path, self.run_dir = run_dir / "metrics.jsonl", run_dir
+        self.path, self.run_dir, self.lang = run_dir / "metrics.jsonl", run_dir, lang
         damaged = []
         kept = [] if resume_step is None else [
             r for r in read_metrics(self.path, damaged) if r.get("step", 0) <= resume_step and r.get("kind") != "final"
@@ -108,8 +108,8 @@ class RunLog:
         self.file.close()
         if plot:
             records = read_metrics(self.path)
-            plot_losses(records, self.run_dir / "loss.png")
-            plot_heads(records, self.run_dir / "heads.png")
+            plot_losses(records, self.run_dir / "loss.png", self.lang)  # in the run's language
+            plot_heads(records, self.run_dir / "heads.png", self.lang)
         if self.wandb is not None:
             self.wandb.finish()
 

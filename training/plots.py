@@ -1,8 +1,8 @@
-"""The pictures of a run, drawn from its metrics.jsonl when it ends: loss.png and heads.png.
+"""The pictures of a run, drawn from its metrics.jsonl when it ends: loss.png and heads.png, in the run's language.
 
     records = read_metrics(run_dir / "metrics.jsonl")      # training/metrics.py
-    plot_losses(records, run_dir / "loss.png")             # train and validation loss against the step
-    plot_heads(records, run_dir / "heads.png")             # the loss, then every head's role scores below it
+    plot_losses(records, run_dir / "loss.png", lang="ko")  # train and validation loss against the step
+    plot_heads(records, run_dir / "heads.png", lang="ko")  # the loss, then every head's role scores below it
 
 heads.png shares one step axis between the loss curves (top), one panel per role of inspection/views/roles.py
 (every head a line, coloured by layer, with chance dashed and the bar a role must pass dotted) and the
@@ -13,12 +13,16 @@ Where evaluations measured what switching each head off costs (train.head_costs)
 loss it adds and the in-context loss drop it takes away, so the step a head becomes needed lines up with the step
 its role score rises. Heads the run keeps off (train.heads_off: the records' "off") have no line, and the first
 role panel names them.
+its role score rises. Every label, title and legend is a text of cli/messages.py, drawn in the Korean font the
+attention PNGs use (inspection/plot.py).
 """
 
 from math import nan
 from pathlib import Path
 
+from cli.messages import messages
 from inspection.views.roles import ROLE_MIN, ROLES
+from inspection.plot import FONT_FAMILIES, font_paths
 from storage.atomic import atomic_write
 
 
@@ -31,67 +35,89 @@ def pyplot():
     return plt
 
 
+def fonts():
+    """The settings that draw Hangul in NanumGothic (inspection/plot.py registers it), DejaVu Sans for the rest."""
+    font_paths()
+    return {"font.family": FONT_FAMILIES, "axes.unicode_minus": False}
+
+
 def save_png(fig, png: Path) -> None:
     """Write `fig` to `png` atomically, and free it."""
     try:
-        atomic_write(png, lambda tmp: fig.savefig(tmp, format="png", dpi=100))
+        with pyplot().rc_context(fonts()):
+            atomic_write(png, lambda tmp: fig.savefig(tmp, format="png", dpi=100))
     finally:
         pyplot().close(fig)
 
 
-def draw_losses(ax, records: list[dict]) -> None:
+def draw_losses(ax, records: list[dict], say) -> None:
     """Train loss per logged step, and the evaluations' train and validation losses."""
     steps = [r for r in records if "loss" in r]
     evals = [r for r in records if r.get("kind") == "eval"]
-    ax.plot([r["step"] for r in steps], [r["loss"] for r in steps], lw=0.8, alpha=0.6, label="train (logged)")
-    ax.plot([r["step"] for r in evals], [r["train_loss"] for r in evals], "o-", ms=3, label="train (eval)")
-    ax.plot([r["step"] for r in evals], [r["val_loss"] for r in evals], "o-", ms=3, label="val (eval)")
-    ax.set_ylabel("loss (nats/token)")
+    ax.plot([r["step"] for r in steps], [r["loss"] for r in steps], lw=0.8, alpha=0.6, label=say("plots.logged"))
+    ax.plot([r["step"] for r in evals], [r["train_loss"] for r in evals], "o-", ms=3, label=say("plots.train"))
+    ax.plot([r["step"] for r in evals], [r["val_loss"] for r in evals], "o-", ms=3, label=say("plots.val"))
+    ax.set_ylabel(say("plots.loss"))
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
 
 
-def plot_losses(records: list[dict], png: Path) -> None:
-    """loss.png: the losses against the step."""
-    fig, ax = pyplot().subplots(figsize=(7, 4))
-    draw_losses(ax, records)
-    ax.set_xlabel("step")
-    fig.tight_layout()
-    save_png(fig, png)
+def plot_losses(records: list[dict], png: Path, lang: str = "en") -> None:
+    """loss.png: the losses against the step, in `lang`."""
+    say = messages(lang)
+    with pyplot().rc_context(fonts()):
+        fig, ax = pyplot().subplots(figsize=(7, 4))
+        draw_losses(ax, records, say)
+        ax.set_xlabel(say("plots.step"))
+        fig.tight_layout()
+        save_png(fig, png)
 
 
 NECESSARY = 1.0  # nats of the in-context loss drop a head takes away when off: from there on the model needs it
 
 
-def draw_costs(axes, costed: list[dict], n_layer: int, n_head: int, colours) -> None:
+def marked(found: list[tuple[int, str]], say) -> str:
+    """ "0.2 at 1,800, 1.0 at 2,000, ..." (at most six) of (step, "layer.head") pairs, in order of the step."""
+    names = [say("plots.at", head=name, step=f"{step:,}") for step, name in sorted(found)]
+    return ", ".join(names[:6]) + (", ..." if len(names) > 6 else "")
+
+
+def draw_costs(axes, costed: list[dict], n_layer: int, n_head: int, colours, say) -> None:
     """Two panels: what switching each head off alone costs at each evaluation that measured it, the held-out loss
     it adds and the in-context loss drop it takes away, a line per head; each head marked where its drop lost
     first reaches NECESSARY."""
     steps = [r["step"] for r in costed]
     necessary = []
-    for ax, key, label in zip(axes, ("loss", "drop"), ("held-out loss\nadded off (nats)", "drop lost\noff (nats)")):
+    for ax, key in zip(axes, ("loss", "drop")):
         for layer in range(n_layer):
             for head in range(n_head):
                 ys = [r["heads"]["importance"][key][layer][head] for r in costed]
                 ys = [nan if y is None else y for y in ys]
-                ax.plot(steps, ys, lw=1, color=colours[layer], label=f"layer {layer}" if head == 0 else None)
+                legend = say("page.layer_n", n=layer) if head == 0 else None
+                ax.plot(steps, ys, lw=1, color=colours[layer], label=legend)
                 step = next((s for s, y in zip(steps, ys) if y >= NECESSARY), None) if key == "drop" else None
                 if step is not None:
                     ax.plot(step, NECESSARY, "v", color=colours[layer], ms=6)
                     necessary.append((step, f"{layer}.{head}"))
         ax.axhline(0, lw=0.8, color="grey")
-        ax.set_ylabel(label, fontsize=9)
+        ax.set_ylabel(say("plots.cost_" + key), fontsize=9)
         ax.grid(alpha=0.3)
     if necessary:
-        names = [f"{name} at {step:,}" for step, name in sorted(necessary)]
         axes[1].axhline(NECESSARY, ls=":", lw=0.8, color="black")
-        axes[1].text(0.99, 0.95, f"needed (drop lost >= {NECESSARY:g}): " + ", ".join(names[:6])
-                     + (", ..." if len(names) > 6 else ""), transform=axes[1].transAxes, ha="right", va="top",
-                     fontsize=8, bbox={"boxstyle": "round", "fc": "white", "ec": "0.8"})
+        axes[1].text(0.99, 0.95, say("plots.needed", bar=f"{NECESSARY:g}", heads=marked(necessary, say)),
+                     transform=axes[1].transAxes, ha="right", va="top", fontsize=8,
+                     bbox={"boxstyle": "round", "fc": "white", "ec": "0.8"})
 
 
-def plot_heads(records: list[dict], png: Path) -> bool:
-    """heads.png as the module docstring describes it; False (and no file) when no evaluation scored heads."""
+def plot_heads(records: list[dict], png: Path, lang: str = "en") -> bool:
+    """heads.png as the module docstring describes it, in `lang`; False (and no file) when no evaluation scored
+    heads."""
+    with pyplot().rc_context(fonts()):
+        return draw_heads(records, png, messages(lang))
+
+
+def draw_heads(records: list[dict], png: Path, say) -> bool:
+    """heads.png, its texts from `say` (messages(lang)); False when no evaluation scored heads."""
     scored = [r for r in records if r.get("kind") == "eval" and r.get("heads")]
     if not scored:
         return False
@@ -103,11 +129,11 @@ def plot_heads(records: list[dict], png: Path) -> bool:
     costed = [r for r in scored if r["heads"].get("importance")]  # train.head_costs: what each head off costs
     panels = len(ROLES) + 2 + (2 if costed else 0)
     fig, axes = plt.subplots(panels, 1, figsize=(8, 2.2 * panels), sharex=True)
-    draw_losses(axes[0], records)
+    draw_losses(axes[0], records, say)
     spent = sum(r["heads"].get("seconds", 0.0) for r in scored)
     wall = next((r["wall_s"] for r in reversed(records) if r.get("kind") == "final"), None)
-    share = f", {spent / wall:.1%} of the run" if wall else ""
-    axes[0].set_title(f"head role scores at {len(scored)} evaluations ({spent:.1f} s{share})", fontsize=10)
+    share = say("plots.of_run", share=f"{spent / wall:.1%}") if wall else ""
+    axes[0].set_title(say("plots.heads_title", n=len(scored), seconds=f"{spent:.1f}", share=share), fontsize=10)
     for ax, role in zip(axes[1:], ROLES):
         chance = first["chance"][role] or 0.0
         bar = max(ROLE_MIN, 2 * chance)
@@ -116,35 +142,34 @@ def plot_heads(records: list[dict], png: Path) -> bool:
             for head in range(n_head):
                 ys = [r["heads"]["scores"][role][layer][head] for r in scored]
                 ys = [nan if y is None else y for y in ys]
-                ax.plot(steps, ys, lw=1, color=colours[layer], label=f"layer {layer}" if head == 0 else None)
+                legend = say("page.layer_n", n=layer) if head == 0 else None
+                ax.plot(steps, ys, lw=1, color=colours[layer], label=legend)
                 step = next((s for s, y in zip(steps, ys) if y >= bar), None)
                 if step is not None:
                     ax.plot(step, bar, "v", color=colours[layer], ms=6)
                     formed.append((step, f"{layer}.{head}"))
         if formed:
-            names = [f"{name} at {step:,}" for step, name in sorted(formed)]
-            text = "passed the bar: " + ", ".join(names[:6]) + (", ..." if len(names) > 6 else "")
-            ax.text(0.99, 0.95, text, transform=ax.transAxes, ha="right", va="top", fontsize=8,
-                    bbox={"boxstyle": "round", "fc": "white", "ec": "0.8"})
+            ax.text(0.99, 0.95, say("plots.passed", heads=marked(formed, say)), transform=ax.transAxes, ha="right",
+                    va="top", fontsize=8, bbox={"boxstyle": "round", "fc": "white", "ec": "0.8"})
         ax.axhline(chance, ls="--", lw=0.8, color="grey")
         ax.axhline(bar, ls=":", lw=0.8, color="black")
         ax.set_ylim(0, 1)
-        ax.set_ylabel(role, fontsize=9)
+        ax.set_ylabel(say("role." + role), fontsize=9)
         ax.grid(alpha=0.3)
     axes[1].legend(fontsize=8, ncol=min(n_layer, 6), loc="upper left")
     off = sorted({name for r in scored for name in r["heads"].get("off", [])})  # train.heads_off: no role, no cost
     if off:
-        axes[1].text(0.01, 0.05, "kept off, no line: " + ", ".join(off), transform=axes[1].transAxes, ha="left",
+        axes[1].text(0.01, 0.05, say("plots.kept_off", heads=", ".join(off)), transform=axes[1].transAxes, ha="left",
                      va="bottom", fontsize=8, color="0.35", bbox={"boxstyle": "round", "fc": "white", "ec": "0.8"})
     drop_axis = axes[len(ROLES) + 1]
     drop = [(r["heads"]["loss_first_copy"] or nan) - (r["heads"]["loss_second_copy"] or nan) for r in scored]
     drop_axis.plot(steps, drop, "o-", ms=3, color="C3")
     drop_axis.axhline(0, lw=0.8, color="grey")
-    drop_axis.set_ylabel("in-context loss\ndrop (nats)", fontsize=9)
+    drop_axis.set_ylabel(say("plots.drop"), fontsize=9)
     drop_axis.grid(alpha=0.3)
     if costed:
-        draw_costs(axes[-2:], costed, n_layer, n_head, colours)
-    axes[-1].set_xlabel("step")
+        draw_costs(axes[-2:], costed, n_layer, n_head, colours, say)
+    axes[-1].set_xlabel(say("plots.step"))
     fig.tight_layout()
     save_png(fig, png)
     return True

@@ -255,9 +255,11 @@ def first_compiled_step(run: TrainingRun, p: Progress, lr: float, step) -> None:
             raise
         error, detail = type(e).__name__, (str(e).strip().splitlines() or [""])[0][:200]
         if run.ddp.world > 1:
-            raise UserError(f"torch.compile failed at the first step on rank {run.ddp.rank} ({error}: {detail}); "
-                            "under torchrun no rank can go on eager while the others wait for it in DDP's all-reduce, "
-                            "so every rank stops: run again with --train.compile=off") from None
+            failed = UserError(f"torch.compile failed at the first step on rank {run.ddp.rank} ({error}: {detail}); "
+                               "under torchrun no rank can go on eager while the others wait for it in DDP's "
+                               "all-reduce, so every rank stops: run again with --train.compile=off")
+            failed.own_rank = True
+            raise failed from None
     finally:
         run.compiling = False
     # out of the except block, so that the failed attempt's frames (and the tensors they hold) are gone

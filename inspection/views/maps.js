@@ -177,12 +177,22 @@ function paint(boxes, attOf, colour) {
   });
 }
 
+// By word: each word's tokens and, from the focused word, its value beside an even spread's (inspection/views/words.py),
+// on hover, since a word of more tokens gets more.
+function wordTitles(boxes, f, h) {
+  boxes.forEach((box, k) => {
+    box.title = f === null || k > f || k >= state.limit ? "" : t("page.word_title", { i: k, token: TOKENS[k],
+      n: DATA.word_tokens[k], value: att(state.li, h, f, k).toFixed(3), even: DATA.words_even[f][k].toFixed(3) });
+  });
+}
+
 // Recolour for the focused token: its row (where it attends) and its column (what attends to it).
 function update() {
   const f = state.focus;
   for (const v of views) {
     if (v.head === null) { paint(v.out, null, ""); continue; }
     paint(v.out, f === null ? null : (k) => att(state.li, v.head, f, k), "31,119,180");
+    if (WORDS_ON) wordTitles(v.out, f, v.head);
     paint(v.inc, f === null ? null : (q) => att(state.li, v.head, q, f), "255,127,14");
     const ctx = v.canvas.getContext("2d");
     ctx.putImageData(v.img, 0, 0);

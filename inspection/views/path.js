@@ -83,8 +83,9 @@ function renderPath() {
   const embed = pathStep(panel, t("path.embed", { id: id, i: at, C: P.C }));
   for (const [name, text] of [["tok", "tok_emb[" + id + "]"], ["pos", "pos_emb[" + at + "]"], ["sum", "tok + pos"]])
     embed.appendChild(el("div", "vec path-" + name, text + " = " + pathVector(name, [i])));
-  const blocks = pathStep(panel, t("path.blocks", { C: P.C, H: P.H, d: P.d, i: at }));
-  const b = P.blocks, largest = Math.max(...b.block_norm.map((row) => row[i]), P.sum_norm[i]);
+  const b = P.blocks, mlp = b.active ? "" : "_no_mlp";  // an attention-only model: no MLP to name
+  const blocks = pathStep(panel, t("path.blocks" + mlp, { C: P.C, H: P.H, d: P.d, i: at }));
+  const largest = Math.max(...b.block_norm.map((row) => row[i]), P.sum_norm[i]);
   const norms = el("div", "norms");  // the picture: the stream's norm after each step, growing block by block
   const norm = (text, value) => {
     const row = el("div", "normrow");
@@ -101,7 +102,7 @@ function renderPath() {
   blocks.appendChild(norms);
   for (let l = 0; l < P.L; l++) {
     const block = el("div", "block");
-    block.appendChild(el("div", "vec", t("path.block", { layer: l, resid: b.resid_norm[l][i].toFixed(4),
+    block.appendChild(el("div", "vec", t("path.block" + mlp, { layer: l, resid: b.resid_norm[l][i].toFixed(4),
       out: b.out_norm[l][i].toFixed(4), mid: b.mid_norm[l][i].toFixed(4), block: b.block_norm[l][i].toFixed(4) })));
     const rows = [];
     for (let h = 0; h < P.H; h++) {
@@ -247,8 +248,8 @@ function renderLines() {
 function renderGlossary() {
   const list = document.getElementById("glossary-list");
   list.replaceChildren();
-  for (const [term, en, ko] of DATA.glossary) {
-    list.appendChild(el("dt", "", term));
+  for (const [term, name, en, ko] of DATA.glossary) {  // the Korean name first, the English in brackets
+    list.appendChild(el("dt", "", LANG === "ko" ? name : term));
     list.appendChild(el("dd", "", LANG === "ko" ? ko : en));
   }
 }

@@ -148,10 +148,11 @@ def text(path: dict, lang: str) -> str:
     lines = [say("path.title", i=at, token=repr(label(token_id)), id=token_id, T=path["T"], L=path["L"], C=C, V=V), ""]
     lines += [say("path.embed", id=token_id, i=at, C=C), f"   tok_emb[{token_id}] = {vec(path, 'tok', i)}",
               f"   pos_emb[{at}] = {vec(path, 'pos', i)}", f"   tok + pos = {vec(path, 'sum', i)}", ""]
-    lines.append(say("path.blocks", C=C, H=path["H"], d=path["d"], i=at))
     b = path["blocks"]
+    mlp = "" if b["active"] is not None else "_no_mlp"  # an attention-only model: no MLP to name
+    lines.append(say("path.blocks" + mlp, C=C, H=path["H"], d=path["d"], i=at))
     for layer in range(path["L"]):
-        lines.append(say("path.block", layer=layer, resid=f"{b['resid_norm'][layer][i]:.4f}",
+        lines.append(say("path.block" + mlp, layer=layer, resid=f"{b['resid_norm'][layer][i]:.4f}",
                          out=f"{b['out_norm'][layer][i]:.4f}", mid=f"{b['mid_norm'][layer][i]:.4f}",
                          block=f"{b['block_norm'][layer][i]:.4f}"))
         rows = [["head", say("path.key"), "j", "att", "|share|", ""]]  # the last column names a head that is off

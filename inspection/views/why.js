@@ -16,7 +16,7 @@ function renderWhy() {
   if (!W || WORDS_ON || f === null) return;
   const label = (id) => "“" + W.labels[id] + "”", order = W.order[f], largest = Math.abs(W.shares[order[0]][f]);
   panel.appendChild(el("p", "", t("page.why_for", { i: f, token: label(W.token[f]), versus: label(W.versus[f]),
-    diff: W.logit_diff[f].toFixed(4) })));
+    diff: W.logit_diff[f].toFixed(4), sigma: W.sigma[f].toFixed(4) })));
   const rows = order.slice(0, 12).map((p) => {
     const cell = el("span");
     cell.appendChild(shareBar(W.shares[p][f], largest));

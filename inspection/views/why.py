@@ -110,11 +110,11 @@ def attribute(model, trace, query: int = -1, token: int | None = None, versus: i
 
 def shares_per_token(model, trace) -> dict:
     """For the page: at every token, the shares of the model's choice against its runner-up, {"names": [P part
-    names], "kinds": [...], "token": (T,), "versus": (T,), "logit_diff": (T,), "shares": (P, T), "order": (T, P) the
-    parts by |share|, largest first} (heads' top tokens are left to `attribute`, which one token at a time can
-    afford)."""
+    names], "kinds": [...], "token": (T,), "versus": (T,), "logit_diff": (T,), "sigma": (T,) ln_f's scale held,
+    "shares": (P, T), "order": (T, P) the parts by |share|, largest first} (heads' top tokens are left to
+    `attribute`, which one token at a time can afford)."""
     parts, vectors = stream_parts(model, trace)
-    outputs, bias, _ = through_ln_f(model, trace, vectors)  # (P, T, C)
+    outputs, bias, sigma = through_ln_f(model, trace, vectors)  # (P, T, C)
     order = np.argsort(-trace.logits, axis=-1, kind="stable")[:, :2]  # (T, 2)
     E = model.tok_emb.weight.detach().cpu().double().numpy()
     directions = E[order[:, 0]] - E[order[:, 1]]  # (T, C)
@@ -124,7 +124,7 @@ def shares_per_token(model, trace) -> dict:
     return {"names": [p["name"] for p in parts] + ["ln_f bias"], "kinds": [p["kind"] for p in parts] + ["bias"],
             "token": order[:, 0].tolist(), "versus": order[:, 1].tolist(),
             "logit_diff": (trace.logits[rows, order[:, 0]] - trace.logits[rows, order[:, 1]]).tolist(),
-            "shares": np.round(shares, 6).tolist(), "order": ranked.tolist()}
+            "sigma": sigma.tolist(), "shares": np.round(shares, 6).tolist(), "order": ranked.tolist()}
 
 
 def token_id(text: str, labels: dict[str, int], vocab_size: int) -> int:

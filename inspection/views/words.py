@@ -28,7 +28,7 @@ import numpy as np
 import torch
 
 from cli.messages import messages
-from inspection.labels import VISIBLE, bytes_label, format_top_attended
+from inspection.labels import VISIBLE, bytes_label, display_width, pad
 from model.arguments import ArgumentTypeError, kind, need_maps, need_token_ids, need_type
 
 MARKED = {symbol: ch for ch, symbol in VISIBLE.items()}  # "␣" -> " ": a label's markers read back
@@ -142,28 +142,48 @@ def word_labels(labels: list[str], words: list[list[int]], pieces: list[bytes] |
             else bytes_label(b"".join(pieces[t] for t in tokens)) for tokens in words]
 
 
+def even_spread(words: list[list[int]]) -> np.ndarray:
+    """(W, W): the word-level map of attention spread evenly over the keys each query token sees (1 / (q + 1) on
+    each of keys 0..q), the value a word would get for its tokens alone."""
+    T = sum(len(tokens) for tokens in words)
+    even = np.tril(np.ones((T, T))) / np.arange(1, T + 1)[:, None]  # (T, T)
+    return word_maps(even, words)
+
+
 def record(look, settings) -> dict:
-    """The text's words ("spans", their labels "words"), every head's map by word ("att"); with settings.head where
-    each query word of that head looks ("head"), with settings.explain the query token's attention summed per word
-    ("sums", the walkthrough's keys by word)."""
+    """The text's words ("spans", their labels "words", how many tokens each has, "tokens"), every head's map by word
+    ("att") and the even spread's ("even", `even_spread`); with settings.head where each query word of that head
+    looks ("head"), with settings.explain the query token's attention summed per word ("sums", the walkthrough's
+    keys by word) beside the even spread's over its keys 0..query ("sums_even")."""
     spans = word_spans(look.labels)
     pieces = [look.run.token_bytes[i] for i in look.ids]  # the text's bytes, whatever its tokens' labels show
     found = {"spans": spans, "words": word_labels(list(look.labels), spans, pieces), "att": word_maps(look.att, spans),
-             "head": None if settings.head is None else list(settings.head), "sums": None}
+             "tokens": [len(tokens) for tokens in spans], "even": even_spread(spans), "query": look.query,
+             "head": None if settings.head is None else list(settings.head), "sums": None, "sums_even": None}
     if settings.explain is not None:
-        row = look.att[settings.explain[0], settings.explain[1], look.query]
+        row, q = look.att[settings.explain[0], settings.explain[1], look.query], look.query
         found["sums"] = [float(row[tokens].sum()) for tokens in spans]
+        found["sums_even"] = [sum(t <= q for t in tokens) / (q + 1) for tokens in spans]
     return found
 
 
-def text(record: dict, lang: str) -> str:
-    """Where each query word of record["head"] looks, and the walkthrough's query summed per word."""
-    say, lines = messages(lang), []
+def text(record: dict, lang: str, k: int = 3) -> str:
+    """Where each query word of record["head"] looks (its `k` words it attends to most), and the walkthrough's
+    query summed per word: each word with its tokens and its value under an even spread beside the measured one."""
+    say, lines, names, n = messages(lang), [], record["words"], record["tokens"]
     if record["head"] is not None:
         layer, head = record["head"]
-        lines += [say("words.top", layer=layer, head=head),
-                  format_top_attended(record["att"][layer, head], record["words"])]
+        by_word, even = record["att"][layer, head], record["even"]
+        width = max(display_width(name) for name in names)
+        lines.append(say("words.top", layer=layer, head=head))
+        for q, name in enumerate(names):
+            top = np.argsort(-by_word[q, : q + 1], kind="stable")[:k]
+            targets = "  ".join(say("words.value", word=f"{names[j]}({j})", value=f"{by_word[q, j]:.3f}", n=n[j],
+                                    even=f"{even[q, j]:.3f}") for j in top)
+            lines.append(f"{q:>4} {pad(name, width)} -> {targets}")
     if record["sums"] is not None:
-        parts = [f"{name} {x:.4f}" for name, x in zip(record["words"], record["sums"]) if x > 0]
+        parts = [say("words.value", word=name, value=f"{x:.4f}", n=count, even=f"{even:.4f}")
+                 for name, x, count, even, tokens in zip(names, record["sums"], n, record["sums_even"], record["spans"])
+                 if min(tokens) <= record["query"]]
         lines.append(say("words.sums", sums=", ".join(parts)))
     return "\n".join(lines)
