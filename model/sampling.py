@@ -213,7 +213,7 @@ def decode(model, idx, max_new_tokens, sampling: Sampling, generator, attention)
     # a host sync stalls a GPU's queue of kernels: there the checks wait 16 steps (rows that ended meanwhile keep
     # emitting eos); a CPU has no queue to stall, and checks every step
     sync_every = 1 if idx.device.type == "cpu" else 16
-    finite = torch.ones((), dtype=torch.bool, device=idx.device)
+    finite = None if sync_every == 1 else torch.ones((), dtype=torch.bool, device=idx.device)  # a CPU: choose_next's
     recording = attention is not None  # recording needs the explicit path of the model's own blocks
     n = T
     start = window_start(0, n, block_size)
@@ -248,7 +248,7 @@ def decode(model, idx, max_new_tokens, sampling: Sampling, generator, attention)
             if use_cache:
                 cache.reset()
         synced = (n - T) % sync_every == 0 or n - T == max_new_tokens  # a GPU runs ahead between two looks
-        if synced:
+        if synced and finite is not None:
             check_finite(finite, logits.dtype)
         if synced and done is not None and bool(done.all()):  # with an eos: whether every row has ended
             break

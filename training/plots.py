@@ -82,23 +82,30 @@ def marked(found: list[tuple[int, str]], say) -> str:
     return ", ".join(names[:6]) + (", ..." if len(names) > 6 else "")
 
 
+def head_lines(ax, records: list[dict], table, bar: float | None, n_layer: int, n_head: int, colours, say) -> list:
+    """A line per head over the evaluations `records` of `table(record["heads"])[layer][head]` (null: no point),
+    coloured by layer, each head marked where it first reaches `bar` (None: none); [(step, "layer.head")] of those."""
+    steps, reached = [r["step"] for r in records], []
+    for layer in range(n_layer):
+        for head in range(n_head):
+            ys = [nan if (y := table(r["heads"])[layer][head]) is None else y for r in records]
+            ax.plot(steps, ys, lw=1, color=colours[layer], label=say("page.layer_n", n=layer) if head == 0 else None)
+            step = None if bar is None else next((s for s, y in zip(steps, ys) if y >= bar), None)
+            if step is not None:
+                ax.plot(step, bar, "v", color=colours[layer], ms=6)
+                reached.append((step, f"{layer}.{head}"))
+    return reached
+
+
 def draw_costs(axes, costed: list[dict], n_layer: int, n_head: int, colours, say) -> None:
     """Two panels: what switching each head off alone costs at each evaluation that measured it, the held-out loss
     it adds and the in-context loss drop it takes away, a line per head; each head marked where its drop lost
     first reaches NECESSARY."""
-    steps = [r["step"] for r in costed]
     necessary = []
     for ax, key in zip(axes, ("loss", "drop")):
-        for layer in range(n_layer):
-            for head in range(n_head):
-                ys = [r["heads"]["importance"][key][layer][head] for r in costed]
-                ys = [nan if y is None else y for y in ys]
-                legend = say("page.layer_n", n=layer) if head == 0 else None
-                ax.plot(steps, ys, lw=1, color=colours[layer], label=legend)
-                step = next((s for s, y in zip(steps, ys) if y >= NECESSARY), None) if key == "drop" else None
-                if step is not None:
-                    ax.plot(step, NECESSARY, "v", color=colours[layer], ms=6)
-                    necessary.append((step, f"{layer}.{head}"))
+        found = head_lines(ax, costed, lambda heads: heads["importance"][key], NECESSARY if key == "drop" else None,
+                           n_layer, n_head, colours, say)
+        necessary += found
         ax.axhline(0, lw=0.8, color="grey")
         ax.set_ylabel(say("plots.cost_" + key), fontsize=9)
         ax.grid(alpha=0.3)
@@ -137,17 +144,7 @@ def draw_heads(records: list[dict], png: Path, say) -> bool:
     for ax, role in zip(axes[1:], ROLES):
         chance = first["chance"][role] or 0.0
         bar = max(ROLE_MIN, 2 * chance)
-        formed = []  # (step, "layer.head") where a head's score first passes the bar
-        for layer in range(n_layer):
-            for head in range(n_head):
-                ys = [r["heads"]["scores"][role][layer][head] for r in scored]
-                ys = [nan if y is None else y for y in ys]
-                legend = say("page.layer_n", n=layer) if head == 0 else None
-                ax.plot(steps, ys, lw=1, color=colours[layer], label=legend)
-                step = next((s for s, y in zip(steps, ys) if y >= bar), None)
-                if step is not None:
-                    ax.plot(step, bar, "v", color=colours[layer], ms=6)
-                    formed.append((step, f"{layer}.{head}"))
+        formed = head_lines(ax, scored, lambda heads: heads["scores"][role], bar, n_layer, n_head, colours, say)
         if formed:
             ax.text(0.99, 0.95, say("plots.passed", heads=marked(formed, say)), transform=ax.transAxes, ha="right",
                     va="top", fontsize=8, bbox={"boxstyle": "round", "fc": "white", "ec": "0.8"})
