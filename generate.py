@@ -106,7 +106,8 @@ def parse_why(text: str | None) -> tuple[str | None, str | None] | None:
         return None
     first, comma, second = text.partition(",")
     if comma and not second.strip() or not first.strip() and second.strip():
-        raise UserError(f"--why {text!r} must name one token or two, as A or A,B (or nothing: the model's choice)")
+        raise UserError(f"--why {text!r} must name one token or two, as A or A,B (or nothing: the model's choice); "
+                        "name a comma token by its id, #ID (the id the attention tables print)")
     return first.strip() or None, second.strip() or None
 
 
@@ -323,6 +324,9 @@ def check_inspection_options(args) -> None:
     if looks_at_prompt and args.prompt is None:
         raise UserError("--attention, --head, --explain, --why, --patch and --words need --prompt TEXT to look at "
                         "(--heads needs none)")
+    if args.words and args.head is None and args.explain in (None, "path") and args.attention is None:
+        raise UserError("--words reads attention by word (어절) in what another option shows; add --head L.H, "
+                        "--explain L.H or --attention DIR")
     if args.patch_heads is not None and args.patch is None:
         raise UserError("--patch-heads names heads to patch together from --prompt into --patch TEXT; add --patch")
     if args.heads_text is not None and not args.heads:

@@ -79,6 +79,14 @@ MESSAGES: dict[str, tuple[str, str]] = {
                       "   head {heads}. attention은 그대로 계산되지만 W_O에 넘기는 값은 바뀌며, |share|는 대신 넣은 값의 몫입니다"),
     "lens.off": ("head {heads}: every stage is read from the model with them off",
                  "head {heads}: 모든 단계는 이 head를 끈 모델에서 읽은 값입니다"),
+    "why.off": ("head {heads}: what each writes is its replacement's (its mean, or zeros), and its share that of the "
+                "replacement, not of the head; the others' shares are read with them off",
+                "head {heads}: 이 head가 쓰는 값은 대신 넣은 값(평균이나 영벡터)이고, 그 몫도 head의 것이 아니라 대신 넣은 "
+                "값의 것입니다. 다른 부분의 몫은 이 head를 끈 채로 읽은 값입니다"),
+    "patch.off": ("head {heads}: patching one gives the value it is replaced by in both runs, so it recovers nothing "
+                  "by construction; the others were patched with them off",
+                  "head {heads}: 두 run 모두에서 대신 넣은 값을 내므로 patch해도 되돌아오는 것이 없습니다. 다른 부분은 "
+                  "이 head를 끈 채로 patch했습니다"),
     "roles.title": ("what each head does (inspection/views/roles.py defines the role scores), on {where}:",
                     "각 head가 하는 일 (역할 점수의 정의: inspection/views/roles.py), 측정한 텍스트: {where}:"),
     "where.file": ("{path} ({n} tokens)", "{path} (토큰 {n}개)"),
@@ -109,9 +117,9 @@ MESSAGES: dict[str, tuple[str, str]] = {
     "stats.columns": ("layer|head|entropy|distance|prev|first|self", "layer|head|엔트로피|거리|이전 토큰|첫 토큰|자기 자신"),
     "stats.defs": ("entropy: how spread a head's attention is, in nats (0 = one key; ln(q+1) = even over the q+1 "
                    "keys it sees); distance: how many tokens back it looks on average; prev, first, self: the role "
-                   "scores of --heads",
+                   "scores of --heads (- where the text has fewer than 3 tokens to measure them on)",
                    "엔트로피: head의 attention이 퍼진 정도, nats (0 = key 하나만 봄; ln(q+1) = 볼 수 있는 key q+1개에 고르게); 거리: 평균 몇 토큰 "
-                   "뒤를 보는지; 이전 토큰, 첫 토큰, 자기 자신: --heads의 역할 점수"),
+                   "뒤를 보는지; 이전 토큰, 첫 토큰, 자기 자신: --heads의 역할 점수 (토큰이 3개 미만이면 잴 수 없어 -)"),
     "stats.top": ("layer {layer} head {head}: the tokens each query attends to most",
                   "layer {layer} head {head}: 각 query가 가장 많이 보는(attention 값이 가장 큰) 토큰"),
     # ---- the walkthrough of one head at one query (inspection/views/walkthrough.py) ------------------------------

@@ -175,6 +175,11 @@ def with_gaps(keys: list[int], cells) -> list[list[str]]:
     return rows
 
 
+def off_mark(mode: str | None, say) -> str:
+    """" off (mean)" after a switched-off head's name, "" after a head that is on (mode None or "")."""
+    return " " + say("ablate.off", mode=say("ablate.short_" + mode)) if mode else ""
+
+
 def off_names(off: dict, say) -> str:
     """Switched-off heads {(layer, head): mode} as the views name them: "0.0 off (mean), 1.1 off (zero)"."""
     return ", ".join(f"{l}.{h} " + say("ablate.off", mode=say("ablate.short_" + mode)) for (l, h), mode in sorted(off.items()))

@@ -63,16 +63,19 @@ def need_int(name: str, value, lo: int | None = None, hi: int | None = None, wha
 
 
 def need_real(name: str, value, said: str = "a number"):
-    """`value` if it is a real number (an int or a float, numpy's too, never a bool); its range is the caller's."""
+    """`value` if it is a real number (an int or a float, numpy's too, never a bool); its range is the caller's. An
+    int too large for a float (10**400) is taken as inf, which a range check then refuses in its own words."""
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise ArgumentTypeError(f"{name} must be {said}, got {kind(value)}")
+    if isinstance(value, numbers.Integral) and abs(value) > 2**1023:  # math and torch would raise OverflowError
+        return math.inf if value > 0 else -math.inf
     return value
 
 
 def need_number(name: str, value, lo: float | None = None, what: str = "") -> float:
     """`value` as a finite real number (an int or a float, never a bool) >= lo."""
     said = f"a finite number{bounds(lo, None)}{f' ({what})' if what else ''}"
-    need_real(name, value, said)
+    value = need_real(name, value, said)
     if not math.isfinite(value) or (lo is not None and value < lo):
         raise ArgumentValueError(f"{name} must be {said}, got {value}")
     return value
@@ -87,7 +90,8 @@ def need_choice(name: str, value, choices):
 
 def need_token_ids(name: str, value, vocab_size: int | None = None, what: str = ""):
     """`value` as a non-empty list of token ids (ints in [0, vocab_size)): what run.encode_prompt gives (a 1-D
-    integer array or tensor is checked as one and returned as it is); `what`: what the message says it takes."""
+    integer array or tensor is checked as one, by its dtype and shape, and returned as a list of ints); `what`: what
+    the message says it takes."""
     said = what or "a non-empty list of token ids (ints, e.g. run.encode_prompt(text))"
     in_range = "" if vocab_size is None or f"0..{vocab_size - 1}" in said else f" in 0..{vocab_size - 1}"
     if isinstance(value, (str, bytes)) or not hasattr(value, "__len__") or not hasattr(value, "__iter__"):
@@ -99,7 +103,7 @@ def need_token_ids(name: str, value, vocab_size: int | None = None, what: str = 
         if ids.size == 0 or (vocab_size is not None and not (0 <= ids.min() and ids.max() < vocab_size)):
             got = "an empty one" if ids.size == 0 else f"{ids.min()}..{ids.max()}"
             raise ArgumentValueError(f"{name} must be {said}{in_range}, got {got}")
-        return value
+        return ids.tolist()
     ids = list(value)
     if not all(isinstance(i, numbers.Integral) and not isinstance(i, bool) for i in ids):
         bad = next(i for i in ids if not isinstance(i, numbers.Integral) or isinstance(i, bool))
@@ -124,6 +128,8 @@ def need_maps(name: str, att, dims: int | None = 4) -> np.ndarray:
         raise ArgumentTypeError(f"{name} must be {said} (a numpy array or a tensor of numbers), got {kind(att)}") from None
     if (w.ndim != dims if dims else w.ndim < 2) or w.shape[-1] != w.shape[-2] or w.shape[-1] == 0:
         raise ArgumentValueError(f"{name} must be {said}, got shape {tuple(w.shape)}")
+    if np.isinf(w).any():  # weights are probabilities; inf would make an entropy of -inf (NaN stays: see the doc)
+        raise ArgumentValueError(f"{name} must be {said} holding probabilities (0..1), got an inf in it")
     return w
 
 

@@ -27,12 +27,13 @@ Tq rows, a cached step one). After the last token is chosen it is fed once more,
 """
 
 import math
+import numbers
 from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 
-from model.arguments import need_real
+from model.arguments import need_int, need_real
 from model.config import ModelInputError
 from model.memory import check_fits, decoding_bytes
 
@@ -78,12 +79,12 @@ def penalize_repetition(logits, seen, penalty: float):
 def check_options(temperature, top_k, top_p, repetition_penalty) -> None:
     """Raise ModelInputError (a UserError) for a sampling option out of range, ArgumentTypeError for one that is
     no number ("hot": no comparison below would name it)."""
-    for name, value in (("temperature", temperature), ("top_p", top_p), ("repetition_penalty", repetition_penalty)):
-        if value is not None or name != "top_p":
-            need_real(name, value, "a number" + (" (or unset)" if name == "top_p" else ""))
+    temperature = need_real("temperature", temperature)  # 10**400 comes back as inf, refused below
+    repetition_penalty = need_real("repetition_penalty", repetition_penalty)
+    top_p = None if top_p is None else need_real("top_p", top_p, "a number (or unset)")
     if not (temperature >= 0 and math.isfinite(temperature)):
         raise ModelInputError(f"temperature {temperature} must be >= 0 (and finite); use 0 for greedy decoding")
-    if top_k is not None and (isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1):
+    if top_k is not None and (isinstance(top_k, bool) or not isinstance(top_k, numbers.Integral) or top_k < 1):
         raise ModelInputError(f"top_k {top_k!r} must be a positive integer (or unset)")
     if top_p is not None and not 0 < top_p <= 1:
         raise ModelInputError(f"top_p {top_p} must be in (0, 1]; 1 keeps every token")
@@ -108,8 +109,8 @@ class Sampling:
 
     def __post_init__(self):
         check_options(self.temperature, self.top_k, self.top_p, self.repetition_penalty)
-        if self.seed is not None and not (isinstance(self.seed, int) and 0 <= self.seed <= MAX_SEED):
-            raise ModelInputError(f"seed {self.seed} must be between 0 and {MAX_SEED}")
+        if self.seed is not None:  # numpy's integers taken as ints, a bool refused (torch's manual_seed would raise)
+            object.__setattr__(self, "seed", need_int("seed", self.seed, 0, MAX_SEED))
 
 
 def choose_next(logits, temperature=1.0, top_k=None, top_p=None, generator=None, same_race: bool = False,

@@ -16,7 +16,7 @@ from inference import generate_text, load_run, score_file, score_text, stream_te
 from types import SimpleNamespace
 
 from inspection import (Settings, VIEWS, attribute, compute, draw_head, draw_layer, head_stats, labeller, measure_heads,
-                        patch, word_maps)
+                        patch, word_maps, word_spans)
 from inspection import notebook as nb
 from inspection.labels import format_top_attended
 from inspection.views.maps import format_stats_table
@@ -58,12 +58,12 @@ SWEEP = [
     ("generate_text", "max_new_tokens", lambda c, v: generate_text(c.run, "가", v), ["5", None, 2.5, -1]),
     ("generate_text", "num_samples", lambda c, v: generate_text(c.run, "가", 2, v), ["2", None, 0, 10**6]),
     ("generate_text", "temperature", lambda c, v: generate_text(c.run, "가", 2, temperature=v),
-     ["hot", None, -1, float("nan")]),
+     ["hot", None, -1, float("nan"), 10**400]),
     ("generate_text", "top_p", lambda c, v: generate_text(c.run, "가", 2, top_p=v), ["x", 0, 2]),
     ("generate_text", "top_k", lambda c, v: generate_text(c.run, "가", 2, top_k=v), ["x", 0, 2.5]),
     ("generate_text", "repetition_penalty", lambda c, v: generate_text(c.run, "가", 2, repetition_penalty=v),
-     ["x", None, 0]),
-    ("generate_text", "seed", lambda c, v: generate_text(c.run, "가", 2, seed=v), ["1", -1]),
+     ["x", None, 0, 10**400]),
+    ("generate_text", "seed", lambda c, v: generate_text(c.run, "가", 2, seed=v), ["1", -1, True, 2.0, 2**64]),
     ("stream_text", "sampling", lambda c, v: stream_text(c.run, "가", 2, sampling=v), ["greedy", 0.8]),
     ("score_text", "run", lambda c, v: score_text(v, "가나다"), [None, "runs/x"]),
     ("score_text", "text", lambda c, v: score_text(c.run, v), [None, 123, ["가"]]),
@@ -87,7 +87,8 @@ SWEEP = [
     ("Settings", "heads_text", lambda c, v: Settings(heads_text=v), [5]),
     ("Settings", "mode", lambda c, v: Settings(mode=v), ["half", None]),
     ("head_stats", "att", lambda c, v: head_stats(v),
-     [None, "maps", np.ones((2, 3, 4)), np.ones((2, 2, 3, 4)), [[1.0]], np.ones((1, 1, 0, 0))]),
+     [None, "maps", np.ones((2, 3, 4)), np.ones((2, 2, 3, 4)), [[1.0]], np.ones((1, 1, 0, 0)),
+      np.full((1, 1, 2, 2), np.inf)]),
     ("format_stats_table", "stats", lambda c, v: format_stats_table(v),
      [{}, None, [1], {"entropy": np.zeros((1, 1))}]),
     ("format_stats_table", "lang", lambda c, v: format_stats_table(c.stats, lang=v), ["fr", 5]),
@@ -101,7 +102,8 @@ SWEEP = [
     ("draw_head", "lang", lambda c, v: draw_head(ATT, list("abcd"), 0, 0, lang=v), ["fr"]),
     ("draw_layer", "heads", lambda c, v: draw_layer(ATT, list("abcd"), 0, heads=v), [5, [9], ["0"]]),
     ("word_maps", "att", lambda c, v: word_maps(v, [[0], [1]]), [None, np.ones((3, 4))]),
-    ("word_maps", "words", lambda c, v: word_maps(ATT, v), [None, [[]], [[99]], ["ab"], 5]),
+    ("word_maps", "words", lambda c, v: word_maps(ATT, v), [None, [[]], [[99]], ["ab"], 5, [[0, 1], [1, 2]]]),
+    ("word_spans", "labels", lambda c, v: word_spans(v), [None, 5, "abc", [1, 2]]),
     ("attribute", "model", lambda c, v: attribute(v, c.maps.trace), [None, "gpt"]),
     ("attribute", "trace", lambda c, v: attribute(c.model, v), [None, ATT]),
     ("attribute", "query", lambda c, v: attribute(c.model, c.maps.trace, v), ["1", None, 99]),
@@ -109,7 +111,8 @@ SWEEP = [
     ("attribute", "versus", lambda c, v: attribute(c.model, c.maps.trace, versus=v), ["가", 10**6]),
     ("patch", "model", lambda c, v: patch(v, [0, 1], [0, 2]), [None]),
     ("patch", "clean_ids", lambda c, v: patch(c.model, v, [0, 2]), [None, "가", [], [10**6, 1]]),
-    ("patch", "corrupt_ids", lambda c, v: patch(c.model, [0, 1], v), [None, [0.5, 1]]),
+    ("patch", "corrupt_ids", lambda c, v: patch(c.model, [0, 1], v), [None, [0.5, 1], np.array([0.5, 1.0]),
+                                                                      torch.tensor([[0, 1]])]),
     ("patch", "heads", lambda c, v: patch(c.model, [0, 1], [0, 2], heads=v), [5, "1.x", [(1, 0, 0)], [("1", "0")]]),
     ("measure_heads", "model", lambda c, v: measure_heads(v, [0, 1, 2], [1, 2]), [None]),
     ("measure_heads", "text_ids", lambda c, v: measure_heads(c.model, v, [1, 2]), [None, "가", [10**6]]),
@@ -220,6 +223,15 @@ def test_good_calls_still_work(ctx):
     why = compute(run, TEXT, ["why"], Settings(why=("#3", "#4")))["why"]
     assert why["focus"]["token_id"] == 3 and "+" in VIEWS["why"].text(why, "en")
     assert nb.lens(run, TEXT, 2) and nb.walkthrough(run, TEXT, (1, 0))
+    seeded = generate_text(run, "가", 4, seed=np.int64(7))  # numpy's integers are ints here as everywhere
+    assert seeded == generate_text(run, "가", 4, seed=7)
+    ids = run.encode_prompt(TEXT)
+    other = ids[:-1] + [ids[-2]]
+    try:  # arrays and tensors are token ids too; the record is the lists' record
+        assert patch(run.model, np.array(ids), torch.tensor(other)) == patch(run.model, ids, other)
+    except UserError as e:  # a tiny model's two texts may be too close to patch: refused alike both ways
+        with pytest.raises(UserError, match=str(e)[:40]):
+            patch(run.model, ids, other)
 
 
 def test_the_checks_say_the_range_and_take_numpy_integers():

@@ -165,7 +165,8 @@ CASES = [
     (G, ["--prompt", "가", "--temperature", "warm"], "invalid float value: 'warm'"),
     (G, ["--prompt", "가", "--repetition-penalty", "inf"], "repetition_penalty inf must be > 0 (and finite)"),
     (G, ["--prompt", "가", "--seed", str(2**64)], f"argument --seed: {2**64} does not fit in 64 bits"),
-    (G, ["--prompt", "가", "--seed", "-1"], "seed -1 must be between 0 and"),
+    (G, ["--prompt", "가", "--seed", "-1"], "seed must be an int between 0 and"),
+    (G, ["--prompt", "가", "--words"], "--words reads attention by word"),  # alone it had nothing to apply to
     (G, ["--prompt", "가", "--seed", "x"], "invalid integer value: 'x'"),
     (G, ["--prompt", "가", "--max-new-tokens", str(10**13)], "needs at least 80,000.0 GB but cpu has"),
     (G, ["--prompt", "가", "--max-new-tokens", "1.5"], "invalid integer value: '1.5'"),

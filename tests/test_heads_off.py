@@ -319,3 +319,43 @@ def test_the_page_shows_a_switched_off_head_off_in_its_walkthrough_path_maps_and
     assert say("path.off_note", heads=switched_off_name(1, 0, mode)) in page_.evaluate("document.getElementById('path').textContent")
     assert "0.1 off (" + mode + "), 1.0 off (" + mode + ")" in page_.evaluate("document.getElementById('lens').textContent")
     assert page_.problems() == ([], "")
+
+
+CLEAN, CORRUPT = [0, 3, 5, 2, 6, 1, 3], [0, 3, 4, 2, 6, 1, 3]  # tests/test_patch.py's pair on the copying model
+
+
+def switched_off_by(how: str, mode: str):
+    """The copying model's records of why and patch with head 0.1 off (its weights are zeros, so the copying goes on): by `compute`'s off= (--ablate, the notebook's
+    off=, the live switch) or kept off by the run (train.heads_off); the run's kept HeadsOff, to remove after."""
+    model = copying_model()
+    run = toy_run(model)
+    kept = HeadsOff(model, [(0, 1)], mode) if how == "kept" else None
+    run.kept_off = kept
+    settings = Settings(mode=mode, corrupt=" ".join(f"t{i}" for i in CORRUPT), patch_heads=[(1, 0), (0, 1)])
+    records = compute(run, CLEAN, ["why", "patch"], settings, "0.1" if how == "off" else None)
+    return records, kept
+
+
+@pytest.mark.parametrize("how", ["off", "kept"])
+@pytest.mark.parametrize("mode", ["mean", "zero"])
+@pytest.mark.parametrize("lang", ["en", "ko"])
+def test_why_and_patch_mark_a_switched_off_head_however_it_was_switched_off(how, mode, lang):
+    """--why and --patch (terminal, notebook, page: the same records) name head 0.1 off, in its rows and a note, and
+    the records say so (why.json and patch.json hold them): 2 ways x 2 modes x 2 languages."""
+    say = messages(lang)
+    records, kept = switched_off_by(how, mode)
+    try:
+        mark = " " + say("ablate.off", mode=say("ablate.short_" + mode))
+        why, patch = records["why"], records["patch"]
+        assert why["off"] == [[0, 1, mode]] and patch["off"] == {"0.1": mode}
+        text = VIEWS["why"].text(why, lang, rows=20)
+        row = next(line for line in text.splitlines() if "head 0.1" in line)
+        assert "head 0.1" + mark in row and say("why.off", heads="0.1" + mark) in text
+        assert not any("head 1.0" + mark in line for line in text.splitlines())  # the heads on are not
+        text = VIEWS["patch"].text(patch, lang)
+        assert say("patch.off", heads="0.1" + mark) in text
+        assert say("patch.together", heads="0.1" + mark + ", 1.0", share=f"{patch['together']:.2f}") in text
+        assert abs(patch["heads"]["0.1"]) < 1e-6  # it recovers nothing: both runs give it the same replacement
+    finally:
+        if kept is not None:
+            kept.remove()

@@ -80,7 +80,8 @@ def format_stats_table(stats: dict[str, np.ndarray], lang: str = "en") -> str:
     lines = ["  ".join(pad(name, width, right=True) for name, width in zip(names, widths))]
     for layer in range(n_layer):
         for head in range(n_head):
-            cells = [str(layer), str(head)] + [f"{stats[name][layer, head]:.4f}" for name in STAT_NAMES]
+            values = (float(stats[name][layer, head]) for name in STAT_NAMES)  # NaN: a text too short to measure on
+            cells = [str(layer), str(head)] + ["-" if np.isnan(v) else f"{v:.4f}" for v in values]
             lines.append("  ".join(cell.rjust(width) for cell, width in zip(cells, widths)))
     return "\n".join(lines)
 

@@ -28,7 +28,7 @@ import torch
 
 from cli.messages import messages
 from common.heads_off import head_name, read_heads
-from inspection.labels import display_width, pad
+from inspection.labels import display_width, off_mark, off_names, pad
 from inspection.views.why import choice_and_runner_up
 from model import GPT
 from model.arguments import need_token_ids, need_type
@@ -119,8 +119,9 @@ def patch(model, clean_ids: list[int], corrupt_ids: list[int], heads: list[tuple
     [[recovered per token] per stage], "heads": {"L.H": recovered}, "together": recovered or None, "changed":
     [tokens where the texts differ]}."""
     need_type("model", model, GPT, "a GPT (run.model)")
-    for name, ids in (("clean_ids", clean_ids), ("corrupt_ids", corrupt_ids)):
-        need_token_ids(name, ids, model.config.vocab_size, "a non-empty list of token ids (run.encode_prompt(text))")
+    said = "a non-empty list of token ids (run.encode_prompt(text))"  # an array or a tensor comes back as a list
+    clean_ids = need_token_ids("clean_ids", clean_ids, model.config.vocab_size, said)
+    corrupt_ids = need_token_ids("corrupt_ids", corrupt_ids, model.config.vocab_size, said)
     if len(clean_ids) != len(corrupt_ids):
         raise UserError(f"the clean text has {len(clean_ids)} tokens and the corrupted one {len(corrupt_ids)}; "
                         "patching needs the same number of tokens in both (change words for words of the same length)")
@@ -160,10 +161,12 @@ def patch(model, clean_ids: list[int], corrupt_ids: list[int], heads: list[tuple
 
 def record(look, settings) -> dict:
     """The patching record of the text (clean) into settings.corrupt (corrupted), settings.patch_heads together,
-    its tokens named."""
+    its tokens named, and "off": the heads switched off in both runs ("L.H": "mean" or "zero"), which recover
+    nothing by construction."""
     corrupt = look.run.encode_prompt(settings.corrupt)
     found = patch(look.run.model, look.ids, corrupt, list(settings.patch_heads) or None)
-    return named_patch(found, look.label, look.ids, corrupt)
+    off = {head_name(l, h): mode for (l, h), mode in look.trace.switched_off().items()}
+    return {**named_patch(found, look.label, look.ids, corrupt), "off": off}
 
 
 def named_patch(record: dict, label, clean_ids: list[int], corrupt_ids: list[int]) -> dict:
@@ -185,8 +188,14 @@ def text(record: dict, lang: str) -> str:
     lines.append(" " * first + "".join(f"{t:>{width}}" for t in range(len(labels))))
     for name, row in zip(names, record["grid"]):
         lines.append(pad(name, first) + "".join(f"{x:>{width}.2f}" for x in row))
-    lines += ["", say("patch.heads", heads=", ".join(f"{h} {f:.2f}" for h, f in record["ranked_heads"][:5]))]
+    off = record.get("off", {})
+    lines += ["", say("patch.heads", heads=", ".join(f"{h} {f:.2f}{off_mark(off.get(h), say)}"
+                                                    for h, f in record["ranked_heads"][:5]))]
     if record["together"] is not None:
-        lines.append(say("patch.together", heads=", ".join(record["together_heads"]), share=f"{record['together']:.2f}"))
+        together = ", ".join(h + off_mark(off.get(h), say) for h in record["together_heads"])
+        lines.append(say("patch.together", heads=together, share=f"{record['together']:.2f}"))
+    if off:
+        named = {tuple(int(x) for x in name.split(".")): mode for name, mode in off.items()}
+        lines.append(say("patch.off", heads=off_names(named, say)))
     lines += ["", say("patch.cone")]
     return "\n".join(lines)

@@ -9,6 +9,11 @@ function shareBar(value, largest) {  // a share as a bar, blue pushing the model
   return b;
 }
 
+function offMark(name) {  // " · off (mean)" after a switched-off head's part name, as the terminal marks it
+  const off = (DATA.why.off || []).find(([l, h]) => name === "head " + l + "." + h);
+  return off ? " · " + t("ablate.off", { mode: t("ablate.short_" + off[2]) }) : "";
+}
+
 function renderWhy() {
   const panel = document.getElementById("why"), W = DATA.why, f = state.focus;
   panel.replaceChildren();
@@ -21,7 +26,7 @@ function renderWhy() {
     const cell = el("span");
     cell.appendChild(shareBar(W.shares[p][f], largest));
     cell.appendChild(document.createTextNode(" " + (W.shares[p][f] >= 0 ? "+" : "") + W.shares[p][f].toFixed(4)));
-    return [W.names[p], { node: cell, cls: "barcell" }];
+    return [W.names[p] + offMark(W.names[p]), { node: cell, cls: "barcell" }];
   });
   richTable(panel, [t("why.part"), t("why.share")], rows, "why-parts");
   panel.appendChild(el("p", "hint", t("why.exact")));
@@ -29,9 +34,12 @@ function renderWhy() {
     panel.appendChild(el("p", "", t("page.why_heads")));
     const heads = W.focus.parts.filter((p) => p.kind === "head");
     richTable(panel, [t("why.part"), t("why.up"), t("why.down")],
-              heads.map((p) => [p.name, p.up.join(" "), p.down.join(" ")]), "why-heads");
+              heads.map((p) => [p.name + offMark(p.name), p.up.join(" "), p.down.join(" ")]), "why-heads");
   }
   panel.appendChild(el("p", "hint", t("why.meaning")));
+  if (W.off && W.off.length)  // the heads switched off: their shares are their replacements'
+    panel.appendChild(el("p", "hint", t("why.off", { heads: W.off.map(([l, h, m]) => l + "." + h + " " +
+      t("ablate.off", { mode: t("ablate.short_" + m) })).join(", ") })));
 }
 
 function patchColour(x) {  // recovered share: 1 blue, 0 white, negative red
@@ -60,9 +68,13 @@ function renderPatch() {
     table.appendChild(tr);
   });
   panel.appendChild(table);
-  panel.appendChild(el("p", "", t("patch.heads", { heads: P.ranked_heads.slice(0, 5).map(([h, x]) => h + " " + x.toFixed(2)).join(", ") })));
+  const off = (h) => P.off && P.off[h] ? " " + t("ablate.off", { mode: t("ablate.short_" + P.off[h]) }) : "";
+  panel.appendChild(el("p", "", t("patch.heads", { heads: P.ranked_heads.slice(0, 5).map(([h, x]) => h + " " + x.toFixed(2) + off(h)).join(", ") })));
   if (P.together !== null)
-    panel.appendChild(el("p", "", t("patch.together", { heads: P.together_heads.join(", "), share: P.together.toFixed(2) })));
+    panel.appendChild(el("p", "", t("patch.together", { heads: P.together_heads.map((h) => h + off(h)).join(", "), share: P.together.toFixed(2) })));
+  const offHeads = Object.keys(P.off || {});
+  if (offHeads.length)
+    panel.appendChild(el("p", "hint", t("patch.off", { heads: offHeads.map((h) => h + off(h)).join(", ") })));
   panel.appendChild(el("p", "hint", t("patch.cone")));
 }
 

@@ -24,7 +24,7 @@ import numpy as np
 
 from cli.messages import messages
 from inspection.trace import Trace, resolve_query
-from inspection.labels import table
+from inspection.labels import off_mark, off_names, table
 from model import GPT
 from model.arguments import need_int, need_type
 from model.errors import UserError
@@ -139,13 +139,16 @@ def token_id(text: str, labels: dict[str, int], vocab_size: int) -> int:
 
 
 def text(record: dict, lang: str, rows: int = 12) -> str:
-    """The record's focus as a ranked table, with what a share means, in `lang`."""
+    """The record's focus as a ranked table, with what a share means, in `lang`; a head switched off is marked so
+    (what it writes is its replacement's)."""
     say, focus = messages(lang), record["focus"]
+    off = {f"head {l}.{h}": mode for l, h, mode in record["off"]}  # by part name
     lines = [say("why.title", i=focus["query"], token=repr(focus["token"]), versus=repr(focus["versus"]),
                  diff=f"{focus['logit_diff']:.4f}", sigma=f"{focus['sigma']:.4f}"), say("why.exact"), ""]
     cells = [[say("why.share"), say("why.part"), say("why.up"), say("why.down")]]  # the part's name left-aligned
     for part in focus["parts"][:rows]:
-        cells.append([f"{part['share']:+.4f}", part["name"], " ".join(part.get("up", [])[:3]),
+        mark = off_mark(off.get(part["name"]), say)
+        cells.append([f"{part['share']:+.4f}", part["name"] + mark, " ".join(part.get("up", [])[:3]),
                       " ".join(part.get("down", [])[:3])])
     lines += table(cells)
     rest = sum(p["share"] for p in focus["parts"][rows:])
@@ -153,6 +156,8 @@ def text(record: dict, lang: str, rows: int = 12) -> str:
         lines.append(say("why.rest", n=len(focus["parts"]) - rows, share=f"{rest:+.4f}"))
     total = sum(p["share"] for p in focus["parts"])
     lines += [say("why.sum", total=f"{total:.4f}", diff=f"{focus['logit_diff']:.4f}"), "", say("why.meaning")]
+    if off:
+        lines.append(say("why.off", heads=off_names({(l, h): mode for l, h, mode in record["off"]}, say)))
     return "\n".join(lines)
 
 
@@ -173,12 +178,15 @@ def named(record: dict, label) -> dict:
 
 def record(look, settings) -> dict:
     """Every token's shares of its choice against its runner-up (`shares_per_token`, with "labels" for those
-    tokens), and at "focus" the query's whole record (`attribute`, the tokens settings.why names or its choice and
-    runner-up), every token named, with what each head pushes."""
+    tokens), at "focus" the query's whole record (`attribute`, the tokens settings.why names or its choice and
+    runner-up), every token named, with what each head pushes, and "off": the heads switched off, [layer, head,
+    "mean" or "zero"], whose shares are their replacements'."""
     model, label = look.run.model, look.label
     V = model.config.vocab_size
     names = labels_to_ids(label, V) if any(settings.why) else {}
     token, versus = (None if name is None else token_id(name, names, V) for name in settings.why)
     shares = shares_per_token(model, look.trace)
     labels = {i: label(i) for i in set(shares["token"]) | set(shares["versus"])}
-    return {**shares, "labels": labels, "focus": named(attribute(model, look.trace, look.query, token, versus), label)}
+    off = [[l, h, mode] for (l, h), mode in sorted(look.trace.switched_off().items())]
+    return {**shares, "labels": labels, "off": off,
+            "focus": named(attribute(model, look.trace, look.query, token, versus), label)}

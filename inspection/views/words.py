@@ -29,7 +29,7 @@ import torch
 
 from cli.messages import messages
 from inspection.labels import VISIBLE, bytes_label, display_width, pad
-from model.arguments import ArgumentTypeError, kind, need_maps, need_token_ids, need_type
+from model.arguments import ArgumentTypeError, ArgumentValueError, kind, need_labels, need_maps, need_token_ids, need_type
 
 MARKED = {symbol: ch for ch, symbol in VISIBLE.items()}  # "␣" -> " ": a label's markers read back
 LABEL_PIECE = re.compile(r"<0x([0-9A-F]{2})>|<U\+(10[0-9A-F]{4}|0?[0-9A-F]{4,5})>|(.)", re.S)  # a byte, a code point, a character
@@ -86,7 +86,9 @@ def word_starts_of(labels: list[str]) -> np.ndarray:
 
 
 def word_spans(labels: list[str]) -> list[list[int]]:
-    """The tokens of each word, in order (the module docstring's rule)."""
+    """The tokens of each word, in order (the module docstring's rule); `labels`: maps.labels, one str per token."""
+    need_type("labels", labels, (list, tuple), "a list of strs, one label per token (maps.labels)")
+    labels = need_labels("labels", labels, len(labels))
     ids = np.cumsum(word_starts_of(labels)) - 1  # (T,): the word of each token
     return [np.flatnonzero(ids == w).tolist() for w in range(int(ids[-1]) + 1)] if len(ids) else []
 
@@ -104,6 +106,9 @@ def word_maps(att: np.ndarray, words: list[list[int]]) -> np.ndarray:
     member = np.zeros((len(words), T))  # (W, T): 1 where token t belongs to word w
     for w, tokens in enumerate(words):
         member[w, tokens] = 1.0
+    if (member.sum(0) > 1).any():  # a token in two words would count its attention twice: a row summing to 2
+        raise ArgumentValueError(f"words must be {said}, each token in one word at most; token "
+                                 f"{int(np.flatnonzero(member.sum(0) > 1)[0])} is in two")
     summed = np.asarray(att, dtype=np.float64) @ member.T  # (..., T, W): each query token's mass on each word
     return np.einsum("wt,...tk->...wk", member / member.sum(1, keepdims=True), summed)  # mean over query tokens
 
