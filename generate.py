@@ -38,6 +38,7 @@ from inspection.heldout import held_out_means
 from inspection.live_server import LiveServer
 from inspection.over_training import format_snapshot_table, over_training_page, run_snapshots
 from inspection.views import VIEWS, Settings, compute
+from inspection.views.roles import stored_roles
 from model.config import MAX_SIZES
 from model.errors import UserError
 from model.sampling import TEMPERATURE, Sampling
@@ -238,7 +239,9 @@ def run_prompts(run, prompts, r: Request, roles: dict | None) -> None:
             continue
         records = compute(run, ids, views, r.settings, r.off or None, recorded)
         if r.out_dir:
-            written = write_records(records | ({"roles": roles} if roles else {}), r.out_dir, r.lang,
+            # the page's roles: --heads', else the ones training measured of these weights (with every head on)
+            found = roles or (stored_roles(run) if not r.off else None)
+            written = write_records(records | ({"roles": found} if found else {}), r.out_dir, r.lang,
                                     list(r.settings.layers) if r.settings.layers is not None else None, r.shown)
             print(say("wrote", files=", ".join(str(p) for p in written)))
         for name in r.shown:

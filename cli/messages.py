@@ -104,6 +104,8 @@ MESSAGES: dict[str, tuple[str, str]] = {
     "lens.block": ("after block {layer}", "block {layer} 뒤"),
     "lens.output": (" = output", " = 출력"),
     "lens.rank": ("rank {rank}", "순위 {rank}"),
+    "lens.stage": ("stage", "단계"),
+    "lens.rank_column": ("rank of the output's choice", "최종 선택의 순위"),
     "lens.caveat": ("the earlier stages were never trained to be read this way (in training only the last block's "
                     "output meets ln_f and lm_head): their guesses are a rough reading, not what the model would "
                     "answer there",
@@ -329,10 +331,136 @@ MESSAGES: dict[str, tuple[str, str]] = {
     "page.all_heads": ("all heads", "모든 head"),
     "page.decoding_step": ("Decoding step", "디코딩 단계"),
     "page.training_step": ("Training step", "학습 step"),
-    "page.hint": ("Hover a token of the line below to see its attention; click any token or heatmap row to pin it "
+    "page.hint": ("Hover a token of the top line to see its attention; click any token or heatmap row to pin it "
                   "(click again to unpin) and to open the step-by-step walkthrough of that head at that query token.",
-                  "아래 줄의 토큰에 마우스를 올리면 그 토큰의 attention이 보입니다. 토큰이나 heatmap의 행을 클릭하면 "
+                  "맨 위 줄의 토큰에 마우스를 올리면 그 토큰의 attention이 보입니다. 토큰이나 heatmap의 행을 클릭하면 "
                   "고정되고(다시 클릭하면 풀림), 그 query 토큰에서 그 head의 계산을 단계별로 보여 줍니다."),
+    "page.play": ("▶ play", "▶ 재생"),
+    "page.pause": ("❚❚ pause", "❚❚ 멈춤"),
+    "page.surprise_title": ("surprise {bits} bits (p {p}); the model expected: {expected}",
+                            "놀라움 {bits}비트 (p {p}); 모델이 예상한 토큰: {expected}"),
+    "page.surprise_note": ("Each token is coloured by its surprise, −log₂ p of that token given the ones before it: what "
+                           "teacher forcing trains down (mean {mean} bits; the number under a token; hover it for what "
+                           "the model expected there).",
+                           "각 토큰의 색은 놀라움(surprise), 즉 앞 토큰들이 주어졌을 때 그 토큰의 −log₂ p입니다. teacher "
+                           "forcing으로 학습하면 이 값이 줄어듭니다 (평균 {mean}비트, 토큰 아래 숫자; 마우스를 올리면 모델이 "
+                           "그 자리에 예상한 토큰이 보입니다)."),
+    "page.off_map": ("switched off: it still attends as drawn (grey), but W_O never sees what it mixes: {mode}",
+                     "꺼진 head: attention은 그림(회색)대로 계산되지만, 그 결과는 W_O에 들어가지 않습니다. {mode}"),
+    "page.overview_title": ("Every layer and head: where each query looks", "모든 layer와 head: 각 query가 보는 곳"),
+    "page.overview_hint": ("Each picture draws every query's lines (left) to the keys it attends to (right), darker "
+                           "for more attention: parallel lines one row down are a previous-token head, lines to the "
+                           "token after an earlier copy an induction head. Click one to open it.",
+                           "그림마다 모든 query(왼쪽)에서 그 query가 attention을 주는 key(오른쪽)로 선을 긋습니다. attention이 "
+                           "클수록 진합니다. 한 줄씩 아래로 평행한 선은 이전 토큰 head, 앞에 나온 같은 토큰의 다음 토큰으로 "
+                           "가는 선은 induction head입니다. 클릭하면 그 head가 열립니다."),
+    # ---- the page's tour (inspection/tour.py, page/tour.js): a card's title "tour.KEY", its text "tour.KEY_text" ----
+    "tour.start": ("Tour", "둘러보기"),
+    "tour.count": ("{n} of {total}", "{total}장 중 {n}"),
+    "tour.go_back": ("◀ Back", "◀ 이전"),
+    "tour.go_next": ("Next ▶", "다음 ▶"),
+    "tour.go_done": ("Done", "끝"),
+    "tour.go_close": ("✕ Close", "✕ 닫기"),
+    "tour.tokens": ("1. Tokens", "1. 토큰"),
+    "tour.tokens_text": ("The text is cut into {T} tokens, each one of the model's {V} vocabulary entries; the colour "
+                         "under each is how surprised the model was to see it. The token in red, {token} (token {f}), is "
+                         "the one every picture below looks from.",
+                         "텍스트는 토큰 {T}개로 나뉘고, 토큰 하나하나는 모델의 어휘 {V}개 중 하나입니다. 토큰 아래 색은 "
+                         "모델이 그 토큰을 보고 얼마나 놀랐는지(surprise)입니다. 빨간 테두리의 토큰 {token}(토큰 {f})이 아래 "
+                         "그림들이 바라보는 자리입니다."),
+    "tour.embedding": ("2. Embedding", "2. Embedding"),
+    "tour.embedding_text": ("Each token becomes a vector of {C} numbers: its row of tok_emb plus the row of pos_emb for "
+                            "its position. This sum is the residual stream every block reads and adds to.",
+                            "토큰마다 숫자 {C}개짜리 벡터가 됩니다. tok_emb에서 그 토큰의 행과 pos_emb에서 그 위치의 행을 "
+                            "더한 것입니다. 이 합이 residual stream이고, 모든 block이 이것을 읽고 여기에 더합니다."),
+    "tour.qkv": ("3. Q, K and V", "3. Q, K, V"),
+    "tour.qkv_text": ("Three projections of the same stream: each token's query q (what it looks for), key k (what it "
+                      "offers) and value v (what it passes on). Head {head} of layer {layer} has vectors of d_k = {d} "
+                      "numbers; the {H} heads share the {C} numbers of the stream.",
+                      "같은 stream에 행렬 세 개를 곱해 토큰마다 query q(무엇을 찾는지), key k(무엇을 내놓는지), "
+                      "value v(무엇을 넘겨줄지)를 만듭니다. layer {layer}의 head {head}에서 이 벡터들은 숫자 "
+                      "d_k = {d}개이고, head {H}개가 stream의 숫자 {C}개를 나눠 씁니다."),
+    "tour.scores": ("4. q·k: how well a key matches", "4. q·k: key가 얼마나 맞는지"),
+    "tour.scores_text": ("The query of token {f} is compared with every key by a dot product q·k_j. Here the key it "
+                         "matches best is token {key} {key_token}, with q·k = {dot}.",
+                         "토큰 {f}의 query를 모든 key와 내적 q·k_j로 비교합니다. 여기서 가장 잘 맞는 key는 토큰 {key} "
+                         "{key_token}이고, q·k = {dot}입니다."),
+    "tour.scale": ("5. ÷√d_k, and why", "5. ÷√d_k를 하는 이유"),
+    "tour.scale_text": ("A dot product of {d} numbers spreads about √d_k = {root} times wider than one product: here "
+                        "the scores' spread is {before} before and {after} after the division. Without it softmax would "
+                        "give the largest key {undivided} instead of {largest}: too sure, too early in training.",
+                        "숫자 {d}개의 내적은 곱 하나보다 약 √d_k = {root}배 넓게 퍼집니다. 여기서 score의 표준편차는 "
+                        "나누기 전 {before}, 나눈 뒤 {after}입니다. 나누지 않으면 softmax가 가장 큰 key에 {largest} 대신 "
+                        "{undivided}를 주어, 학습 초기부터 지나치게 한쪽으로 쏠립니다."),
+    "tour.mask": ("6. The mask, before softmax", "6. softmax 전에 mask"),
+    "tour.mask_text": ("Token {f} may see {seen} keys, itself and those before it; the {masked} after it get −∞ before "
+                       "softmax, so they get exactly 0 (the grey triangle of the map). Masking after softmax would "
+                       "leave rows that do not sum to 1.",
+                       "토큰 {f}는 자기 자신과 그 앞의 key {seen}개만 볼 수 있습니다. 뒤의 {masked}개는 softmax 전에 "
+                       "−∞가 되어 정확히 0을 받습니다(map의 회색 삼각형). softmax 뒤에 mask하면 행의 합이 1이 되지 "
+                       "않습니다."),
+    "tour.softmax": ("7. Softmax: a row sums to 1", "7. softmax: 한 행의 합은 1"),
+    "tour.softmax_text": ("Softmax turns the scaled scores into attention weights w_j that sum to {sum}: a row of the "
+                          "map. Token {f} gives its largest weight, {w}, to token {key} {key_token}.",
+                          "softmax가 나눈 score를 합이 {sum}인 attention 값 w_j로 바꿉니다. 이것이 map의 한 행입니다. "
+                          "토큰 {f}는 가장 큰 값 {w}를 토큰 {key} {key_token}에 줍니다."),
+    "tour.values": ("8. y: the weighted sum of the values", "8. y: value의 가중합"),
+    "tour.values_text": ("The head's output at token {f} is y = Σ_j w_j v_j, |y| = {y}: the lines show where the "
+                         "weights go; its largest term makes {share}% of the mix.",
+                         "토큰 {f}에서 head의 출력은 y = Σ_j w_j v_j이고 |y| = {y}입니다. 선은 가중치가 어디로 가는지 "
+                         "보여 줍니다. 가장 큰 항이 전체의 {share}%를 차지합니다."),
+    "tour.heads": ("9. Several heads, several relations", "9. 여러 head, 여러 관계"),
+    "tour.heads_text": ("{L} layers of {H} heads each look for their own relation: the previous token, the first "
+                        "token, a copy earlier in the text. Layer {layer}'s heads: {roles}.",
+                        "layer {L}개에 head가 {H}개씩 있고, head마다 자기 관계를 찾습니다: 바로 앞 토큰, 첫 토큰, 앞에 "
+                        "나온 같은 토큰. layer {layer}의 head: {roles}."),
+    "tour.residual": ("10. W_O and the residual stream", "10. W_O와 residual stream"),
+    "tour.residual_text": ("The heads' outputs side by side, times W_O, are added to the stream (|out| = {out} at token "
+                           "{f}): a block adds to what it read instead of replacing it, so later blocks read everything "
+                           "earlier ones wrote.",
+                           "head들의 출력을 나란히 이어 W_O를 곱한 뒤 stream에 더합니다(토큰 {f}에서 |out| = {out}). "
+                           "block은 읽은 것을 바꾸지 않고 거기에 더하므로, 뒤의 block은 앞의 block이 쓴 것을 모두 "
+                           "읽습니다."),
+    "tour.next": ("11. The next token", "11. 다음 토큰"),
+    "tour.next_text": ("After the last block, ln_f and the tied head give one logit per vocabulary token; softmax, "
+                       "temperature, top-k and top-p make the distribution the next token is drawn from. After token "
+                       "{f} it drew {next} (p {p}). Move the settings and watch the bars.",
+                       "마지막 block 뒤에 ln_f와 tied head가 어휘의 토큰마다 logit 하나를 냅니다. softmax, temperature, "
+                       "top-k, top-p가 다음 토큰을 뽑을 분포를 만듭니다. 토큰 {f} 다음에는 {next}(p {p})를 뽑았습니다. "
+                       "설정을 바꾸면서 막대를 보세요."),
+    "tour.cache": ("12. The KV cache", "12. KV cache"),
+    "tour.cache_text": ("While generating, a new token needs only its own query: the keys and values of the tokens "
+                        "before it do not change, so they are kept (2 × {L} layers × {H} heads × {T} tokens × {d} = "
+                        "{cache} numbers here) and only the new token's row is computed.",
+                        "생성할 때 새 토큰에는 자기 query만 필요합니다. 앞 토큰들의 key와 value는 바뀌지 않으므로 "
+                        "저장해 두고(여기서는 2 × layer {L}개 × head {H}개 × 토큰 {T}개 × {d} = 숫자 {cache}개), 새 "
+                        "토큰의 행만 계산합니다."),
+    "tour.cost": ("13. T × T", "13. T × T"),
+    "tour.cost_text": ("Every query meets every key: a map of {T} tokens holds {T} × {T} = {cells} numbers, and the "
+                       "model makes {all} of them per text. Twice the text costs four times the maps: this is the "
+                       "O(n²) of attention.",
+                       "모든 query가 모든 key를 만납니다. 토큰 {T}개의 map에는 {T} × {T} = {cells}개의 값이 있고, "
+                       "모델은 텍스트 하나에 이런 값을 {all}개 만듭니다. 텍스트가 두 배면 map은 네 배가 됩니다. 이것이 "
+                       "attention의 O(n²)입니다."),
+    "tour.test": ("14. A map is a hint: switch the head off to test it", "14. map은 단서일 뿐: head를 꺼서 확인하세요"),
+    "tour.test_text": ("A map shows where a head looks, not what the model needs it for. Switching head {layer}.{head} "
+                       "off adds {cost} nats of held-out loss per token: that is what it does for the model. Try "
+                       "python generate.py --ablate {layer}.{head}.",
+                       "map은 head가 어디를 보는지 보여 줄 뿐, 모델이 그 head를 무엇에 쓰는지는 말해 주지 않습니다. "
+                       "head {layer}.{head}을(를) 끄면 검증 텍스트의 loss가 토큰당 {cost} nats 늘어납니다. 이것이 그 "
+                       "head가 모델에 하는 일입니다. python generate.py --ablate {layer}.{head}로 해 보세요."),
+    "tour.test_text_unmeasured": ("A map shows where a head looks, not what the model needs it for. Switch head "
+                                  "{layer}.{head} off and compare: python generate.py --ablate {layer}.{head} (and "
+                                  "--heads for what switching each head off costs).",
+                                  "map은 head가 어디를 보는지 보여 줄 뿐, 모델이 그 head를 무엇에 쓰는지는 말해 주지 "
+                                  "않습니다. head {layer}.{head}을(를) 끄고 비교해 보세요: python generate.py --ablate "
+                                  "{layer}.{head} (head를 하나씩 끌 때의 비용은 --heads)."),
+    "page.stats_summary": ("Statistics of the heads shown", "보이는 head의 통계"),
+    "page.roles_summary": ("Role scores and what switching each head off costs", "역할 점수와 head를 끌 때의 비용"),
+    "page.lens_summary": ("Logit lens of the focused token", "초점 토큰의 logit lens"),
+    "page.before_after": ("with every head on", "모든 head를 켰을 때"),
+    "page.after": ("with {heads} off", "{heads}을(를) 껐을 때"),
+    "page.loss_change": ("held-out loss, nats per token", "검증 텍스트 loss, 토큰당 nats"),
     "page.tokens": ("Tokens", "토큰"),
     "page.outgoing": ("Where the token attends (its row: query → keys)", "이 토큰이 보는 곳 (행: query → key)"),
     "page.incoming": ("What attends to the token (its column: queries → key)",
@@ -367,8 +495,10 @@ MESSAGES: dict[str, tuple[str, str]] = {
                   "마지막 토큰 {token} 다음: 토큰 {V}개 중 {kept}개가 0보다 큰 확률을 가집니다. 확률이 가장 높은 10개:"),
     "page.bad_settings": ("temperature must be 0 or more, top-k 1 or more, top-p above 0 and at most 1",
                           "temperature는 0 이상, top-k는 1 이상, top-p는 0보다 크고 1 이하여야 합니다"),
-    "page.lines": ("{name}: where token {i} “{token}” looks; a line's thickness is its attention",
-                   "{name}: 토큰 {i} “{token}”의 attention이 향하는 곳. 선이 굵을수록 attention 값이 큽니다"),
+    "page.lines": ("{name}: every query's lines (left) to the keys it attends to (right), a colour per head; token {i} "
+                   "“{token}”'s drawn strong. Hover a token to follow it.",
+                   "{name}: 모든 query(왼쪽)에서 그 query가 attention을 주는 key(오른쪽)로 그은 선, head마다 다른 색. 토큰 {i} "
+                   "“{token}”의 선을 진하게 그렸습니다. 토큰에 마우스를 올려 따라가 보세요."),
     "page.legend": ("colour = attention:", "색 = attention 값:"),
     "page.legend_masked": ("masked (a later key)", "mask됨 (뒤의 key)"),
     "page.glossary": ("Glossary", "용어 풀이"),
@@ -388,11 +518,11 @@ MESSAGES: dict[str, tuple[str, str]] = {
     "page.generating": ("generating…", "생성 중…"),
     "page.reconnecting": ("the server cannot be reached (stopped or restarting?); trying again every 2 s…",
                           "서버에 연결할 수 없습니다(멈췄거나 다시 시작하는 중인가요?). 2초마다 다시 시도합니다…"),
-    "page.next": ("the next token (top 10 with these settings): probability, token (id)",
-                  "다음 토큰 (이 설정으로 상위 10개): 확률, 토큰 (id)"),
-    "page.next_off": ("the next token with heads {heads} off (top 10 with these settings): probability (the full "
-                      "model's), token (id)",
-                      "끈 head: {heads}. 그 모델의 다음 토큰 (이 설정으로 상위 10개): 확률 (전체 모델의 확률), 토큰 (id)"),
+    "page.next": ("The next token (the top 10 with these settings):", "다음 토큰 (이 설정으로 상위 10개):"),
+    "page.next_off": ("The next token with heads {heads} off: the whole model's top 10 kept (grey bars), then the "
+                      "tokens new to the top",
+                      "head {heads}을(를) 끈 모델의 다음 토큰: 전체 모델의 상위 10개를 그대로 두고(회색 막대), 새로 상위에 "
+                      "오른 토큰을 뒤에 붙였습니다"),
     "page.held_out": ("held-out loss with those heads off: {loss} nats per token (full model {full}, {diff})",
                       "그 head를 끈 모델의 검증 텍스트 loss: 토큰당 {loss} nats (전체 모델 {full}, {diff})"),
     "page.off_switch": ("off", "끄기"),
@@ -748,4 +878,4 @@ def page_messages() -> dict[str, list[str]]:
     """The texts the page needs, both languages: {key: [en, ko]}."""
     return {key: list(texts) for key, texts in MESSAGES.items()
             if key.startswith(("page.", "role.", "roles.off", "roles.word_columns", "lens.", "ablate.", "path.",
-                               "explain.", "stats.defs", "why.", "patch."))}
+                               "explain.", "stats.defs", "why.", "patch.", "tour."))}

@@ -3,7 +3,7 @@
     html = page(compute(run, text, ["maps", "walkthrough", "lens", "path", "why"]), title, "ko")
 
 The page draws the records of inspection/views/ (each view's script beside its module: maps.js, walkthrough.js,
-path.js, why.js; the page's own parts in page/: page.html, data.js, controls.js, live.js, main.js). A reader chooses a
+path.js, why.js; the page's own parts in page/: page.html, data.js, draw.js, controls.js, live.js, main.js). A reader chooses a
 layer and a head or all heads, and hovers or clicks a token to see where it attends and what attends to it. Given
 the walkthrough's record, a click on a query token of a head opens the walkthrough of that head at that token, with
 the terminal's own numbers (the page computes none of them). Given maps from decoding (`prefill`), a slider steps
@@ -29,13 +29,17 @@ import numpy as np
 from cli.messages import page_messages
 from inspection.glossary import GLOSSARY
 from inspection.plot import korean_font_path
-from inspection.views.roles import ROLES, roles_from_record
+from inspection.tour import tour_cards
+from inspection.views.roles import ROLES, lesson_head, roles_from_record
 from model.sampling import TEMPERATURE
 
 HERE = Path(__file__).parent
 TEMPLATE = HERE / "page" / "page.html"
-SCRIPTS = ["page/data.js", "views/maps.js", "views/walkthrough.js", "views/path.js", "views/why.js", "page/controls.js",
-           "page/live.js", "page/main.js"]  # in order
+SCRIPTS = ["page/data.js", "page/draw.js", "views/maps.js", "views/walkthrough.js", "views/path.js", "views/why.js",
+           "page/controls.js", "page/live.js", "page/tour.js", "page/main.js"]  # in order
+
+
+SURPRISE = ("surprise", "expected", "expected_p", "expected_labels", "uniform")  # the maps record's, for the token line
 
 
 def pack_att(att: np.ndarray) -> str:
@@ -80,6 +84,7 @@ def frame(records: dict, layers: list[int], step: int | None = None) -> dict:
     (records["walkthrough"]), which the page looks up and computes none of."""
     maps, roles, words = records["maps"], records.get("roles"), records.get("words")
     return {"step": step, "att": pack_att(maps["att"][layers]),
+            **{name: maps.get(name) for name in SURPRISE},  # None for maps of no model (the page leaves it out)
             "words_att": None if words is None else pack_att(words["att"][layers]),
             "stats": finite({name: value[layers].tolist() for name, value in maps["stats"].items()}),  # NaN: null
             "roles": None if roles is None else role_captions(roles, layers), "scores": roles_of(roles, layers),
@@ -103,6 +108,28 @@ def roles_of(record: dict | None, layers: list[int]) -> dict | None:
         found["importance"] = {**record["importance"],
                                **{k: [record["importance"][k][layer] for layer in layers] for k in ("loss", "drop")}}
     return found
+
+
+def opening(records: dict, layers: list[int]) -> dict | None:
+    """Where the page opens, the lesson's place: {"li": the layer's index in `layers`, "head", "focus"}. With the
+    roles, their lesson head (roles.lesson_head) at the token where it shows its role best: an induction head at
+    the token whose earlier copy's successor it attends to most, another head at the last token. None without
+    roles (the page opens on every head of its first layer)."""
+    if records.get("roles") is None:
+        return None
+    found = lesson_head(roles_from_record(records["roles"]), layers)
+    if found is None:
+        return None
+    layer, head = found
+    ids, att = np.asarray(records["maps"]["ids"]), records["maps"]["att"][layer, head]  # (T, T)
+    T, focus = len(ids), len(ids) - 1
+    if roles_from_record(records["roles"]).strongest(layer, head)[0] == "induction":
+        q, j = np.tril_indices(T, -2)  # query q, an earlier key j with a successor j + 1 < q
+        copies = ids[q] == ids[j]
+        if copies.any():
+            best = np.argmax(att[q[copies], j[copies] + 1])
+            focus = int(q[copies][best])
+    return {"li": layers.index(layer), "head": head, "focus": focus}
 
 
 def walkthrough_data(record: dict, layers: list[int]) -> dict:
@@ -137,7 +164,7 @@ def page(records: dict, lang: str = "en", layers: list[int] | None = None) -> st
              **({"words": records["words"]["words"], "word_tokens": records["words"]["tokens"],
                  "words_even": records["words"]["even"]} if "words" in records else {})}
     return frames_page([frame(records, layers)], maps["tokens"], title_of(maps["text"]), layers, maps["att"].shape[1],
-                       lang, maps["prefill"], shown)
+                       lang, maps["prefill"], shown, opens=opening(records, layers))
 
 
 def title_of(text: str, length: int = 60) -> str:
@@ -146,13 +173,14 @@ def title_of(text: str, length: int = 60) -> str:
 
 
 def frames_page(frames: list[dict], labels: list[str], title: str, layers: list[int], n_head: int, lang: str = "en",
-                prefill: int | None = None, shown: dict | None = None, live: dict | None = None, glyphs: str = "") -> str:
+                prefill: int | None = None, shown: dict | None = None, live: dict | None = None, glyphs: str = "",
+                opens: dict | None = None) -> str:
     """The page of one or more `frame`s of the same text (several: a slider over the training steps), opening in
     `lang`; it carries its texts in both languages (cli/messages.py) and switches in place. `shown`: what it shows
     beside the maps ("lens", "path" as `path_data` made it, "why", "patch": the views' records; "words", "word_tokens",
     "words_even": the words view's labels, tokens a word and even spread); `live`: the
     live inspector's settings (inspection/live.py), which turn on its text box; `glyphs`: more characters for the
-    embedded font (a live page shows texts it has not seen yet)."""
+    embedded font (a live page shows texts it has not seen yet); `opens`: where it opens (`opening`)."""
     shown = shown or {}
     lens, path, why, patch, words = (shown.get(name) for name in ("lens", "path", "why", "patch", "words"))
     T = len(labels)
@@ -160,7 +188,8 @@ def frames_page(frames: list[dict], labels: list[str], title: str, layers: list[
             "prefill": T if prefill is None else int(prefill), "frames": frames, "lang": lang,
             "messages": page_messages(), "live": live, "lens": lens, "path": path,
             "glossary": [list(entry) for entry in GLOSSARY], "temperature": TEMPERATURE, "why": why, "patch": patch,
-            "words": words, "word_tokens": shown.get("word_tokens"), "words_even": shown.get("words_even")}
+            "words": words, "word_tokens": shown.get("word_tokens"), "words_even": shown.get("words_even"),
+            "open": opens, "tour": None if live else tour_cards()}  # a live page's text changes under the cards
     # "<" escaped so that no token (say "</script>") can end the script element early.
     payload = json.dumps(data, ensure_ascii=False, default=plain).replace("<", "\\u003c")
     page_html = TEMPLATE.read_text(encoding="utf-8")
@@ -172,6 +201,7 @@ def frames_page(frames: list[dict], labels: list[str], title: str, layers: list[
                     ) + "".join(why["labels"].values()) if why else ""
     seen += "".join(patch["corrupt_labels"]) + patch["token"] + patch["versus"] if patch else ""
     seen += "".join(words) if words else ""
+    seen += "".join(label for f in frames for label in (f["expected_labels"] or {}).values())
     font_css = font_face_css("".join(labels) + title + glyphs + seen + "한국어" +
                              "".join(ko for _, ko in data["messages"].values()) + "".join(name + ko for _, name, _, ko in GLOSSARY))
     fields = {"FONT_CSS": font_css, "TITLE": html.escape(title), "DATA": payload, "SCRIPT": script}
@@ -181,8 +211,10 @@ def frames_page(frames: list[dict], labels: list[str], title: str, layers: list[
 
 def path_data(path: dict) -> dict:
     """The path record as the page reads it: the last token's logits (from which the page draws the next token's
-    probabilities as the sampling settings move) as base64 float32."""
-    return {**path, "next_logits": pack_floats(path["next_logits"])}
+    probabilities as the sampling settings move; with heads off, the whole model's beside them) as base64 float32."""
+    full = path.get("next_logits_full")  # with heads switched off: the whole model's too, for before and after
+    return {**path, "next_logits": pack_floats(path["next_logits"]),
+            "next_logits_full": None if full is None else pack_floats(full)}
 
 
 def plain(value):

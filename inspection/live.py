@@ -14,7 +14,8 @@ Requests (JSON objects):
               when a token is clicked), each head's role scores, the statistics, the next token's top 10,
               every token's logit lens and "model_ms"; "ablate", a list of [layer, head] pairs, switches
               those heads off (their mean output on held-out text, common/heads_off.py): then the view is the
-              ablated model's, with the full model's next-token probabilities ("p_full") and held-out loss
+              ablated model's, with the full model's next-token probabilities ("p_full": its top 10 kept in the list, before the
+              ablated model's new ones) and held-out loss
     generate  {"text", "max_new_tokens", "temperature", "top_k", "top_p", "seed", "ablate"} -> one object per
               new token: its text and the view so far, each row of a generated token as the KV cache computed
               it; the last holds the whole view
@@ -34,7 +35,7 @@ from common.heads_off import HeadsOff, read_heads
 from inference.runs import Run
 from inference.textgen import stream_text
 from inspection.heldout import held_out_ids, held_out_means, held_out_windows, usable_ids
-from inspection.html import frame, path_data
+from inspection.html import frame, opening, path_data
 from inspection.labels import token_labels
 from inspection.views import Settings, compute
 from inspection.views.roles import held_out_loss, measure_heads, roles_record
@@ -143,12 +144,15 @@ class LiveInspector:
         records = compute(run, ids, names, settings, list(off) or None, recorded)
         maps = records["maps"]
         probs = next_probs(maps["trace"], sampling)
-        p, top = probs.topk(min(TOP, probs.numel()))
-        candidates = [{"id": i, "token": label, "p": round(float(q), 6)}
-                      for i, label, q in zip(top.tolist(), token_labels(run.tokenizer, top.tolist()), p.tolist())]
+        top = probs.topk(min(TOP, probs.numel())).indices.tolist()
+        if full is not None:  # before and after: the full model's top tokens kept, then the ones new to the top
+            former = full.topk(min(TOP, full.numel())).indices.tolist()
+            top = former + [i for i in top if i not in former]
+        candidates = [{"id": i, "token": label, "p": round(float(probs[i]), 6)}
+                      for i, label in zip(top, token_labels(run.tokenizer, top))]
         view = {"tokens": maps["tokens"], "T": len(maps["ids"]), "prefill": maps["prefill"],
                 "frames": [frame({**records, "roles": self.roles} if self.roles else records, self.layers)],
-                "next": candidates}
+                "next": candidates, "open": opening({**records, "roles": self.roles}, self.layers)}
         if lens:  # every token's logit lens and path: left out of a generation's lines but its last
             view["lens"], view["path"] = records["lens"], path_data(records["path"])
         if full is not None:

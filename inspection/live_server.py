@@ -41,7 +41,7 @@ from starlette.routing import Route
 
 from inference.runs import Run
 from model.sampling import TEMPERATURE
-from inspection.html import finite, frames_page
+from inspection.html import finite, frames_page, title_of
 from inspection.labels import token_labels
 from inspection.live import DEBOUNCE_MS, FIRST_TEXT, MAX_NEW, BadRequest, LiveInspector
 from inspection.live_connections import Connection
@@ -240,9 +240,9 @@ class LiveServer:
         live = {"text": text, "next": view["next"], "block_size": run.block_size, "max_new": MAX_NEW,
                 "temperature": TEMPERATURE, "debounce_ms": DEBOUNCE_MS}
         known = [i for i in range(run.tokenizer.get_vocab_size()) if run.tokenizer.id_to_token(i) is not None]
-        return frames_page(view["frames"], view["tokens"], f"{run.ckpt_dir}", inspector.layers, run.model.config.n_head,
+        return frames_page(view["frames"], view["tokens"], title_of(text), inspector.layers, run.model.config.n_head,
                            self.lang, view["prefill"], {"lens": view.get("lens"), "path": view.get("path")}, live,
-                           "".join(token_labels(run.tokenizer, known)))
+                           "".join(token_labels(run.tokenizer, known)), view["open"])
 
     def serve(self) -> None:
         """Answer until Ctrl-C or SIGTERM (which uvicorn turns into a graceful stop, then raises again for the

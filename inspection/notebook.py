@@ -27,7 +27,7 @@ from inference.runs import Run, load_run
 from inspection.html import page as page_html
 from inspection.over_training import over_training_page, run_snapshots
 from inspection.views import VIEWS, Settings, compute
-from inspection.views.roles import ROLES, roles_from_record
+from inspection.views.roles import ROLES, roles_from_record, stored_roles
 from model.arguments import need_choice, need_int, need_text, need_type
 from model.errors import UserError
 from model.sampling import Sampling
@@ -129,7 +129,8 @@ def page(run, text: str, *, off=None, mode: str = "mean", roles: bool = False, s
     need_int("height", height, lo=1, what="pixels")
     run = as_run(run)
     records = compute(run, text, PAGE_VIEWS + (["roles"] if roles else []), found, off)
-    return Page(page_html(records, settings["lang"]), height)
+    stored = None if roles or off else stored_roles(run)  # the roles training measured of these weights
+    return Page(page_html(records | ({"roles": stored} if stored else {}), settings["lang"]), height)
 
 
 def walkthrough(run, text: str, head, query: int = -1, *, off=None, mode: str = "mean") -> Text:

@@ -15,14 +15,14 @@ from pathlib import Path
 from cli.messages import messages
 from inference.runs import load_run
 from inspection.heldout import held_out_ids, usable_ids
-from inspection.html import frame, frames_page
+from inspection.html import frame, frames_page, opening
 from inspection.labels import pad
 from inspection.views import Settings, compute
 from inspection.views.roles import measure_heads, roles_from_record, roles_record
 from inspection.views.words import word_start_ids
 from model.errors import UserError
 from storage.checkpoint import read_meta, snapshot_step, snapshots_of_run
-from training.metrics import read_metrics
+from storage.checkpoint import read_metrics
 
 
 def run_snapshots(run_dir: Path) -> list[Path]:
@@ -47,7 +47,9 @@ def over_training_page(snapshots: list[Path], run_dir, prompt: str, device: str 
     title = messages(lang)("snapshots.page_title", text=prompt[:60] + ("…" if len(prompt) > 60 else ""),
                            n=len(frames), run=run_dir)
     maps = records["maps"]
-    return (frames_page(frames, maps["tokens"], title, layers, maps["att"].shape[1], lang), frames, maps["tokens"])
+    page = frames_page(frames, maps["tokens"], title, layers, maps["att"].shape[1], lang,
+                       opens=opening(records, layers))  # the lesson's head, as the last snapshot's roles name it
+    return page, frames, maps["tokens"]
 
 
 def snapshot_frames(snapshots: list[Path], prompt: str, records: list[dict], device: str = "auto",

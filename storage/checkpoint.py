@@ -298,6 +298,24 @@ def load_kept_off(model: GPT, ckpt: Path) -> HeadsOff | None:
         raise CheckpointError(f"{ckpt / CONFIG} has a damaged \"kept_off\" ({e}); restore it from the run") from None
 
 
+def read_metrics(path: Path, damaged: list | None = None) -> list[dict]:
+    """The records of a metrics.jsonl; lines that are not a JSON object (a write cut short by a crash,
+    garbage) are left out and appended to `damaged`."""
+    if not path.is_file():
+        return []
+    records = []
+    for line in path.read_bytes().splitlines():
+        try:
+            record = json.loads(line) if line.strip() else None
+        except ValueError:  # UnicodeDecodeError is one too
+            record = line
+        if isinstance(record, dict) and isinstance(record.get("step", 0), int):
+            records.append(record)
+        elif record is not None and damaged is not None:
+            damaged.append(line)
+    return records
+
+
 def checkpoint_step(ckpt: Path) -> int | None:
     """The training step whose weights the checkpoint dir holds (its config.json), None if there is none."""
     try:

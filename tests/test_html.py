@@ -46,6 +46,19 @@ def save_views(model, ids, labels, path, names=("maps", "walkthrough"), lang="en
     return path
 
 
+def map_origin(page, index=0):
+    """(x, y) of the top-left cell of the index-th heatmap on screen (past its token labels), and a cell's size."""
+    return page.evaluate("(() => { const c = document.querySelectorAll('#maps canvas')[%d]; c.scrollIntoView();"
+                         " const r = c.getBoundingClientRect(), d = c.dataset;"
+                         " return [r.left + Number(d.left), r.top + Number(d.top), Number(d.cell)]; })()" % index)
+
+
+def table_rows(page, selector):
+    """The text of every cell of a table on the page, row by row (its header first)."""
+    return page.evaluate("Array.from(document.querySelector('%s').rows, r => Array.from(r.cells, c => c.textContent))"
+                         % selector)
+
+
 def test_packed_weights_round_trip():
     weights = random_maps(2, 2, 7)
     raw = np.frombuffer(base64.b64decode(pack_att(weights)), dtype="<u2") / 65535
@@ -99,13 +112,11 @@ def test_page_in_chromium_shows_attention_on_hover_and_click(tmp_path, browser):
         const s = document.getElementById(id); s.value = v; s.dispatchEvent(new Event("change")); }""")
     np.testing.assert_allclose(strips("outgoing"), weights[1, 2, 7][None], atol=6e-4)
     assert len(page.texts("#maps canvas")) == 1
-    row = page.evaluate("document.getElementById('stats').textContent").splitlines()[1].split()
+    row = table_rows(page, "#stats table")[1]  # a real table: head, then the statistics
     expected = head_stats(weights)
     assert [float(x) for x in row] == pytest.approx([2] + [expected[n][1, 2] for n in STAT_NAMES], abs=1e-4)
     # Clicking a heatmap row pins that query token; hovering a cell names it with its weight.
-    x0, y0 = page.evaluate("(() => { const c = document.querySelector('#maps canvas'); c.scrollIntoView();"
-                           " const r = c.getBoundingClientRect(); return [r.left, r.top]; })()")
-    cell = page.evaluate("document.querySelector('#maps canvas').width") / T
+    x0, y0, cell = map_origin(page)
     page.click(x0 + 1.5 * cell, y0 + 9.5 * cell)
     np.testing.assert_allclose(strips("incoming"), weights[1, 2, :, 9][None], atol=6e-4)
     page.move(x0 + 1.5 * cell, y0 + 9.5 * cell)
@@ -182,9 +193,7 @@ def test_clicking_a_query_token_of_a_head_opens_its_walkthrough_with_the_npz_num
     page.click(*page.centre("#tokens .tok", 2))  # the token line: the same head, another query
     check_walkthrough(page, t, 0, 1, 2)
     page.evaluate("""const s = document.getElementById("layer"); s.value = "1"; s.dispatchEvent(new Event("change"));""")
-    x0, y0 = page.evaluate("(() => { const c = document.querySelector('#maps canvas'); c.scrollIntoView();"
-                           " const r = c.getBoundingClientRect(); return [r.left, r.top]; })()")
-    cell = page.evaluate("document.querySelector('#maps canvas').width") / T
+    x0, y0, cell = map_origin(page)
     page.click(x0 + 0.5 * cell, y0 + 9.5 * cell)  # head 0's heatmap, row 9
     check_walkthrough(page, t, 1, 0, 9)
     page.click(*page.centre("#incoming .tok", 1 * T + 11))  # head 1's column strip: query 11, the last
@@ -305,9 +314,10 @@ def test_page_steps_through_the_decoding_one_cached_row_at_a_time(tmp_path, brow
     out = np.array([[float(w) for w in row[:10]] for row in np.array(page.texts("#outgoing .w")).reshape(2, T)])
     np.testing.assert_allclose(out, weights[0, :, 9, :10], atol=6e-4)  # the focus follows the newest row
     # the heatmap leaves the rows and columns still to come blank
-    pixel = page.evaluate("""(() => { const c = document.querySelector('#maps canvas'), n = c.width / %d;
-        const at = (q, k) => Array.from(c.getContext('2d').getImageData(k * n + 1, q * n + 1, 1, 1).data).slice(0, 3);
-        return [at(11, 2), at(9, 2)]; })()""" % T)
+    pixel = page.evaluate("""(() => { const c = document.querySelector('#maps canvas'), d = c.dataset, n = Number(d.cell);
+        const at = (q, k) => Array.from(c.getContext('2d').getImageData(Number(d.left) + k * n + 1,
+                                                                       Number(d.top) + q * n + 1, 1, 1).data).slice(0, 3);
+        return [at(11, 2), at(9, 2)]; })()""")
     assert pixel[0] == [250, 250, 250] and pixel[1] != [250, 250, 250]
     page.evaluate("""const s = document.getElementById("step"); s.value = "0"; s.dispatchEvent(new Event("input"));""")
     assert page.evaluate("document.getElementById('step-text').textContent").startswith(
@@ -331,7 +341,7 @@ def test_page_shows_head_roles_and_only_the_chosen_layers(tmp_path, browser):
     assert page.texts("#maps figcaption") == ["layer 2 head 0 · self 0.70", "layer 2 head 1 · self 0.71"]
     shown = np.array([float(w) for w in page.texts("#outgoing .w")]).reshape(2, T)
     np.testing.assert_allclose(shown, weights[2, :, 5], atol=6e-4)
-    assert page.evaluate("document.getElementById('stats').textContent").splitlines()[1].endswith("self 0.70")
+    assert table_rows(page, "#stats table")[1][-1] == "self 0.70"
     assert page.evaluate("document.getElementById('stepper').hidden") is True  # not from decoding
     page.click(*page.centre("#tokens .tok", 3))
     assert page.evaluate("document.getElementById('explain').children.length") == 0  # no trace, no walkthrough

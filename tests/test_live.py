@@ -396,18 +396,25 @@ def test_typing_clicking_and_generating_in_chromium(server, run_dir, tmp_path, b
     page.wait_for(f"document.body.dataset.shownText === {json.dumps(''.join(labels))}")
     page.click(*page.centre("#maps input.off[data-head='1.0']"))
     page.wait_for("document.getElementById('held-out').textContent !== ''")
-    shown = page.evaluate("document.getElementById('next').textContent").splitlines()
-    assert "with heads 1.0 off" in shown[0]
+    assert "with heads 1.0 off" in page.evaluate("document.querySelector('#next p').textContent")
+    rows = next_rows(page)  # token, p with every head on (the whole model's top 10 first), p with 1.0 off
     code = generate.main(["--ckpt", str(run_dir), "--prompt", PROMPT, "--lens", "--ablate", "1.0"])
     out = capsys.readouterr().out.splitlines()
     assert code == 0
     output = next(line for line in out if "= output" in line)  # the output stage (the lens's caveat follows it)
     top = re.findall(r"(\S+) (\d\.\d{3})", output.split("rank")[1])  # its top 5 and probabilities
-    first = shown[1].split()
-    assert float(first[0]) == pytest.approx(float(top[0][1]), abs=1e-3)  # the page's top candidate, to 3 decimals
+    after = [float(row[2]) for row in rows]
+    assert max(after) == pytest.approx(float(top[0][1]), abs=1e-3)  # the ablated model's top candidate, to 3 decimals
+    assert [float(row[1]) for row in rows[:10]] == sorted((float(row[1]) for row in rows[:10]), reverse=True)
     page.click(*page.centre("#maps input.off[data-head='1.0']"))  # switched on again: the full model's view
     page.wait_for("document.getElementById('held-out').textContent === ''")
     assert page.problems() == ([], "")
+
+
+def next_rows(page) -> list[list[str]]:
+    """The rows of the live page's next-token table (its header left out), each cell's text."""
+    return page.evaluate("Array.from(document.querySelector('#next table').rows, r => Array.from(r.cells, c => "
+                         "c.textContent.trim())).slice(1)")
 
 
 def explain_path_top(run_dir, capsys, *options) -> list[float]:
@@ -437,8 +444,7 @@ def test_the_live_page_shows_one_next_token_list_and_it_is_explain_path_s(server
         page.backspace()  # the text is PROMPT again, answered anew with the settings now in the boxes
         page.wait_for("document.body.dataset.shownText && !document.body.dataset.shownText.endsWith('.')")
         assert page.texts("#bars td.barcell") == []  # no second list beside the server's
-        shown = [float(line.split()[0]) for line in page.evaluate("document.getElementById('next').textContent")
-                 .splitlines()[1:]]
+        shown = [float(row[1]) for row in next_rows(page)]
         expected = explain_path_top(run_dir, capsys, *options)
         assert shown[: len(expected)] == pytest.approx(expected, abs=1e-4) and len(expected) >= 5
     assert page.problems() == ([], "")

@@ -141,9 +141,9 @@ def test_the_slider_steps_the_page_through_the_snapshots(run, tmp_path, capsys, 
         page.move(*page.centre("#tokens .tok", 5))  # layer 1, every head's row 5
         shown = np.array([float(w) for w in page.texts("#outgoing .w")]).reshape(2, len(ids))
         np.testing.assert_allclose(shown, expected[step][1, :, 5], atol=6e-4)
-        roles = page.evaluate("document.getElementById('roles').textContent").splitlines()
-        assert roles[0].startswith(f"role scores at step {step} ")
-        induction = [float(line.split()[5]) for line in roles[2:4]]  # heads 0 and 1 of layer 1; word roles after
+        assert page.evaluate("document.querySelector('#roles p').textContent").startswith(f"role scores at step {step} ")
+        rows = page.evaluate("Array.from(document.querySelector('#roles table').rows, r => Array.from(r.cells, c => c.textContent))")
+        induction = [float(row[5]) for row in rows[1:3]]  # heads 0 and 1 of layer 1 (a real table); word roles after
         np.testing.assert_allclose(induction, recorded[step]["scores"]["induction"][1], atol=5e-4)
     assert page.problems() == ([], "")
 

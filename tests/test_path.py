@@ -196,11 +196,17 @@ def test_the_page_draws_the_path_a_head_s_lines_and_bars_that_follow_the_setting
     top = torch.tensor(path["sampling"]["stages"][0]["top"][6])
     np.testing.assert_allclose([float(c) for c in page.texts("table.path-softmax td:nth-child(4)")],
                                logits[6, top].numpy(), atol=1e-4)
-    # the lines of head 1.1 from token 6: one per key it may see, as thick as its attention
-    att = page.evaluate("Array.from(document.querySelectorAll('#lines line'), l => Number(l.dataset.att))")
-    np.testing.assert_allclose(att, trace.att[1, 1, 6, :7], atol=1e-4)
-    widths = page.evaluate("Array.from(document.querySelectorAll('#lines line'), l => Number(l.getAttribute('stroke-width')))")
-    np.testing.assert_allclose(widths, 0.3 + 9 * np.asarray(att), atol=0.006)  # thickness grows with the attention
+    # the lines of head 1.1: every query's, one per key it gives at least 0.01, token 6's drawn as thick as its attention
+    drawn = page.evaluate("Array.from(document.querySelectorAll('#lines line'), l => [Number(l.dataset.q), "
+                          "Number(l.dataset.k), Number(l.dataset.att), Number(l.getAttribute('stroke-width'))])")
+    q, k = np.tril_indices(len(IDS))
+    kept = trace.att[1, 1, q, k] >= 0.01
+    assert [(a, b) for a, b, _, _ in drawn] == list(zip(q[kept].tolist(), k[kept].tolist()))
+    np.testing.assert_allclose([w for _, _, w, _ in drawn], trace.att[1, 1, q[kept], k[kept]], atol=1e-4)
+    att = [w for a, _, w, _ in drawn if a == 6]
+    widths = [width for a, _, _, width in drawn if a == 6]
+    np.testing.assert_allclose(widths, 0.6 + 6 * np.asarray(att), atol=0.006)  # thickness grows with the attention
+    assert {width for a, _, _, width in drawn if a != 6} == {1}  # the other queries' lines faint
     # the bars of the next token move with temperature, top-k and top-p, as model.sampling computes them
     for temperature, top_k, top_p in [(0.8, 5, None), (0.3, None, None), (2.0, 3, None), (1.0, None, 0.6)]:
         page.evaluate(f"""for (const [id, v] of [["temperature", "{temperature}"], ["top-k", "{top_k or ''}"],
@@ -216,9 +222,9 @@ def test_the_page_draws_the_path_a_head_s_lines_and_bars_that_follow_the_setting
     ko = page.evaluate("document.getElementById('path').textContent")
     assert floats(en) == floats(ko) and "residual stream을" in ko and "이전" not in en
     # the lines and the bars in Korean, with the same numbers
-    assert "선이 굵을수록 attention 값이 큽니다" in page.texts("#lines figcaption")[0]
-    np.testing.assert_allclose(page.evaluate("Array.from(document.querySelectorAll('#lines line'), l => Number(l.dataset.att))"),
-                               att, atol=0)
+    assert "모든 query(왼쪽)에서" in page.texts("#lines figcaption")[0]
+    np.testing.assert_allclose(page.evaluate("Array.from(document.querySelectorAll('#lines line[data-q=\"6\"]'), "
+                                             "l => Number(l.dataset.att))"), att, atol=0)
     assert "개가 0보다 큰 확률을 가집니다" in page.texts("#bars p")[0]
     page.evaluate("""const e = document.getElementById("temperature"); e.value = "0.5"; e.dispatchEvent(new Event("input"));""")
     expected = sampling_probs(logits[-1:], 0.5, None, 0.6)[0]  # top-p 0.6 is still set from the last round

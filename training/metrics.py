@@ -19,26 +19,9 @@ from pathlib import Path
 
 from cli.messages import messages
 from storage.atomic import DiskError, write_failure, write_text_atomic
+from storage.checkpoint import read_metrics  # noqa: F401  (where the run's other readers import it from)
 from training.hardware import mfu
 from training.plots import plot_heads, plot_losses
-
-
-def read_metrics(path: Path, damaged: list | None = None) -> list[dict]:
-    """The records of a metrics.jsonl; lines that are not a JSON object (a write cut short by a crash,
-    garbage) are left out and appended to `damaged`."""
-    if not path.is_file():
-        return []
-    records = []
-    for line in path.read_bytes().splitlines():
-        try:
-            record = json.loads(line) if line.strip() else None
-        except ValueError:  # UnicodeDecodeError is one too
-            record = line
-        if isinstance(record, dict) and isinstance(record.get("step", 0), int):
-            records.append(record)
-        elif record is not None and damaged is not None:
-            damaged.append(line)
-    return records
 
 
 class Speedometer:

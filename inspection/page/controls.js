@@ -28,6 +28,22 @@ function setFrame(i) {
   render();
 }
 
+// ▶ plays the snapshots in order, from the first when at the last, and stops at the last: the heads form as it plays.
+let playing = null;
+const PLAY_MS = 700;
+
+function play(on) {
+  clearInterval(playing);
+  playing = null;
+  if (on) {
+    if (state.frame === FRAMES.length - 1) setFrame(0);
+    playing = setInterval(() => { if (state.frame >= FRAMES.length - 1) play(false); else setFrame(state.frame + 1); }, PLAY_MS);
+  }
+  const button = document.getElementById("frame-play");
+  button.dataset.msg = on ? "page.pause" : "page.play";
+  button.textContent = t(button.dataset.msg);
+}
+
 function frameText() {  // which snapshot is shown
   if (FRAME.step === null) return;
   document.getElementById("frame-text").textContent = t("page.frame", { step: stepName(FRAME.step), n: state.frame + 1,
@@ -51,6 +67,7 @@ function setLanguage(lang) {
   renderGlossary();
   renderPatch();
   render();
+  if (TOUR.length && !document.getElementById("tour").hidden) showTour(tourAt);  // the card in the new language
 }
 
 function fillControls() {
@@ -72,6 +89,7 @@ function fillControls() {
     frame.addEventListener("input", () => setFrame(Number(frame.value)));
     document.getElementById("frame-back").addEventListener("click", () => setFrame(state.frame - 1));
     document.getElementById("frame-on").addEventListener("click", () => setFrame(state.frame + 1));
+    document.getElementById("frame-play").addEventListener("click", () => play(!playing));
   }
   const step = document.getElementById("step");  // maps from decoding: step through it
   step.addEventListener("input", () => setStep(Number(step.value)));

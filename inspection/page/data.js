@@ -4,7 +4,8 @@
 const DATA = JSON.parse(document.getElementById("data").textContent);
 const L = DATA.n_layer, H = DATA.n_head, LAYERS = DATA.layers, LIVE = DATA.live;
 // The text shown: its tokens and frames (a live page loads new ones as the user types).
-let PATH = null, NEXT_LOGITS = null;  // the text's path record (path.js), the last token's logits
+let PATH = null, NEXT_LOGITS = null, NEXT_FULL = null;  // the text's path record (path.js), the last token's logits
+// (with heads switched off, NEXT_FULL: the whole model's)
 let T, TOKENS, FRAMES, TRI, PREFILL, LENS;  // TRI: values per map, the lower triangle row by row; PREFILL: rows
 // 0..PREFILL-1 came from one forward, each later row from one decoding step
 
@@ -23,18 +24,6 @@ function t(key, values) {  // the text of `key` in LANG, each {name} replaced by
   let text = MESSAGES[key][LANG === "ko" ? 1 : 0];
   for (const [name, value] of Object.entries(values || {})) text = text.split("{" + name + "}").join(String(value));
   return text;
-}
-
-// Terminal-style columns: a Hangul syllable (or other wide character) takes two columns of a monospace font.
-function columns(text) {
-  let n = 0;
-  for (const ch of text) n += /[\u1100-\u115f\u2e80-\ua4cf\uac00-\ud7a3\uf900-\ufaff\ufe30-\ufe4f\uff00-\uff60\uffe0-\uffe6]/.test(ch) ? 2 : 1;
-  return n;
-}
-
-function padTo(text, width, right) {  // text padded with spaces to `width` columns, aligned right if `right`
-  const gap = " ".repeat(Math.max(0, width - columns(text)));
-  return right ? gap + text : text + gap;
 }
 
 function caption(c) {  // a head's role: a [role, score] pair named in LANG, or a caption given as it is
@@ -94,8 +83,12 @@ function shortVector(name, li, t) {  // x or out of one token: [first dims..., n
   return EX[name].subarray(start, start + n);
 }
 
-// The last token is focused at first, so the page shows attention before any interaction.
+// The page opens where the lesson is (html.opening: the run's induction head at a token with an earlier copy, pinned,
+// its walkthrough open), else on every head of the first layer at the last token: attention before any interaction.
 setText(DATA);
-const state = { li: 0, head: "all", focus: T - 1, pinned: false, limit: T, explain: null, frame: FRAMES.length - 1 };
+const OPEN = DATA.open;
+const state = OPEN ? { li: OPEN.li, head: String(OPEN.head), focus: OPEN.focus, pinned: true, limit: T,
+                       explain: { li: OPEN.li, head: OPEN.head, q: OPEN.focus }, frame: FRAMES.length - 1 }
+                   : { li: 0, head: "all", focus: T - 1, pinned: false, limit: T, explain: null, frame: FRAMES.length - 1 };
 useFrame(state.frame);
 let views = [];  // what render() built: {head, out: [boxes], inc: [boxes], canvas, image, cell}

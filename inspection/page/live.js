@@ -1,14 +1,26 @@
 // ---- the live inspector (inspection/live.py): the text box, the next token, Generate -------------------
 
-function showNext(next, heldOut) {  // the next token's top candidates under the sampling settings
+function showNext(next, heldOut) {  // the next token's top candidates under the sampling settings, Python's list
   LIVE.shownNext = next;
   if (heldOut !== undefined) LIVE.heldOut = heldOut;
-  const off = LIVE.heldOut, lines = [t(off ? "page.next_off" : "page.next", { heads: offList().join(", ") })];
-  for (const c of next) lines.push(c.p.toFixed(4).padStart(8) + (off ? " (" + c.p_full.toFixed(4) + ")" : "") + "  " +
-    padTo(c.token, 12) + " (" + c.id + ")");
-  document.getElementById("next").textContent = lines.join("\n");
-  document.getElementById("held-out").textContent = off ? t("page.held_out", { loss: off.loss.toFixed(4),
-    full: off.full.toFixed(4), diff: ((off.loss >= off.full ? "+" : "") + (off.loss - off.full).toFixed(4)) }) : "";
+  const off = LIVE.heldOut, box = document.getElementById("next"), lossBox = document.getElementById("held-out");
+  box.replaceChildren();
+  lossBox.replaceChildren();
+  box.appendChild(el("p", "", t(off ? "page.next_off" : "page.next", { heads: offList().join(", ") })));
+  const token = (c) => c.token + " (" + c.id + ")";
+  if (!off) {
+    richTable(box, [t("explain.token"), "p"], next.map((c) => [token(c), barCell(c.p)]), "next");
+    return;
+  }
+  // before and after: the whole model's top tokens first, each with its two bars (grey: every head on)
+  richTable(box, [t("explain.token"), t("page.before_after"), t("page.after", { heads: offList().join(", ") })],
+            next.map((c) => [token(c), barCell(c.p_full, "before"), barCell(c.p)]), "next before-after");
+  const largest = Math.max(off.loss, off.full), diff = off.loss - off.full;
+  lossBox.appendChild(el("p", "", t("page.held_out", { loss: off.loss.toFixed(4), full: off.full.toFixed(4),
+    diff: (diff >= 0 ? "+" : "") + diff.toFixed(4) })));
+  const loss = (x, cls) => { const c = barCell(x / largest, cls); c.node.lastChild.textContent = " " + x.toFixed(4); return c; };
+  richTable(lossBox, [t("page.loss_change"), ""], [[t("page.before_after"), loss(off.full, "before")],
+                                                  [t("page.after", { heads: offList().join(", ") }), loss(off.loss)]], "loss");
 }
 
 // A switch on each head of a live page: the heads switched off (common/heads_off.py, their mean output) go

@@ -9,6 +9,8 @@ function readHash() {
   const li = LAYERS.indexOf(Number(params.get("layer"))), head = params.get("head");
   if (params.has("layer") && li >= 0) state.li = li;
   if (head === "all" || (/^[0-9]+$/.test(head || "") && Number(head) < H)) state.head = head;
+  if (["layer", "head", "focus"].some((name) => params.has(name)))  // a link's view, not the lesson's
+    Object.assign(state, { focus: T - 1, pinned: false, explain: null });
   const focus = params.get("focus");
   if (/^[0-9]+$/.test(focus || "") && Number(focus) < T) { state.focus = Number(focus); state.pinned = true; }
   // explain=1 with a pinned token and one head: open that head's walkthrough at it, as a click would
@@ -24,4 +26,7 @@ document.getElementById("frame").value = String(state.frame);
 useFrame(state.frame);
 setLanguage(LANG);  // draws the view
 if (new URLSearchParams(location.hash.slice(1)).get("words") === "1") setWords(true);
+// the heatmaps' labels are drawn on canvas in the embedded font, which may arrive after the first drawing
+if (document.fonts) document.fonts.load('12px "EmbeddedNanumGothic"', "가").then(() => update()).catch(() => {});
+startTour();
 document.body.dataset.readyMs = String(Math.round(performance.now()));  // read by bench/page_speed.py

@@ -29,6 +29,7 @@ from types import SimpleNamespace
 from typing import Callable
 
 import numpy as np
+import torch
 
 from common.heads_off import MODES, HeadsOff, check_heads, read_head, read_heads
 from inference.runs import Run, crop, need_run
@@ -139,7 +140,18 @@ def compute(run: Run, text, names, settings: Settings = Settings(), off=None, re
             records["roles"] = roles.record(run, settings, {**kept_off(run), **switched.off})
         if "score" in names:
             records["score"] = score.record(run, text, switched.off, full)
-        return {name: records[name] for name in names}
+    if heads and "path" in records:  # before and after: the next token's logits with every head on too
+        logits, labels = full_next(run, look)
+        records["path"] = {**records["path"], "next_logits_full": logits, "labels": {**records["path"]["labels"], **labels}}
+    return {name: records[name] for name in names}
+
+
+@torch.inference_mode()
+def full_next(run: Run, look: Look) -> tuple[np.ndarray, dict]:
+    """The last token's logits (V,) with no head switched off (the page's bars draw them beside the ablated
+    model's), and the labels of their most likely tokens."""
+    logits = run.model(torch.tensor([look.ids], device=run.device))[0][0, -1].float().cpu().numpy()
+    return logits, {int(i): look.label(int(i)) for i in np.argsort(-logits, kind="stable")[: path.TOP]}
 
 
 def kept_off(run: Run) -> dict:

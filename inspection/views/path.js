@@ -7,6 +7,7 @@
 function setPath(path) {
   PATH = path || null;
   NEXT_LOGITS = PATH ? new Float32Array(bytesOf(PATH.next_logits)) : null;
+  NEXT_FULL = PATH && PATH.next_logits_full ? new Float32Array(bytesOf(PATH.next_logits_full)) : null;
 }
 
 function pathVector(name, index) {  // "[ 0.1234, -0.5678, …]   |·| = 1.2345" of one vector of the record
@@ -15,38 +16,12 @@ function pathVector(name, index) {  // "[ 0.1234, -0.5678, …]   |·| = 1.2345"
   return "[" + dims.map(fmt).join(",") + ", …]   |·| = " + n.toFixed(4);
 }
 
-function bar(p, colour) {  // a probability or an attention as a bar 12em long at 1
-  const b = el("span", "bar");
-  b.style.width = (12 * p).toFixed(2) + "em";
-  if (colour) b.style.background = colour;
-  return b;
-}
-
 // One step of the path: its text (what it computes and why), then its picture.
 function pathStep(panel, text) {
   const step = el("div", "step");
   step.appendChild(el("p", "", text));
   panel.appendChild(step);
   return step;
-}
-
-// A table whose cells may be elements (bars, links) as well as text.
-function richTable(parent, header, rows, cls) {
-  const table = el("table", cls || "");
-  const head = el("tr");
-  header.forEach((h) => head.appendChild(el("th", "", h)));
-  table.appendChild(head);
-  for (const cells of rows) {
-    const row = el("tr");
-    for (const c of cells) {
-      const td = el("td", typeof c === "string" ? "" : c.cls || "");
-      if (typeof c === "string") td.textContent = c; else td.appendChild(c.node);
-      row.appendChild(td);
-    }
-    table.appendChild(row);
-  }
-  parent.appendChild(table);
-  return table;
 }
 
 function headLink(layer, h, i) {  // a head of the path: a click opens its walkthrough at this token
@@ -195,52 +170,23 @@ function renderBars() {
     return;
   }
   const p = samplingProbs(NEXT_LOGITS, s.temperature, s.top_k === null ? null : Math.floor(s.top_k), s.top_p);
-  const order = Array.from(p.keys()).sort((a, b) => p[b] - p[a] || a - b).slice(0, 10);
-  const kept = p.reduce((n, x) => n + (x > 0 ? 1 : 0), 0);
+  const top = (q) => Array.from(q.keys()).sort((a, b) => q[b] - q[a] || a - b).slice(0, 10).filter((j) => q[j] > 0);
+  const kept = p.reduce((n, x) => n + (x > 0 ? 1 : 0), 0), name = (j) => PATH.labels[j] ?? "<id " + j + ">";
   panel.appendChild(el("p", "", t("page.bars", { token: "“" + TOKENS[T - 1] + "”", kept: kept, V: p.length })));
-  const rows = order.filter((j) => p[j] > 0).map((j, r) => {
-    const cell = el("span");
-    cell.appendChild(bar(p[j]));
-    cell.appendChild(document.createTextNode(" " + p[j].toFixed(4)));
-    return [String(r + 1), PATH.labels[j] ?? "<id " + j + ">", { node: cell, cls: "barcell" }];
-  });
-  richTable(panel, [t("path.rank"), t("explain.token"), "p"], rows, "bars");
+  if (!NEXT_FULL) {
+    richTable(panel, [t("path.rank"), t("explain.token"), "p"], top(p).map((j, r) => [String(r + 1), name(j), barCell(p[j])]),
+              "bars");
+    return;
+  }
+  // heads switched off: before and after, the whole model's top tokens kept (grey bars) beside the ablated model's
+  const full = samplingProbs(NEXT_FULL, s.temperature, s.top_k === null ? null : Math.floor(s.top_k), s.top_p);
+  const before = top(full), rows = before.concat(top(p).filter((j) => !before.includes(j)));
+  richTable(panel, [t("path.rank"), t("explain.token"), t("page.before_after"), t("page.after", { heads: offHeads() })],
+            rows.map((j, r) => [String(r + 1), name(j), barCell(full[j], "before"), barCell(p[j])]), "bars before-after");
 }
 
-// ---- the lines of one head: from the focused token to every key it sees, thicker for more attention -------
-
-const LINE_KEYS = 64;  // keys drawn: the first token and the most recent ones, so a long text stays quick
-
-function renderLines() {
-  const fig = document.getElementById("lines");
-  fig.replaceChildren();
-  const f = state.focus;
-  if (f === null) return;
-  const h = explainHead(), last = Math.min(f, state.limit - 1), row = 18, left = 150, right = 190;
-  const keys = [];
-  for (let k = Math.max(0, last - LINE_KEYS + 2); k <= last; k++) keys.push(k);
-  if (keys[0] !== 0) keys.unshift(0);
-  const holder = el("div");
-  holder.innerHTML = "<svg></svg>";  // the HTML parser gives it SVG's namespace, which createElementNS reuses below
-  const svg = holder.firstChild;
-  svg.setAttribute("width", 340);
-  svg.setAttribute("height", row * keys.length + 6);
-  const add = (tag, attributes, text) => {
-    const e = document.createElementNS(svg.namespaceURI, tag);
-    Object.entries(attributes).forEach(([k, v]) => e.setAttribute(k, v));
-    if (text !== undefined) e.textContent = text;
-    svg.appendChild(e);
-  };
-  const y = (r) => row * (r + 1);
-  add("text", { x: left - 6, y: y(keys.length - 1), "text-anchor": "end", class: "query" }, TOKENS[f]);
-  keys.forEach((k, r) => {
-    add("text", { x: right + 6, y: y(r), "text-anchor": "start" }, (r > 0 && k > keys[r - 1] + 1 ? "… " : "") + TOKENS[k]);  // "…": keys left out
-    const w = att(state.li, h, f, k);
-    add("line", { x1: left, y1: y(keys.length - 1) - 5, x2: right, y2: y(r) - 5, "stroke-width": (0.3 + 9 * w).toFixed(2),
-                  "stroke-opacity": Math.min(1, 0.15 + w).toFixed(2), "data-key": k, "data-att": w.toFixed(4) });
-  });
-  fig.appendChild(svg);
-  fig.appendChild(el("figcaption", "", t("page.lines", { name: headName(state.li, h), i: f, token: TOKENS[f] })));
+function offHeads() {  // "1.0, 0.3": the heads the page's model has switched off, in any layer
+  return FRAME.off.flatMap((row, li) => row.map((m, h) => (m ? LAYERS[li] + "." + h : "")).filter((x) => x)).join(", ");
 }
 
 // ---- the glossary (inspection/glossary.py), in the page's language ---------------------------------------

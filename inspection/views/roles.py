@@ -49,6 +49,7 @@ from inspection.views.words import word_role_sums, word_start_ids
 from model import GPT
 from model.arguments import need_int, need_token_ids, need_type
 from model.errors import UserError
+from storage.checkpoint import checkpoint_step, read_metrics
 
 ROLES = ("previous-token", "first-token", "self", "duplicate-token", "induction")
 TEXT_ROLES = ROLES[:4]
@@ -101,6 +102,39 @@ class HeadRoles:
         """label() of every head, (L, H) nested lists."""
         L, H = self.scores[ROLES[0]].shape
         return [[self.label(layer, head, lang) for head in range(H)] for layer in range(L)]
+
+
+def stored_roles(run) -> dict | None:
+    """The roles record the run's training measured of the weights `run` holds, read back instead of measured
+    again: best/'s at the run's end (metrics.jsonl's final "best_heads"), last/'s or a snapshot's at the evaluation
+    of its step ("heads"); None where none was measured (or the folder is no run's)."""
+    step = checkpoint_step(run.ckpt_dir)
+    records = read_metrics(run.ckpt_dir.parent / "metrics.jsonl") if step is not None else []
+    if run.ckpt_dir.name == "best":
+        final = [r for r in records if r.get("kind") == "final" and r.get("best_step") == step]
+        found = final[-1].get("best_heads") if final else None
+    else:
+        found = next((r.get("heads") for r in reversed(records) if r.get("kind") == "eval" and r.get("step") == step),
+                     None)  # fmt: skip
+    try:  # a record of this model's shape, or none
+        roles = roles_from_record(found)
+        shape = (run.model.config.n_layer, run.model.config.n_head)
+        return found if all(roles.scores[r].shape == shape for r in roles.roles) else None
+    except (KeyError, TypeError, ValueError, IndexError, AttributeError):
+        return None
+
+
+def lesson_head(roles: HeadRoles, layers: list[int]) -> tuple[int, int] | None:
+    """The head a page opens on, of `layers`: the strongest induction head where one passes its bar (the
+    lesson: copying from context), else the head whose strongest role scores highest; None where no head has one."""
+    H = roles.scores[ROLES[0]].shape[1]
+    heads = [(layer, head) for layer in layers for head in range(H)]
+    found = [(roles.strongest(*lh), lh) for lh in heads]
+    induction = [(score, lh) for (role, score), lh in found if role == "induction"]
+    if induction:
+        return max(induction)[1]
+    named = [(score, lh) for (role, score), lh in found if role != "mixed"]
+    return max(named)[1] if named else None
 
 
 FORMED = 0.5  # a previous-token or induction head counts as formed from this score (the lesson's bar)
