@@ -240,8 +240,9 @@ def run_prompts(run, prompts, r: Request, roles: dict | None) -> None:
         records = compute(run, ids, views, r.settings, r.off or None, recorded)
         if r.out_dir:
             # the page's roles: --heads', else the ones training measured of these weights (with every head on)
-            found = roles or (stored_roles(run) if not r.off else None)
-            written = write_records(records | ({"roles": found} if found else {}), r.out_dir, r.lang,
+            stored = None if roles or r.off else stored_roles(run)
+            found = {"roles": roles} if roles else {"roles": stored, "roles_stored": True} if stored else {}
+            written = write_records(records | found, r.out_dir, r.lang,
                                     list(r.settings.layers) if r.settings.layers is not None else None, r.shown)
             print(say("wrote", files=", ".join(str(p) for p in written)))
         for name in r.shown:

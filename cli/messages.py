@@ -362,18 +362,19 @@ MESSAGES: dict[str, tuple[str, str]] = {
     "tour.go_done": ("Done", "끝"),
     "tour.go_close": ("✕ Close", "✕ 닫기"),
     "tour.tokens": ("1. Tokens", "1. 토큰"),
-    "tour.tokens_text": ("The text is cut into {T} tokens, each one of the model's {V} vocabulary entries; the colour "
-                         "under each is how surprised the model was to see it. The token in red, {token} (token {f}), is "
-                         "the one every picture below looks from.",
-                         "텍스트는 토큰 {T}개로 나뉘고, 토큰 하나하나는 모델의 어휘 {V}개 중 하나입니다. 토큰 아래 색은 "
-                         "모델이 그 토큰을 보고 얼마나 놀랐는지(surprise)입니다. 빨간 테두리의 토큰 {token}(토큰 {f})이 아래 "
-                         "그림들이 바라보는 자리입니다."),
-    "tour.embedding": ("2. Embedding", "2. Embedding"),
+    "tour.tokens_text": ("The text is cut into {T} tokens, each one of the model's {V} vocabulary entries; the "
+                         "colour under each is how surprised the model was to see it. The token in red, {token} "
+                         "(token {f}), is the one every picture below looks from.",
+                         "텍스트는 토큰 {T}개로 나뉘고, 토큰 하나하나는 모델의 어휘 {V}개 중 하나입니다. 토큰 아래 색은 모델이 그 토큰을 보고 얼마나 "
+                         "놀랐는지(surprise)입니다. 아래 그림들이 바라보는 자리는 빨간 테두리의 토큰입니다: 토큰 {f}, {token}."),
+    "tour.embedding": ("2. Embedding",
+                       "2. 임베딩(embedding)"),
     "tour.embedding_text": ("Each token becomes a vector of {C} numbers: its row of tok_emb plus the row of pos_emb for "
                             "its position. This sum is the residual stream every block reads and adds to.",
                             "토큰마다 숫자 {C}개짜리 벡터가 됩니다. tok_emb에서 그 토큰의 행과 pos_emb에서 그 위치의 행을 "
                             "더한 것입니다. 이 합이 residual stream이고, 모든 block이 이것을 읽고 여기에 더합니다."),
-    "tour.qkv": ("3. Q, K and V", "3. Q, K, V"),
+    "tour.qkv": ("3. Q, K and V",
+                 "3. Q, K, V: 같은 stream의 세 투영"),
     "tour.qkv_text": ("Three projections of the same stream: each token's query q (what it looks for), key k (what it "
                       "offers) and value v (what it passes on). Head {head} of layer {layer} has vectors of d_k = {d} "
                       "numbers; the {H} heads share the {C} numbers of the stream.",
@@ -382,28 +383,28 @@ MESSAGES: dict[str, tuple[str, str]] = {
                       "d_k = {d}개이고, head {H}개가 stream의 숫자 {C}개를 나눠 씁니다."),
     "tour.scores": ("4. q·k: how well a key matches", "4. q·k: key가 얼마나 맞는지"),
     "tour.scores_text": ("The query of token {f} is compared with every key by a dot product q·k_j. Here the key it "
-                         "matches best is token {key} {key_token}, with q·k = {dot}.",
-                         "토큰 {f}의 query를 모든 key와 내적 q·k_j로 비교합니다. 여기서 가장 잘 맞는 key는 토큰 {key} "
-                         "{key_token}이고, q·k = {dot}입니다."),
+                         "matches best is token {j} {key_token}, with q·k = {dot}.",
+                         "토큰 {f}의 query를 모든 key와 내적 q·k_j로 비교합니다. 여기서 가장 잘 맞는 key는 토큰 {j} {key_token}이고, q·k = "
+                         "{dot}입니다."),
     "tour.scale": ("5. ÷√d_k, and why", "5. ÷√d_k를 하는 이유"),
     "tour.scale_text": ("A dot product of {d} numbers spreads about √d_k = {root} times wider than one product: here "
-                        "the scores' spread is {before} before and {after} after the division. Without it softmax would "
-                        "give the largest key {undivided} instead of {largest}: too sure, too early in training.",
-                        "숫자 {d}개의 내적은 곱 하나보다 약 √d_k = {root}배 넓게 퍼집니다. 여기서 score의 표준편차는 "
-                        "나누기 전 {before}, 나눈 뒤 {after}입니다. 나누지 않으면 softmax가 가장 큰 key에 {largest} 대신 "
-                        "{undivided}를 주어, 학습 초기부터 지나치게 한쪽으로 쏠립니다."),
+                        "the scores' spread is {before} before and {after} after the division. Without it softmax "
+                        "would give the largest key {undivided} instead of {largest}: too sure, too early in "
+                        "training.",
+                        "숫자 {d}개의 내적은 곱 하나보다 약 √d_k = {root}배 넓게 퍼집니다. 여기서 score의 표준편차는 나누기 전 {before}, 나눈 뒤 "
+                        "{after}입니다. 나누지 않으면 softmax가 가장 큰 key에 주는 값이 {largest}에서 {undivided}까지 올라가, 학습 초기부터 지나치게 "
+                        "한쪽으로 쏠립니다."),
     "tour.mask": ("6. The mask, before softmax", "6. softmax 전에 mask"),
-    "tour.mask_text": ("Token {f} may see {seen} keys, itself and those before it; the {masked} after it get −∞ before "
-                       "softmax, so they get exactly 0 (the grey triangle of the map). Masking after softmax would "
-                       "leave rows that do not sum to 1.",
-                       "토큰 {f}는 자기 자신과 그 앞의 key {seen}개만 볼 수 있습니다. 뒤의 {masked}개는 softmax 전에 "
-                       "−∞가 되어 정확히 0을 받습니다(map의 회색 삼각형). softmax 뒤에 mask하면 행의 합이 1이 되지 "
-                       "않습니다."),
+    "tour.mask_text": ("Token {f} may see {seen} keys, itself and those before it; the {masked} after it get −∞ "
+                       "before softmax, so they get exactly 0 (the grey triangle of the map). Masking after softmax "
+                       "would leave rows that do not sum to 1.",
+                       "토큰 {f}의 query가 볼 수 있는 key는 자기 자신과 그 앞의 {seen}개뿐입니다. 뒤의 {masked}개는 softmax 전에 −∞가 되어 정확히 0을 "
+                       "받습니다(map의 회색 삼각형). softmax 뒤에 mask하면 행의 합이 1이 되지 않습니다."),
     "tour.softmax": ("7. Softmax: a row sums to 1", "7. softmax: 한 행의 합은 1"),
-    "tour.softmax_text": ("Softmax turns the scaled scores into attention weights w_j that sum to {sum}: a row of the "
-                          "map. Token {f} gives its largest weight, {w}, to token {key} {key_token}.",
-                          "softmax가 나눈 score를 합이 {sum}인 attention 값 w_j로 바꿉니다. 이것이 map의 한 행입니다. "
-                          "토큰 {f}는 가장 큰 값 {w}를 토큰 {key} {key_token}에 줍니다."),
+    "tour.softmax_text": ("Softmax turns the scaled scores into attention weights w_j that sum to {sum}: a row of "
+                          "the map. Token {f} gives its largest weight, {w}, to token {j} {key_token}.",
+                          "softmax가 나눈 score를 합이 {sum}인 attention 값 w_j로 바꿉니다. 이것이 map의 한 행입니다. 토큰 {f}의 행에서 가장 큰 값은 "
+                          "토큰 {j} {key_token}에 가는 {w}입니다."),
     "tour.values": ("8. y: the weighted sum of the values", "8. y: value의 가중합"),
     "tour.values_text": ("The head's output at token {f} is y = Σ_j w_j v_j, |y| = {y}: the lines show where the "
                          "weights go; its largest term makes {share}% of the mix.",
@@ -425,17 +426,18 @@ MESSAGES: dict[str, tuple[str, str]] = {
     "tour.next_text": ("After the last block, ln_f and the tied head give one logit per vocabulary token; softmax, "
                        "temperature, top-k and top-p make the distribution the next token is drawn from. After token "
                        "{f} it drew {next} (p {p}). Move the settings and watch the bars.",
-                       "마지막 block 뒤에 ln_f와 tied head가 어휘의 토큰마다 logit 하나를 냅니다. softmax, temperature, "
-                       "top-k, top-p가 다음 토큰을 뽑을 분포를 만듭니다. 토큰 {f} 다음에는 {next}(p {p})를 뽑았습니다. "
-                       "설정을 바꾸면서 막대를 보세요."),
-    "tour.cache": ("12. The KV cache", "12. KV cache"),
+                       "마지막 block 뒤에 ln_f와 tied head가 어휘의 토큰마다 logit 하나를 냅니다. softmax, temperature, top-k, top-p가 다음 "
+                       "토큰을 뽑을 분포를 만듭니다. 토큰 {f} 다음으로 뽑힌 토큰: {next} (p {p}). 설정을 바꾸면서 막대를 보세요."),
+    "tour.cache": ("12. The KV cache",
+                   "12. KV cache: 생성할 때 다시 계산하지 않는 것"),
     "tour.cache_text": ("While generating, a new token needs only its own query: the keys and values of the tokens "
                         "before it do not change, so they are kept (2 × {L} layers × {H} heads × {T} tokens × {d} = "
                         "{cache} numbers here) and only the new token's row is computed.",
                         "생성할 때 새 토큰에는 자기 query만 필요합니다. 앞 토큰들의 key와 value는 바뀌지 않으므로 "
                         "저장해 두고(여기서는 2 × layer {L}개 × head {H}개 × 토큰 {T}개 × {d} = 숫자 {cache}개), 새 "
                         "토큰의 행만 계산합니다."),
-    "tour.cost": ("13. T × T", "13. T × T"),
+    "tour.cost": ("13. T × T",
+                  "13. T × T: 길이의 제곱"),
     "tour.cost_text": ("Every query meets every key: a map of {T} tokens holds {T} × {T} = {cells} numbers, and the "
                        "model makes {all} of them per text. Twice the text costs four times the maps: this is the "
                        "O(n²) of attention.",
@@ -443,23 +445,24 @@ MESSAGES: dict[str, tuple[str, str]] = {
                        "모델은 텍스트 하나에 이런 값을 {all}개 만듭니다. 텍스트가 두 배면 map은 네 배가 됩니다. 이것이 "
                        "attention의 O(n²)입니다."),
     "tour.test": ("14. A map is a hint: switch the head off to test it", "14. map은 단서일 뿐: head를 꺼서 확인하세요"),
-    "tour.test_text": ("A map shows where a head looks, not what the model needs it for. Switching head {layer}.{head} "
-                       "off adds {cost} nats of held-out loss per token: that is what it does for the model. Try "
-                       "python generate.py --ablate {layer}.{head}.",
-                       "map은 head가 어디를 보는지 보여 줄 뿐, 모델이 그 head를 무엇에 쓰는지는 말해 주지 않습니다. "
-                       "head {layer}.{head}을(를) 끄면 검증 텍스트의 loss가 토큰당 {cost} nats 늘어납니다. 이것이 그 "
-                       "head가 모델에 하는 일입니다. python generate.py --ablate {layer}.{head}로 해 보세요."),
+    "tour.test_text": ("A map shows where a head looks, not what the model needs it for. Switching head "
+                       "{layer}.{head} off adds {cost} nats of held-out loss per token: that is what it does for the "
+                       "model. Try python generate.py --ablate {layer}.{head}.",
+                       "map은 head가 어디를 보는지 보여 줄 뿐, 모델이 그 head를 무엇에 쓰는지는 말해 주지 않습니다. 이 head({layer}.{head})를 끄면 검증 "
+                       "텍스트의 loss가 토큰당 {cost} nats 늘어납니다. 이것이 그 head가 모델에 하는 일입니다. 직접 해 보세요: python generate.py "
+                       "--ablate {layer}.{head}"),
     "tour.test_text_unmeasured": ("A map shows where a head looks, not what the model needs it for. Switch head "
                                   "{layer}.{head} off and compare: python generate.py --ablate {layer}.{head} (and "
                                   "--heads for what switching each head off costs).",
-                                  "map은 head가 어디를 보는지 보여 줄 뿐, 모델이 그 head를 무엇에 쓰는지는 말해 주지 "
-                                  "않습니다. head {layer}.{head}을(를) 끄고 비교해 보세요: python generate.py --ablate "
-                                  "{layer}.{head} (head를 하나씩 끌 때의 비용은 --heads)."),
+                                  "map은 head가 어디를 보는지 보여 줄 뿐, 모델이 그 head를 무엇에 쓰는지는 말해 주지 않습니다. 이 "
+                                  "head({layer}.{head})를 끄고 비교해 보세요: python generate.py --ablate {layer}.{head} "
+                                  "(head를 하나씩 끌 때의 비용은 --heads)."),
     "page.stats_summary": ("Statistics of the heads shown", "보이는 head의 통계"),
     "page.roles_summary": ("Role scores and what switching each head off costs", "역할 점수와 head를 끌 때의 비용"),
     "page.lens_summary": ("Logit lens of the focused token", "초점 토큰의 logit lens"),
     "page.before_after": ("with every head on", "모든 head를 켰을 때"),
-    "page.after": ("with {heads} off", "{heads}을(를) 껐을 때"),
+    "page.after": ("with {heads} off",
+                   "끈 뒤: {heads}"),
     "page.loss_change": ("held-out loss, nats per token", "검증 텍스트 loss, 토큰당 nats"),
     "page.tokens": ("Tokens", "토큰"),
     "page.outgoing": ("Where the token attends (its row: query → keys)", "이 토큰이 보는 곳 (행: query → key)"),
@@ -521,8 +524,7 @@ MESSAGES: dict[str, tuple[str, str]] = {
     "page.next": ("The next token (the top 10 with these settings):", "다음 토큰 (이 설정으로 상위 10개):"),
     "page.next_off": ("The next token with heads {heads} off: the whole model's top 10 kept (grey bars), then the "
                       "tokens new to the top",
-                      "head {heads}을(를) 끈 모델의 다음 토큰: 전체 모델의 상위 10개를 그대로 두고(회색 막대), 새로 상위에 "
-                      "오른 토큰을 뒤에 붙였습니다"),
+                      "head를 끈 모델({heads})의 다음 토큰: 전체 모델의 상위 10개를 그대로 두고(회색 막대), 새로 상위에 오른 토큰을 뒤에 붙였습니다"),
     "page.held_out": ("held-out loss with those heads off: {loss} nats per token (full model {full}, {diff})",
                       "그 head를 끈 모델의 검증 텍스트 loss: 토큰당 {loss} nats (전체 모델 {full}, {diff})"),
     "page.off_switch": ("off", "끄기"),

@@ -6,7 +6,8 @@
 From the records (inspection/views/) that are there: layer_<L>.png (maps; each head's caption its strongest role
 with roles), attention.html (the page), attention.npz and explain.npz (maps: the attention and the recording
 forward's every tensor, inspection/trace.py), layer_<L>_words.png (words), why.json (why: the query's shares),
-patch.json and patch.png (patch), heads.json (roles). The files are moved in together once all are written
+patch.json and patch.png (patch), heads.json (roles measured here; not the ones training stored, which only
+label the page and the PNGs, "roles_stored"). The files are moved in together once all are written
 (storage.atomic.write_files): never new PNGs beside an old npz.
 
 attention.npz holds `att` float32 (L, H, T, T), `ids` int64 (T,), `tokens` (the vocabulary pieces, spaces literal),
@@ -73,7 +74,7 @@ def make_out_dir(out_dir: str | os.PathLike) -> Path:
 def writers(records: dict, lang: str, layers: list[int] | None, asked) -> dict:
     """{file name: a function that writes it to a path} for the records given (the module docstring)."""
     found = {}
-    if "roles" in records:
+    if "roles" in records and not records.get("roles_stored"):  # training's roles label the page, not a new file
         found["heads.json"] = functools.partial(write_json, obj=records["roles"])
     if "maps" in records:
         maps = records["maps"]

@@ -368,7 +368,7 @@ def test_html_page_loads_in_headless_chromium(attention_out, tmp_path):
     assert re.search(r'<select id="layer">(<option value="\d">layer \d</option>){2}</select>', dom)
     assert '<option value="all">all heads</option><option value="0">head 0</option><option value="1">head 1</option>' in dom
     labels = load_npz(attention_out / "attention.npz").labels
-    token_line = re.search(r'<div id="tokens" class="strip">(.*?)</div>', dom).group(1)
+    token_line = re.search(r'<div id="tokens" class="strip[^"]*">(.*?)<p id="surprise-note"', dom, re.S).group(1)
     assert re.findall(r'<span class="t">(.*?)</span>', token_line) == [
         l.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;") for l in labels]
     # Screenshot: non-blank pixels in the token area, so the text is drawn (Hangul glyphs come embedded).
@@ -503,8 +503,15 @@ def test_the_page_shows_each_heads_cost_and_the_focused_tokens_lens(run_dir, tmp
     assert code == 0
     dom, log = render((tmp_path / "attention.html").as_uri() + "#layer=1&head=all&focus=2", tmp_path, "--dump-dom")
     assert console_errors(log) == [] and re.search(r'<pre id="errors">\s*</pre>', dom)
-    lens = html.unescape(re.search(r'<div id="lens">(.*?)</div>', dom, re.S).group(1))
-    assert lens.splitlines() == out.strip().splitlines()  # the CLI's lens of token 2, line for line
+    lens = re.search(r'<div id="lens">(.*?)</div>', dom, re.S).group(1)
+    rows = [[html.unescape(re.sub(r"<.*?>", "", c)) for c in re.findall(r"<td[^>]*>(.*?)</td>", tr)]
+            for tr in re.findall(r"<tr>(.*?)</tr>", lens) if "<td" in tr]  # fmt: skip
+    lines = out.strip().splitlines()
+    assert html.unescape(re.sub(r"<.*?>", "", lens.split("<table")[0])) == lines[0]  # the CLI's lens of token 2
+    assert len(rows) == 3  # the embeddings and after each of the 2 blocks: a row of the table for each line of the CLI
+    for row in rows:
+        line = next(line for line in lines if line.strip().startswith(row[0]))
+        assert re.findall(r"\S+ \d\.\d{3}", line) == row[2:] and f" {row[1]} " in line
     roles = html.unescape(re.search(r'<div id="roles">(.*?)</div>', dom, re.S).group(1))
     assert "+loss off" in roles and "the held-out loss it adds" in roles
 

@@ -206,6 +206,7 @@ BEHAVIOURS = {
     "layout": "the shape of the code, the README and docs/layout.md",
     "gpu": "the CUDA paths, run for real (-m gpu)",
     "on_device": "the CUDA paths on a CPU: every inspection door with the model on a stand-in GPU (tests/fake_device.py)",
+    "page": "the attention page in headless Chromium: what it opens on, its pictures and tables, the tour",
 }
 
 

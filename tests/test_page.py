@@ -1,7 +1,8 @@
 """The page shows pictures first (inspection/html.py, inspection/page/, inspection/views/*.js): it opens where the
 lesson is (an induction head at a token with an earlier copy), a labelled heatmap and the lines in the first
 screen with little monospace text, real tables whose columns align, every layer and head as line pictures, each
-token's surprise equal to --score's terms, a switched-off head before and after, and the snapshots played.
+token's surprise equal to --score's terms, a switched-off head before and after, and the snapshots played; the
+tour (inspection/tour.py) walks its cards over visible parts with the run's numbers and code lines.
 
     python -m pytest tests/test_page.py -q
 """

@@ -28,7 +28,7 @@ function tourNumbers() {
               V: FRAME.uniform ? Math.round(Math.pow(2, FRAME.uniform)) : "?", seen: f + 1, masked: T - 1 - f };
   let best = 0;
   for (let k = 1; k <= f; k++) if (att(li, h, f, k) > att(li, h, f, best)) best = k;
-  Object.assign(n, { key: best, key_token: TOKENS[best], w: att(li, h, f, best).toFixed(3) });
+  Object.assign(n, { j: best, key_token: TOKENS[best], w: att(li, h, f, best).toFixed(3) });
   if (EX) {
     const why = (k) => EX.why[((k * L + li) * H + h) * T + f];
     const keys = headRow("keys", li, h, f, EX.K), dots = headRow("dot", li, h, f, EX.K), c = keys.indexOf(best);

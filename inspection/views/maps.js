@@ -397,8 +397,8 @@ function styleLine(line, strong) {
 
 function renderLines() {
   const fig = document.getElementById("lines"), f = state.focus, heads = shownHeads();
-  const key = [state.li, heads.join(","), state.limit, T, state.frame, WORDS_ON, TOKENS.join("\u0000"),
-               f === null ? -1 : f].join("|");
+  const key = [LANG, state.li, heads.map((h) => h + ":" + offMode(state.li, h)).join(","), state.limit, T, state.frame,
+               WORDS_ON, TOKENS.join("\u0000"), f === null ? -1 : f].join("|");  // the focus last: it only restyles
   if (LINES && LINES.key.slice(0, LINES.key.lastIndexOf("|")) === key.slice(0, key.lastIndexOf("|"))) {
     if (LINES.focus !== f) {  // the same picture: restyle the old focus's lines and the new one's
       (LINES.byQuery.get(LINES.focus) || []).forEach((l) => styleLine(l, false));
