@@ -558,12 +558,12 @@ MESSAGES: dict[str, tuple[str, str]] = {
                     "몫이 양수면 logit 차이의 앞 토큰(기본은 모델이 고른 토큰)을 뒤 토큰(비교 대상)보다 위로 밀고, 음수면 그 반대입니다. head가 올리고 내리는 토큰은 그 "
                     "head의 출력만으로 여기서 각 logit에 더해지는 값으로 고른 것입니다. 몫은 그 부분의 성질이 아니라 이 텍스트의 이 토큰에서의 값입니다: 같은 head도 다른 "
                     "곳에서는 다른 토큰을 밉니다. 한 부분을 확인하려면 끄거나(--ablate) 다른 텍스트에서 patch해 보세요(--patch)."),
-    "patch.title": ("Patching: the clean text predicts {token}; against {versus}, the logit difference is {clean} on "
+    "patch.title": ("The clean text predicts {token}; against {versus}, the logit difference is {clean} on "
                     "the clean text and {corrupt} on the corrupted one. Each cell puts one piece of the clean run "
                     "into the corrupted run at the same place and computes again: the share of the gap between the "
                     "two texts' differences that comes back, (patched − corrupted) / (clean − corrupted): 1 = all of "
                     "it, 0 = none, negative = pushed further toward the corrupted text's answer.",
-                    "patching: 깨끗한 텍스트가 예측하는 다음 토큰: {token}. 비교 대상: {versus}. logit 차이: 깨끗한 텍스트 {clean}, 바꾼 텍스트 "
+                    "깨끗한 텍스트가 예측하는 다음 토큰: {token}. 비교 대상: {versus}. logit 차이: 깨끗한 텍스트 {clean}, 바꾼 텍스트 "
                     "{corrupt}. 각 칸은 깨끗한 run의 조각 하나를 바꾼 run의 같은 자리에 넣고 다시 계산했을 때, 두 텍스트의 logit 차이 사이 간격 중 되돌아온 "
                     "비율입니다: (patch 후 − 바꾼 텍스트) / (깨끗한 텍스트 − 바꾼 텍스트). 1 = 전부, 0 = 전혀, 음수 = 바꾼 텍스트의 답 쪽으로 더 밀림."),
     "patch.changed": ("the texts differ at tokens {tokens}; a row per stage of the residual stream, a column per "
@@ -580,8 +580,9 @@ MESSAGES: dict[str, tuple[str, str]] = {
                    "있습니다. 처음 바뀐 토큰보다 왼쪽에서는 아무것도 되돌아오지 않고, 마지막 단계에서는 마지막 토큰의 stream이 곧 예측입니다."),
     "patch.colour": ("share of the gap between the two logit differences recovered",
                      "되돌아온 비율 (두 logit 차이 사이 간격 중)"),
-    "patch.png_title": ("patching the clean stream into the corrupted text: {token} against {versus}",
-                        "깨끗한 stream을 바꾼 텍스트에 patch: {token} 대 {versus}"),
+    "patch.png_title": ("clean text: {clean}\ncorrupted text: {corrupt}\nthe clean run's streams put into the "
+                        "corrupted run: {token} against {versus}",
+                        "깨끗한 텍스트: {clean}\n바꾼 텍스트: {corrupt}\n깨끗한 run의 stream을 바꾼 run에 넣기: {token} 대 {versus}"),
     "words.top": ("layer {layer} head {head} by word (어절): the words each query word attends to most (its tokens' "
                   "attention summed over the key word's tokens, averaged over its own). A word's value is a sum over "
                   "its tokens, so a word of more tokens gets more: under an even spread a word of 4 tokens gets 4 "

@@ -19,12 +19,14 @@ ids, scripts or fonts. Bad input raises `UserError`, which a notebook shows as i
 
 import html
 import os
+import re
 from pathlib import Path
 
 from cli.messages import LANGUAGES
 from common.heads_off import check_heads, read_head
 from inference.runs import Run, load_run
 from inspection.html import page as page_html
+from inspection.labels import display_width
 from inspection.over_training import over_training_page, run_snapshots
 from inspection.views import VIEWS, Settings, compute
 from inspection.views.roles import ROLES, roles_from_record, stored_roles
@@ -33,7 +35,7 @@ from model.errors import UserError
 from model.sampling import Sampling
 from storage.atomic import write_text_atomic
 
-HEIGHT = 820  # pixels of a page's frame in the notebook; the page scrolls inside it
+HEIGHT = 820  # pixels of a page's frame in the notebook until the page has loaded (then: the page's height)
 PAGE_VIEWS = ["maps", "walkthrough", "lens", "path", "why", "words"]  # what a page shows of a text
 settings = {"lang": "en"}
 
@@ -44,15 +46,32 @@ def language(lang: str) -> None:
     settings["lang"] = lang
 
 
+WIDE = re.compile(r"[^\x20-\x7e]")  # a character a monospace font may not draw 1ch wide: Hangul, ␣, box drawing
+GAP = re.compile(r"\S {2,}(?=\S)")  # spaces that pad a table's column
+
+
+def columns_html(text: str) -> str:
+    """`text` as HTML in which its columns line up as in a terminal, whatever fonts the browser has: ASCII is set in a
+    monospace font (1ch a character) and every other character in a box as wide as its terminal columns
+    (`display_width`: 2ch for a Hangul syllable), so a column's edge is at one x in every row. A line padded into
+    columns (two gaps or more) never wraps; a line of prose wraps at the cell's edge. Its text is `text`."""
+    lines = []
+    for line in html.escape(text).split("\n"):
+        boxed = WIDE.sub(lambda m: f'<span style="display: inline-block; width: {display_width(m[0])}ch">{m[0]}</span>',
+                         line)
+        lines.append(boxed if len(GAP.findall(line)) >= 2 else f'<span style="white-space: pre-wrap">{boxed}</span>')
+    return ('<pre style="font-family: monospace; font-size: 12px; line-height: 1.35; white-space: pre; '
+            'overflow-x: auto">' + "\n".join(lines) + "</pre>")
+
+
 class Text(str):
-    """A view as text: print() it, or make it a cell's last line and the notebook shows it as the terminal does;
-    `.record` its numbers."""
+    """A view as text: print() it, or make it a cell's last line and the notebook shows it as the terminal does
+    (`columns_html`: its tables aligned, Hangul included); `.record` its numbers."""
 
     record: dict = None
 
     def _repr_html_(self) -> str:
-        return ('<pre style="font-family: monospace, \'NanumGothicCoding\', \'D2Coding\'; font-size: 12px; '
-                f'line-height: 1.3; white-space: pre; overflow-x: auto">{html.escape(self)}</pre>')
+        return columns_html(self)
 
     def _repr_pretty_(self, printer, cycle) -> None:
         printer.text(str(self))
@@ -71,15 +90,28 @@ class RolesTable(Text):
         return ",".join(f"{l}.{h}" for l in range(L) for h in range(H) if self.roles.strongest(l, h)[0] == role)
 
 
+# Once the page in the frame has loaded, and whenever it grows or shrinks after (a section opened, a walkthrough
+# shown), the frame takes its height: the notebook scrolls, not the frame. The srcdoc page is the notebook's own
+# origin, so its document can be read; where a front end strips the handler, the frame keeps its given height. A
+# height is set in the next frame, not in the observer's callback: a size changed inside it would be a "ResizeObserver
+# loop" error, which the page's error line shows.
+FIT = ("const f = this, d = f.contentDocument; if (!d) return; "
+       "const fit = () => { const bar = f.contentWindow.innerHeight - d.documentElement.clientHeight; "  # a scrollbar's
+       "f.style.height = Math.ceil(d.documentElement.getBoundingClientRect().height + bar) + 'px'; }; "
+       "fit(); new f.contentWindow.ResizeObserver(() => requestAnimationFrame(fit)).observe(d.documentElement);")
+
+
 class Page:
-    """A self-contained page (`.html`), shown inline in an iframe of its own; `.save(path)` writes it as a file."""
+    """A self-contained page (`.html`), shown inline in an iframe of its own, as tall as the page it shows (`height`
+    pixels until it has loaded, and where a notebook front end runs no script); `.save(path)` writes it as a file."""
 
     def __init__(self, page: str, height: int = HEIGHT):
         self.html, self.height = page, height
 
     def _repr_html_(self) -> str:
-        return (f'<iframe srcdoc="{html.escape(self.html, quote=True)}" style="width: 100%; height: {self.height}px; '
-                'border: 1px solid #ddd"></iframe>')
+        return (f'<iframe srcdoc="{html.escape(self.html, quote=True)}" onload="{html.escape(FIT, quote=True)}" '
+                f'style="width: 100%; height: {self.height}px; border: 1px solid #ddd; box-sizing: content-box">'
+                '</iframe>')
 
     def save(self, path) -> Path:
         return write_text_atomic(Path(path), self.html)

@@ -153,9 +153,23 @@ def draw_patch(record: dict, labels: list[str], lang: str = "en"):
                       fontsize=max(4.0, min(9.0, 300.0 / len(ticks))))
         ax.set_yticks(range(len(grid)), [drawable(s) for s in stages], fontsize=8)
         fig.colorbar(image, ax=ax, label=say("patch.colour"), shrink=0.9)
-        ax.set_title(say("patch.png_title", token=drawable(str(record["token"])), versus=drawable(str(record["versus"]))),
-                     fontsize=10)
+        ax.set_title(patch_title(record, lang), fontsize=10, wrap=True)
     return fig
+
+
+def patch_title(record: dict, lang: str = "en") -> str:
+    """patch.png's title: both texts, the tokens where they differ in [brackets], and the two tokens compared."""
+    changed = set(record["changed"])
+
+    def shown(t, label):  # "␣략" -> " 략", changed: " [략]"
+        space, word = (" ", label[1:]) if label.startswith("␣") else ("", label)
+        return space + (f"[{word}]" if t in changed else word).replace("␣", " ")
+
+    def text(labels):
+        return drawable("".join(shown(t, label) for t, label in enumerate(labels) if label != "<|endoftext|>").strip())
+
+    return messages(lang)("patch.png_title", clean=text(record["labels"]), corrupt=text(record["corrupt_labels"]),
+                          token=drawable(str(record["token"])), versus=drawable(str(record["versus"])))
 
 
 def save_figure(fig, path: str | os.PathLike) -> Path:

@@ -8,7 +8,10 @@ lesson notebooks (notebooks/) run top to bottom.
 import base64
 import html
 import json
+import re
 import struct
+import subprocess
+import sys
 from pathlib import Path
 
 import nbformat
@@ -20,6 +23,7 @@ import train
 from inference import load_run
 from inspection import compute
 from inspection import notebook as nb
+from inspection.labels import display_width
 from model.errors import UserError
 from tests.conftest import CHROMIUM, ROOT, TINY
 
@@ -140,6 +144,84 @@ def test_every_view_renders_and_two_pages_work_side_by_side(run_dir, english, tm
     assert [e for e in page.events if e.get("method") == "Runtime.exceptionThrown"] == []
 
 
+@pytest.mark.parametrize("lang", ["ko", "en"])
+def test_the_hand_cell_alone_prints_the_explainers_numbers(lang, tmp_path):
+    """§1 run by itself in a fresh interpreter, no cell before it: the explainers' example (q = [1, 1], keys [1, 0],
+    [1, 1], [0, 1], values [1, 0], [0, 2], [1, 1], d_k = 2) gives their numbers, worked out on paper."""
+    book = nbformat.read(NOTEBOOKS / f"lesson.{lang}.ipynb", as_version=4)
+    cell = next(c.source for c in book.cells if c.cell_type == "code" and "def attend(" in c.source)
+    out = subprocess.run([sys.executable, "-c", cell], cwd=tmp_path, capture_output=True, text=True, check=True).stdout
+    assert [line.split("]")[0] + "]" for line in out.splitlines()] == [
+        "[1, 2, 1]", "[0.707, 1.414, 0.707]", "[0.248, 0.503, 0.248]", "[0.496, 1.254]", "[0.4965, 1.2552]"]
+
+
+def columns_in_chromium(page, text: str) -> dict:
+    """{terminal column: [the x of that column's left edge in each padded line of `text` that has it]} as Chromium
+    lays out the first <pre> (a box's edge for a boxed character); a line's end counts as a column too."""
+    lefts = page.evaluate("""(() => {
+        const lines = [[]], walk = document.createTreeWalker(document.querySelector('pre'), NodeFilter.SHOW_TEXT);
+        for (let node = walk.nextNode(); node; node = walk.nextNode()) {
+          const box = getComputedStyle(node.parentElement).display === 'inline-block' ? node.parentElement : null;
+          for (let i = 0; i < node.length; i++) {
+            if (node.data[i] === '\\n') { lines.push([]); continue; }
+            const range = document.createRange(); range.setStart(node, i); range.setEnd(node, i + 1);
+            const r = (box || range).getBoundingClientRect();
+            lines[lines.length - 1].push([r.left, r.right]);
+          }
+        }
+        return lines; })()""")
+    columns = {}
+    for line, xs in zip(text.split("\n"), lefts, strict=True):
+        if len(re.findall(r"\S {2,}(?=\S)", line)) < 2:  # prose, not a table's row
+            continue
+        assert len(xs) == len(line)
+        for i, (left, _) in enumerate(xs):
+            columns.setdefault(display_width(line[:i]), []).append(left)
+        columns.setdefault(display_width(line), []).append(xs[-1][1])
+    return columns
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install chromium); CI installs it")
+def test_a_text_view_s_columns_align_in_the_browser_hangul_included(run_dir, english, tmp_path, browser):
+    """The roles table in Korean as a notebook shows it (Text._repr_html_): every column's edges, the right edges
+    of its cells included, at one x in every row, though a Hangul syllable is not two Latin letters wide in a font."""
+    nb.language("ko")
+    table = nb.heads(run_dir)
+    assert re.search("[가-힣]", table) and "induction" in table
+    (tmp_path / "table.html").write_text("<!DOCTYPE html><meta charset='utf-8'><body>" + table._repr_html_()
+                                         + "</body>", encoding="utf-8")
+    page = browser(tmp_path / "table.html")
+    assert page.evaluate("document.querySelector('pre').textContent") == str(table)
+    columns = columns_in_chromium(page, str(table))
+    rows = [line for line in table.split("\n") if len(re.findall(r"\S {2,}(?=\S)", line)) >= 2]
+    assert len(rows) >= 5 and any(re.search("[가-힣]", row) for row in rows)
+    assert max(len(xs) for xs in columns.values()) == len(rows)
+    for column, xs in columns.items():
+        assert max(xs) - min(xs) < 0.5, (column, xs)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install chromium); CI installs it")
+def test_a_page_s_frame_is_as_tall_as_the_page_it_shows(run_dir, english, tmp_path, browser):
+    """nb.page's iframe takes the height of the page once loaded, and follows it when the page grows or shrinks."""
+    (tmp_path / "frame.html").write_text("<!DOCTYPE html><meta charset='utf-8'><body>"
+                                         + nb.page(run_dir, PROMPT)._repr_html_() + "</body>", encoding="utf-8")
+    page = browser(tmp_path / "frame.html")
+    heights = ("(() => { const f = document.querySelector('iframe'), d = f.contentDocument; "
+               "return d && d.readyState === 'complete' && [f.clientHeight, "
+               "Math.ceil(d.documentElement.getBoundingClientRect().height)]; })()")
+    fits = f"(() => {{ const h = {heights}; return h && h[0] === h[1] && h; }})()"
+    frame, shown = page.wait_for(fits)
+    assert frame != nb.HEIGHT and frame > 200
+    page.evaluate("{ const d = document.querySelector('iframe').contentDocument, e = d.createElement('div'); "
+                  "e.id = 'tall'; e.style.height = '3000px'; d.body.appendChild(e); }")
+    assert page.wait_for(f"(() => {{ const h = {fits}; return h && h[0] >= {frame + 3000} && h; }})()")
+    page.evaluate("document.querySelector('iframe').contentDocument.getElementById('tall').remove()")
+    assert page.wait_for(f"(() => {{ const h = {fits}; return h && h[0] === {frame} && h; }})()")
+    assert page.evaluate("document.querySelector('iframe').contentDocument.getElementById('errors').textContent") == ""
+    assert [e for e in page.events if e.get("method") == "Runtime.exceptionThrown"] == []
+
+
 def execute(book, tmp_path, allow_errors=False):
     """Run a notebook in a real IPython kernel (ipykernel), from notebooks/ as Jupyter would."""
     from nbclient import NotebookClient
@@ -216,7 +298,20 @@ def test_the_lesson_notebook_runs_top_to_bottom_and_its_pages_work(lang, tmp_pat
     execute(fast(book, tmp_path / "runs", data_cache), tmp_path)
     assert errors_of(book) == []
     shown = [o for c in code for o in c.outputs if o.output_type == "execute_result"]
-    assert [sorted(o.data) for o in shown] == [["image/png", "text/plain"]] + [["text/html", "text/plain"]] * 9
+    html_out, png_out = ["text/html", "text/plain"], ["image/png", "text/plain"]
+    assert [sorted(o.data) for o in shown] == [html_out] * 2 + [png_out] + [html_out] * 9
+
+    def printed_by(marker: str) -> list[str]:
+        cell = next(c for c in code if marker in c.source)
+        return "".join(o.text for o in cell.outputs if o.output_type == "stream").splitlines()
+
+    checks = [line for marker in ("attend(q, k, v)", "np.tril(", "k2[j] = 0", "new_kv_cache") for line in
+              printed_by(marker) if line.endswith(("True", "False"))]
+    assert len(checks) == 9 and all(line.endswith("True") for line in checks), checks  # every allclose holds
+    steps = [[int(n) for n in re.findall(r"\d+", line)] for line in printed_by("new_kv_cache") if line.startswith("step ")]
+    assert [(s[0], s[-2], s[-1]) for s in steps] == [(t, t + 1, t + 1) for t in range(4, 4 + len(steps))]  # one key, one value a step
+    timed = [line for line in printed_by("reference_attention") if line.startswith("T = ")]
+    assert [line.split(":")[0] for line in timed] == ["T = 1,024", "T = 2,048"] and all(line.endswith(" ms") for line in timed)
     training = "".join(o.text for c in code for o in c.outputs if o.output_type == "stream" and o.name == "stdout")
     assert ("검증 텍스트 전체" if lang == "ko" else "whole validation split") in training
     (tmp_path / "lesson.html").write_text(notebook_html(book), encoding="utf-8")

@@ -72,13 +72,16 @@ def test_the_word_patch_and_layer_pngs_under_korean_hold_no_english_sentence_and
     labels = ["<|endoftext|>", "대한", "민국", "␣국회", "는", "␣법률", "을"]
     words = word_spans(labels)
     by_word = word_maps(random_maps(1, 2, len(labels)), words)
-    record = {"grid": np.linspace(-1, 1, 3 * len(labels)).reshape(3, len(labels)), "token": "␣법률", "versus": "␣국회"}
+    record = {"grid": np.linspace(-1, 1, 3 * len(labels)).reshape(3, len(labels)), "token": "␣법률", "versus": "␣국회",
+              "labels": labels, "corrupt_labels": labels[:5] + ["␣정부", "를"], "changed": [5, 6]}
     for lang in ("en", "ko"):
         say = messages(lang)
         word_png = draw_layer(by_word, word_labels(labels, words), 0, lang=lang, words=True)
         assert word_png.get_suptitle() == say("plot.layer_words", layer=0)
         assert (word_png.axes[0].get_xlabel(), word_png.axes[0].get_ylabel()) == (say("plot.key_word"),
                                                                                    say("plot.query_word"))
+        axis_words = word_png.axes[0].get_xlabel() + word_png.axes[0].get_ylabel()
+        assert ("어절" in axis_words and "토큰" not in axis_words) if lang == "ko" else "token" not in axis_words
         patch_png = draw_patch(record, labels, lang)
         off = [["mean", ""]]  # a switched-off head's title and the figure's note on it too
         layer_png = draw_layer(random_maps(1, 2, len(labels)), labels, 0, lang=lang, off=off)
@@ -87,3 +90,24 @@ def test_the_word_patch_and_layer_pngs_under_korean_hold_no_english_sentence_and
         found = [s for text in texts for s in english_sentences(text)]
         assert (found == []) == (lang == "ko"), found
     assert "어절" in messages("ko")("plot.layer_words", layer=0) and "합" in messages("ko")("plot.layer_words", layer=0)
+
+
+def test_patch_png_s_title_names_both_texts_and_the_page_says_patching_once():
+    """patch.png's title holds the clean text and the corrupted one, each with the tokens where they differ in
+    brackets; the patch section's heading and its first sentence do not both say "patching:"."""
+    import numpy as np
+
+    from cli.messages import messages
+    from inspection.plot import draw_patch
+
+    labels = ["<|endoftext|>", "긴", "␣보", "␣그", "␣략", "␣긴", "␣보", "␣그"]
+    record = {"grid": np.zeros((3, len(labels))), "token": "␣략", "versus": "␣수", "labels": labels,
+              "corrupt_labels": labels[:4] + ["␣수"] + labels[5:], "changed": [4]}
+    titles = {lang: draw_patch(record, labels, lang).axes[0].get_title() for lang in ("en", "ko")}
+    assert titles["en"].split("\n") == ["clean text: 긴 보 그 [략] 긴 보 그", "corrupted text: 긴 보 그 [수] 긴 보 그",
+                                        "the clean run's streams put into the corrupted run: ␣략 against ␣수"]
+    assert titles["ko"].split("\n")[:2] == ["깨끗한 텍스트: 긴 보 그 [략] 긴 보 그", "바꾼 텍스트: 긴 보 그 [수] 긴 보 그"]
+    for lang in ("en", "ko"):
+        say = messages(lang)
+        shown = say("page.patch_title") + " " + say("patch.title", token="a", versus="b", clean="1", corrupt="0")
+        assert shown.lower().count("patching") == 1
