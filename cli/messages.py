@@ -510,6 +510,7 @@ MESSAGES: dict[str, tuple[str, str]] = {
                      "(red) and its query q are computed now; the rows above come from the cache, which now holds {keys}.",
                      "layer {layer}, head {head}, {step}단계: 토큰 {last} “{token}” 입력. 지금 계산하는 것은 이 토큰의 K, V 행(빨간 "
                      "테두리)과 query q뿐이고, 위의 행들은 cache에서 읽습니다. 지금 cache의 행 수: {keys}."),
+    "page.kv_more": ("… and {n} earlier rows, in the cache too", "… 그 앞의 {n}행도 cache에 있습니다"),
     "page.kv_new": ("new: computed this step", "새 행: 이번 단계에서 계산"),
     "page.kv_prefilled": ("prefill: computed in one forward", "prefill: 한 번의 forward로 계산"),
     "page.path_title": ("The path of the focused token: from its id to the next token", "초점 토큰의 경로: id에서 다음 토큰까지"),

@@ -277,8 +277,8 @@ def test_the_cells_draw_the_trace_s_q_k_v_their_products_the_scores_and_y(tmp_pa
         shown = values(page, f"#explain tr.ex-{row} td.cell")
         assert len(shown) == d  # every dimension
         np.testing.assert_allclose(shown, expected, atol=1e-4)
-    np.testing.assert_allclose(values(page, "#explain tr.ex-x td.cell"), np.concatenate([t.x[layer, i, :4], t.x[layer, j, :4]]),
-                               atol=1e-4)  # the record keeps x's first 4 values
+    x_rows = np.concatenate([t.x[layer, i, :4], t.x[layer, j, :4]])  # the record keeps x's first 4 values
+    np.testing.assert_allclose(values(page, "#explain tr.ex-x td.cell"), x_rows, atol=1e-4)
     # steps 3 to 6 as columns over keys 0..i and up to 3 masked ones
     keys = list(range(min(T, i + 4)))
     scores = t.scores[layer, head, i, keys]
@@ -289,7 +289,8 @@ def test_the_cells_draw_the_trace_s_q_k_v_their_products_the_scores_and_y(tmp_pa
     assert masked[i + 1 :] == [-math.inf] * (len(keys) - i - 1)
     np.testing.assert_allclose(values(page, "#ex-keys td.w"), att[keys], atol=1e-4)
     # y: the rows v_j of the keys 0..i, each with its weight, then y
-    rows = page.evaluate("Array.from(document.querySelectorAll('#explain .ex-stack tr.ex-wv'), (r) => Number(r.dataset.j))")
+    rows = page.evaluate("Array.from(document.querySelectorAll('#explain .ex-stack tr.ex-wv'), "
+                         "(r) => Number(r.dataset.j))")
     assert rows == list(range(i + 1))
     np.testing.assert_allclose(values(page, "#explain .ex-stack tr.ex-wv td.barcell"), att[: i + 1], atol=1e-4)
     np.testing.assert_allclose(np.reshape(values(page, "#explain .ex-stack tr.ex-wv td.cell"), (i + 1, d)),
@@ -337,4 +338,7 @@ def test_the_kv_cache_grows_a_row_per_step_and_only_the_new_row_is_computed(tmp_
         say = messages(lang)  # the prefill's rows, else the token that went in
         assert caption == (say("page.kv_prefill", layer=1, head=1, last=n - 1, keys=n) if step == 0 else
                            say("page.kv_step", layer=1, head=1, step=step, last=n - 1, token=labels[n - 1], keys=n))
+    page.evaluate("CACHE_ROWS = 4; setStep(2)")  # a long decoding: its last rows drawn, the earlier ones counted
+    rows = page.evaluate("Array.from(document.querySelectorAll('#kv tr.kv-row'), (r) => Number(r.dataset.j))")
+    assert rows == [3, 4, 5, 6] and page.texts("#kv tr.kv-more") == [messages(lang)("page.kv_more", n=3)]
     assert page.problems() == ([], "")

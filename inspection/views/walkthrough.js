@@ -33,7 +33,9 @@ function mix(rgb, a) {  // white at a = 0, rgb at a = 1
   return "rgb(" + rgb.map((c) => Math.round(255 + (c - 255) * a)).join(",") + ")";
 }
 
-function diverging(x, scale) { return mix(x >= 0 ? [202, 0, 32] : [5, 113, 176], scale > 0 ? Math.min(1, Math.abs(x) / scale) : 0); }
+function diverging(x, scale) {
+  return mix(x >= 0 ? [202, 0, 32] : [5, 113, 176], scale > 0 ? Math.min(1, Math.abs(x) / scale) : 0);
+}
 
 function attColour(w) { return mix([31, 119, 180], Math.max(0, Math.min(1, w))); }  // the heatmaps' blue, white at 0
 
@@ -58,7 +60,8 @@ function cellsOf(row, values, scale, name) {  // one <td> per value: name[c] = v
 // dims values and norm), q, k_j, v_j and q ⊙ k_j (d values each), whose sum is q·k_j (step 3's column).
 function vectorCells(panel, li, h, i, listed) {
   const d = EX.d, dims = EX.dims, j = headNumber("best", li, h, i), c = listed.find(([key]) => key === j)[1];
-  para(panel, "ex-cells-hint", t("explain.cells", { i: i, j: j, token: "“" + TOKENS[j] + "”", w: att(li, h, i, j).toFixed(4) }));
+  para(panel, "ex-cells-hint", t("explain.cells", { i: i, j: j, token: "“" + TOKENS[j] + "”",
+    w: att(li, h, i, j).toFixed(4) }));
   const table = el("table", "cells"), head = el("tr");
   head.appendChild(el("th", "", ""));
   for (let c = 0; c < d; c++) head.appendChild(el("th", "", c % 4 === 0 ? String(c) : ""));
@@ -69,7 +72,8 @@ function vectorCells(panel, li, h, i, listed) {
   const rows = [["x", "1. x_" + i, xs[0], "|x| = " + xs[0][dims].toFixed(4)],
                 ["x", "1. x_" + j, xs[1], "|x| = " + xs[1][dims].toFixed(4)],
                 ["q", "2. q", q, "|q| = " + headNumber("q_norm", li, h, i).toFixed(4)], ["k", "2. k_" + j, k, ""],
-                ["v", "2. v_" + j, v, ""], ["qk", "3. q ⊙ k_" + j, qk, "Σ = q·k_" + j + " = " + headRow("dot", li, h, i, EX.K)[c].toFixed(4)]];
+                ["v", "2. v_" + j, v, ""],
+                ["qk", "3. q ⊙ k_" + j, qk, "Σ = q·k_" + j + " = " + headRow("dot", li, h, i, EX.K)[c].toFixed(4)]];
   for (const [cls, name, values, end] of rows) {
     const row = el("tr", "ex-" + cls);
     row.appendChild(el("td", "tokname", name));
@@ -101,7 +105,7 @@ function valueStack(panel, li, h, i, listed) {
     weight.appendChild(cell.node);
     weight.dataset.v = String(w);
     cellsOf(row, vs[r], scale, "v_" + j);
-    for (const td of row.querySelectorAll("td.cell")) td.style.opacity = String(Math.max(0.03, w));  // w_j v_j's strength
+    for (const td of row.querySelectorAll("td.cell")) td.style.opacity = String(Math.max(0.03, w));  // as w_j v_j
     table.appendChild(row);
   });
   const sum = el("tr", "ex-ysum");
@@ -154,7 +158,8 @@ function renderExplain() {
   });
   const numbers = el("details", "ex-numbers");  // the cells' numbers as the terminal prints them, folded
   numbers.appendChild(el("summary", "", t("explain.numbers")));
-  tableOf(numbers, ["j", t("explain.token"), "1. x_j", "|x_j|", "2. k_j", "v_j"], vectors, vectorClass).id = "ex-vectors";
+  tableOf(numbers, ["j", t("explain.token"), "1. x_j", "|x_j|", "2. k_j", "v_j"], vectors, vectorClass).id =
+    "ex-vectors";
   // steps 3 to 6 as coloured columns, a cell per key: q·k_j and ÷√d_k each in its own scale, the masked keys grey
   const dots = headRow("dot", li, h, i, EX.K), scaled = headRow("scaled", li, h, i, EX.K);
   const cs = listed.filter(([j]) => j <= i).map(([, c]) => c);  // the scales: the keys the query sees
@@ -212,6 +217,7 @@ function renderExplain() {
 // (tests/test_kv_cache.py: cached and full forwards agree).
 
 let cacheDrawn = "";  // what the section shows now, so that a hover redraws nothing
+let CACHE_ROWS = 64;  // rows drawn at most: a 1,024-token decoding stays a light table (a test lowers it)
 
 function renderCache() {
   const section = document.getElementById("kv-section");
@@ -233,7 +239,12 @@ function renderCache() {
   for (const [name, span] of [["j", 1], [t("explain.token"), 1], ["K", d], ["", 1], ["V", d], ["", 1],
                               ["q_" + newest, d], ["", 1]]) head.appendChild(el("th", "", name)).colSpan = span;
   table.appendChild(head);
-  for (let j = 0; j < n; j++) {  // a row per token so far: the ones the cache holds, and this step's
+  const first = Math.max(0, n - CACHE_ROWS);  // a long text: its last rows drawn, the earlier ones counted
+  if (first > 0) {
+    const more = table.appendChild(el("tr", "kv-more")).appendChild(el("td", "", t("page.kv_more", { n: first })));
+    more.colSpan = 3 * d + 5;
+  }
+  for (let j = first; j < n; j++) {  // a row per token so far: the ones the cache holds, and this step's
     const fresh = step === 0 || j === newest, row = el("tr", "kv-row" + (fresh ? " new" : ""));
     row.dataset.j = String(j);
     row.appendChild(el("td", "j", String(j)));

@@ -13,8 +13,8 @@ strongest term makes, each head's share of out, and that a map is a hint, not a 
 Vectors show their first `DIMS` values and then "…"; explain.npz holds them whole.
 
 The record holds every number the steps show for every head and query of its layers (the page opens any of them
-with a click; walkthrough.js beside this file draws them, as coloured cells too: q ⊙ k_j of the most attended key is
-the record's, and on a decoding's page the KV cache step by step from its k, v and q), and at `focus` the one head and query the terminal
+with a click; walkthrough.js beside this file draws them, as coloured cells too: q ⊙ k_j of the most attended key
+is the record's; and on a decoding's page the KV cache, step by step, from its k, v and q), and at `focus` the one head and query the terminal
 walks through, with what only that walk needs (its attention row, its head's share of W_O's output).
 """
 
