@@ -194,6 +194,17 @@ MESSAGES: dict[str, tuple[str, str]] = {
                           "this token: {shares}.",
                           "   head가 여러 개인 이유: head마다 W_Q, W_K, W_V가 따로 있어 여러 관계를 동시에 볼 수 있고, W_O가 그 출력들을 섞습니다. 이 "
                           "토큰에서 out에 대한 head별 |share|: {shares}."),
+    "explain.cells": ("   As cells, one per dimension (red above 0, blue below; hover for the number): query {i} and the "
+                      "key it attends to most, {j} {token} (w_j = {w}). q ⊙ k_j multiplies q and k_j dimension by "
+                      "dimension; its sum is step 3's q·k_j.",
+                      "   차원마다 한 칸씩 색으로 그렸습니다(0보다 크면 빨강, 작으면 파랑, 마우스를 올리면 값): query {i}, 그리고 그 "
+                      "query가 가장 많이 보는 key {j} {token} (w_j = {w}). q ⊙ k_j는 q와 k_j를 차원끼리 곱한 것이고, 그 합이 3단계의 "
+                      "q·k_j입니다."),
+    "explain.numbers": ("x_j, k_j and v_j of each key listed, as numbers", "key마다 x_j, k_j, v_j의 값"),
+    "explain.stack": ("   y drawn: each visible value v_j as a row, as strong as its weight w_j (the bar); y under them "
+                      "is their weighted sum Σ_j w_j v_j.",
+                      "   y를 그림으로: 볼 수 있는 value v_j를 한 줄씩, 그 가중치 w_j(막대)만큼 진하게 그렸습니다. 맨 아래 y는 이들의 "
+                      "가중합 Σ_j w_j v_j입니다."),
     # ---- the path of one token through the whole forward pass (inspection/views/path.py) ---------------------
     "path.title": ("The path of token {i} {token} (id {id}; {T} tokens in all) through {L} blocks of n_embd {C} to "
                    "the next token, over a vocabulary of {V}",
@@ -490,6 +501,21 @@ MESSAGES: dict[str, tuple[str, str]] = {
                     "{steps}단계 중 {step}단계: 토큰 {last} “{token}” 입력, 그 query가 cache된 key {keys}개와 비교하고 그 value들을 "
                     "섞습니다{next}"),
     "page.chose": (" and chose token {n} “{token}”", "; 다음 토큰: 토큰 {n} “{token}”"),
+    "page.kv_title": ("The KV cache: what one decoding step computes", "KV cache: decoding 한 단계가 계산하는 것"),
+    "page.kv_hint": ("While decoding, each step computes q, k and v of the new token only; the keys and values of the "
+                     "earlier tokens are read from the cache, which grows a row per step. Move the decoding step above.",
+                     "decoding 중에는 단계마다 새 토큰의 q, k, v만 계산합니다. 앞 토큰들의 key와 value는 cache에서 읽고, cache는 단계마다 "
+                     "한 행씩 늘어납니다. 위의 decoding 단계를 움직여 보세요."),
+    "page.kv_prefill": ("Layer {layer}, head {head}, prefill: K and V of tokens 0..{last} ({keys} rows) computed in one "
+                        "forward.",
+                        "layer {layer}, head {head}, prefill: 토큰 0..{last}의 K와 V({keys}행)를 한 번의 forward로 계산합니다."),
+    "page.kv_step": ("Layer {layer}, head {head}, step {step}: token {last} “{token}” went in. Only its row of K and V "
+                     "(red) and its query q are computed now; the rows above come from the cache, which now holds {keys}.",
+                     "layer {layer}, head {head}, {step}단계: 토큰 {last} “{token}” 입력. 지금 계산하는 것은 이 토큰의 K, V 행(빨간 "
+                     "테두리)과 query q뿐이고, 위의 행들은 cache에서 읽습니다. 지금 cache의 행 수: {keys}."),
+    "page.kv_more": ("… and {n} earlier rows, in the cache too", "… 그 앞의 {n}행도 cache에 있습니다"),
+    "page.kv_new": ("new: computed this step", "새 행: 이번 단계에서 계산"),
+    "page.kv_prefilled": ("prefill: computed in one forward", "prefill: 한 번의 forward로 계산"),
     "page.path_title": ("The path of the focused token: from its id to the next token", "초점 토큰의 경로: id에서 다음 토큰까지"),
     "page.sampling_title": ("The next token after the text: move temperature, top-k and top-p",
                             "텍스트 다음에 올 토큰: temperature, top-k, top-p를 바꿔 보세요"),

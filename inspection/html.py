@@ -138,7 +138,7 @@ def walkthrough_data(record: dict, layers: list[int]) -> dict:
     rows = [record["layers"].index(layer) for layer in layers]
     arrays = {name: pack_floats(record[name][rows]) for name in ("x", "out", "q", "k", "v", "y", "keys", "dot",
                                                                   "scaled", "sum", "q_norm", "y_norm", "v_norm", "top",
-                                                                  "top_size", "top_terms")}
+                                                                  "top_size", "top_terms", "best", "qk")}
     return {**{k: record[k] for k in ("d_head", "n_embd", "dims", "K", "top_n", "future")}, **arrays,
             "why": pack_floats(record["why"][:, rows]), "off": [record["off"][i] for i in rows]}
 

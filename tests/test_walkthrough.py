@@ -1,5 +1,7 @@
 """The traced intermediates of attention (inspection/trace.py) and the walkthrough of one head
-(inspection/views/walkthrough.py).
+(inspection/views/walkthrough.py), and the walkthrough drawn on the page (inspection/views/walkthrough.js): x, q,
+k_j, v_j and q ⊙ k_j as cells per dimension, the scores' steps as coloured columns, y as the weighted stack of the
+value rows, and a decoding's KV cache a row per step; every cell's number (data-v) checked against the trace.
 
     python -m pytest tests/test_walkthrough.py -q
 """
@@ -11,13 +13,16 @@ import numpy as np
 import pytest
 import torch
 
+from cli.messages import messages
+from inspection.html import page as page_html
 from inspection.trace import load_trace, save_trace, trace_ids
-from inspection.views import Settings, walkthrough
+from inspection.views import Settings, compute, walkthrough
 from inspection.trace import resolve_query
 from model.config import GPTConfig
 from model.errors import UserError
 from model.gpt import GPT
-from tests.conftest import biased_model, look_at
+from model.sampling import Sampling, stream_with_logits
+from tests.conftest import CHROMIUM, biased_model, look_at, toy_run
 
 
 def explain_head(model, ids, layer, head, query, labels=None, lang="en"):
@@ -228,3 +233,112 @@ def test_the_walkthrough_says_why_in_this_head_s_own_numbers():
     shares = [np.linalg.norm(t.y[layer, h, i] @ w_o[h * D : (h + 1) * D]) for h in range(H)]
     assert f"at this token: 0: {shares[0]:.4f}, 1: {shares[1]:.4f}." in text
     assert "q is what token 5 looks for" in text and text.rstrip().endswith("and compare.")
+
+
+# ---- the walkthrough drawn on the page ----------------------------------------------------------------------
+
+needs_chromium = pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install chromium)")
+PAGE_IDS = [0, 5, 17, 3, 42, 17, 9, 63, 1, 2, 30, 11]
+
+
+def values(page, selector):
+    """The data-v numbers of the cells `selector` picks, in order ("-Infinity" for a masked key)."""
+    return [float(v) for v in page.evaluate(f"Array.from(document.querySelectorAll({selector!r}), (e) => e.dataset.v)")]
+
+
+def test_the_record_holds_the_most_attended_key_and_q_times_k_of_it():
+    model = biased_model()
+    records = compute(toy_run(model), PAGE_IDS, ["walkthrough"], Settings(layers=(0, 1)))["walkthrough"]
+    t = trace_ids(model, PAGE_IDS)
+    best = t.att.argmax(-1)  # (L, H, T)
+    np.testing.assert_array_equal(records["best"], best)
+    L, H, T = best.shape
+    for layer, head, i in [(0, 0, 0), (1, 1, 11), (1, 0, 6)]:
+        j = best[layer, head, i]
+        np.testing.assert_allclose(records["qk"][layer, head, i], t.q[layer, head, i] * t.k[layer, head, j], atol=1e-6)
+        assert records["qk"][layer, head, i].sum() == pytest.approx(t.scores[layer, head, i, j] * math.sqrt(t.d_head),
+                                                                     abs=1e-4)  # their sum is the score before ÷√d_k
+
+
+@pytest.mark.slow
+@needs_chromium
+@pytest.mark.parametrize("layer, head, i", [(1, 0, 9), (0, 1, 3)])
+def test_the_cells_draw_the_trace_s_q_k_v_their_products_the_scores_and_y(tmp_path, browser, layer, head, i):
+    model = biased_model()
+    path = tmp_path / "attention.html"
+    path.write_text(page_html(compute(toy_run(model), PAGE_IDS, ["maps", "walkthrough"])), encoding="utf-8")
+    page = browser(path, f"#layer={layer}&head={head}&focus={i}&explain=1")
+    t = trace_ids(model, PAGE_IDS)
+    d, T = t.d_head, len(PAGE_IDS)
+    att = t.att[layer, head, i]
+    j = int(np.argmax(att))
+    q, k, v = t.q[layer, head, i], t.k[layer, head, j], t.v[layer, head, j]
+    for row, expected in [("q", q), ("k", k), ("v", v), ("qk", q.astype(np.float64) * k)]:
+        shown = values(page, f"#explain tr.ex-{row} td.cell")
+        assert len(shown) == d  # every dimension
+        np.testing.assert_allclose(shown, expected, atol=1e-4)
+    x_rows = np.concatenate([t.x[layer, i, :4], t.x[layer, j, :4]])  # the record keeps x's first 4 values
+    np.testing.assert_allclose(values(page, "#explain tr.ex-x td.cell"), x_rows, atol=1e-4)
+    # steps 3 to 6 as columns over keys 0..i and up to 3 masked ones
+    keys = list(range(min(T, i + 4)))
+    scores = t.scores[layer, head, i, keys]
+    np.testing.assert_allclose(values(page, "#ex-keys td.s"), scores * math.sqrt(d), atol=1e-4)
+    np.testing.assert_allclose(values(page, "#ex-keys td.ss"), scores, atol=1e-4)
+    masked = values(page, "#ex-keys td.m")
+    np.testing.assert_allclose(masked[: i + 1], scores[: i + 1], atol=1e-4)
+    assert masked[i + 1 :] == [-math.inf] * (len(keys) - i - 1)
+    np.testing.assert_allclose(values(page, "#ex-keys td.w"), att[keys], atol=1e-4)
+    # y: the rows v_j of the keys 0..i, each with its weight, then y
+    rows = page.evaluate("Array.from(document.querySelectorAll('#explain .ex-stack tr.ex-wv'), "
+                         "(r) => Number(r.dataset.j))")
+    assert rows == list(range(i + 1))
+    np.testing.assert_allclose(values(page, "#explain .ex-stack tr.ex-wv td.barcell"), att[: i + 1], atol=1e-4)
+    np.testing.assert_allclose(np.reshape(values(page, "#explain .ex-stack tr.ex-wv td.cell"), (i + 1, d)),
+                               t.v[layer, head, : i + 1], atol=1e-4)
+    y = values(page, "#explain .ex-stack tr.ex-ysum td.cell")
+    np.testing.assert_allclose(y, t.y[layer, head, i], atol=1e-4)
+    np.testing.assert_allclose(y, att[: i + 1] @ t.v[layer, head, : i + 1].astype(np.float64), atol=1e-4)
+    title = page.evaluate("document.querySelector('#explain tr.ex-q td.cell').title")
+    assert title == f"q[0] = {q[0]:.4f}"  # the number on hover
+    assert page.evaluate("document.getElementById('kv-section').hidden") is True  # no decoding on this page
+    assert page.problems() == ([], "")
+
+
+@pytest.mark.slow
+@needs_chromium
+@pytest.mark.parametrize("lang", ["en", "ko"])
+def test_the_kv_cache_grows_a_row_per_step_and_only_the_new_row_is_computed(tmp_path, browser, lang):
+    model = biased_model(block_size=24)
+    run = toy_run(model)
+    prompt, new = [0, 5, 17, 3, 42], 6
+    recorded = []
+    steps = stream_with_logits(model, torch.tensor([prompt]), new, Sampling(temperature=0), attention=recorded)
+    ids = prompt + [int(column[0]) for column, _ in steps]
+    records = compute(run, ids, ["maps", "walkthrough"], recorded=recorded)
+    path = tmp_path / "attention.html"
+    path.write_text(page_html(records, lang), encoding="utf-8")
+    page = browser(path, "#layer=1&head=1")
+    t = trace_ids(model, ids)
+    d, labels = t.d_head, records["maps"]["tokens"]
+    assert page.evaluate("document.getElementById('kv-section').hidden") is False
+    for step in (0, 1, 3, new):
+        page.evaluate(f"setStep({step})")
+        n = len(prompt) + step
+        rows = page.evaluate("Array.from(document.querySelectorAll('#kv tr.kv-row'), (r) => [Number(r.dataset.j), "
+                             "r.classList.contains('new')])")
+        assert [j for j, _ in rows] == list(range(n))  # a row per token so far
+        fresh = [j for j, is_new in rows if is_new]
+        assert fresh == (list(range(n)) if step == 0 else [n - 1])  # the prefill's rows, then one row a step
+        cells = np.reshape(values(page, "#kv tr.kv-row td.cell"), -1)
+        k_and_v = np.concatenate([t.k[1, 1, :n], t.v[1, 1, :n]], axis=-1)  # (n, 2d): each row's K, then its V
+        q = t.q[1, 1, n - 1]
+        np.testing.assert_allclose(cells, np.concatenate([k_and_v.reshape(-1), q]), atol=1e-4)  # q beside the new row
+        assert len(cells) == n * 2 * d + d
+        caption = page.evaluate("document.querySelector('#kv .kv-caption').textContent")
+        say = messages(lang)  # the prefill's rows, else the token that went in
+        assert caption == (say("page.kv_prefill", layer=1, head=1, last=n - 1, keys=n) if step == 0 else
+                           say("page.kv_step", layer=1, head=1, step=step, last=n - 1, token=labels[n - 1], keys=n))
+    page.evaluate("CACHE_ROWS = 4; setStep(2)")  # a long decoding: its last rows drawn, the earlier ones counted
+    rows = page.evaluate("Array.from(document.querySelectorAll('#kv tr.kv-row'), (r) => Number(r.dataset.j))")
+    assert rows == [3, 4, 5, 6] and page.texts("#kv tr.kv-more") == [messages(lang)("page.kv_more", n=3)]
+    assert page.problems() == ([], "")

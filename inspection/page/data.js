@@ -59,12 +59,12 @@ function att(li, head, q, k) {
 
 // The walkthrough's numbers (float32), Python's (inspection/html.py walkthrough_data): x and out as (L, T, dims + 1) =
 // first dims and the norm; q, k, v, y (L, H, T, d); per head and query the K keys listed (-1: none), their q·k_j and
-// ÷√d_k, Σ w_j, |q|, |y|, |v_j|, and y's largest terms (top_n of them).
+// ÷√d_k, Σ w_j, |q|, |y|, |v_j|, y's largest terms (top_n of them), the most attended key and q ⊙ k of it (d values).
 function explainOf(e) {
   if (!e) return null;
   const t = { d: e.d_head, C: e.n_embd, dims: e.dims, K: e.K, topN: e.top_n, future: e.future };
   for (const name of ["x", "out", "q", "k", "v", "y", "why", "keys", "dot", "scaled", "sum", "q_norm", "y_norm",
-                      "v_norm", "top", "top_size", "top_terms"]) t[name] = new Float32Array(bytesOf(e[name]));
+                      "v_norm", "top", "top_size", "top_terms", "best", "qk"]) t[name] = new Float32Array(bytesOf(e[name]));
   t.off = e.off;  // (L', H): "", "mean" or "zero"; a switched-off head's y is what W_O received in its place
   return t;
 }

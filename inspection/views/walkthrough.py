@@ -13,7 +13,8 @@ strongest term makes, each head's share of out, and that a map is a hint, not a 
 Vectors show their first `DIMS` values and then "…"; explain.npz holds them whole.
 
 The record holds every number the steps show for every head and query of its layers (the page opens any of them
-with a click; walkthrough.js beside this file draws them), and at `focus` the one head and query the terminal
+with a click; walkthrough.js beside this file draws them, as coloured cells too: q ⊙ k_j of the most attended key
+is the record's; and on a decoding's page the KV cache, step by step, from its k, v and q), and at `focus` the one head and query the terminal
 walks through, with what only that walk needs (its attention row, its head's share of W_O's output).
 """
 
@@ -80,12 +81,14 @@ def walkthrough_numbers(trace, layer: int) -> dict:
     and |out_i| (the layer's input and output, all heads'), "top" (H, T, TOP) the keys j of
     y's largest terms w_j v_j by norm, w_j |v_j|, strongest first (keys after the query, of size 0, come last: a
     reader keeps j <= query), "top_size" (H, T, TOP) their w_j |v_j|, "top_terms" (H, T, TOP, DIMS) the first
-    values of w_j v_j."""
+    values of w_j v_j, "best" (H, T) the most attended key j* of each query and "qk" (H, T, d) q ⊙ k_j*, the
+    products whose sum is q·k_j* (the page draws them as cells)."""
     att, q, k, v = trace.att[layer], trace.q[layer], trace.k[layer], trace.v[layer]  # (H, T, T), 3 x (H, T, d)
     H, T, _ = att.shape
     keys = listed_keys(att)  # (H, T, K)
     at = np.maximum(keys, 0)  # a padding key reads key 0; its values are never shown
     heads = np.arange(H)[:, None, None]
+    best = att.argmax(-1)  # (H, T): the first of the largest, always among the listed keys (the 8 strongest)
     dot = np.einsum("htd,htkd->htk", q.astype(np.float64), k[heads, at].astype(np.float64))
     v_norm = np.linalg.norm(v.astype(np.float64), axis=-1)  # (H, T)
     size = att * v_norm[:, None, :]  # (H, T, T): w_j |v_j|, 0 where masked
@@ -97,7 +100,8 @@ def walkthrough_numbers(trace, layer: int) -> dict:
             "out_norm": np.linalg.norm(trace.out[layer].astype(np.float64), axis=-1),  # (T,)
             "y_norm": np.linalg.norm(trace.y[layer].astype(np.float64), axis=-1), "v_norm": v_norm, "top": top,
             "top_size": np.take_along_axis(size, top, -1),
-            "top_terms": w_top[..., None] * v[heads, top][..., :DIMS]}
+            "top_terms": w_top[..., None] * v[heads, top][..., :DIMS], "best": best,
+            "qk": q.astype(np.float64) * k[heads[..., 0], best].astype(np.float64)}
 
 
 def record(look, settings) -> dict:
@@ -122,7 +126,7 @@ def record(look, settings) -> dict:
              "x": head_and_norm(trace.x[layers], "x_norm"), "out": head_and_norm(trace.out[layers], "out_norm"),
              **{name: getattr(trace, name)[layers] for name in ("q", "k", "v", "y")}, "keys": stacked("keys", -1),
              **{name: stacked(name) for name in ("dot", "scaled", "sum", "q_norm", "y_norm", "v_norm", "top",
-                                                  "top_size", "top_terms")},
+                                                  "top_size", "top_terms", "best", "qk")},
              "why": np.stack([why_numbers(trace, layer) for layer in layers], axis=1),  # (5, L', H, T)
              "off": trace.off[layers].tolist(), "focus": None}
     if focus is not None:
