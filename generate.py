@@ -37,6 +37,7 @@ from inspection.files import make_out_dir, write_records
 from inspection.heldout import held_out_means
 from inspection.live_server import LiveServer
 from inspection.over_training import format_snapshot_table, over_training_page, run_snapshots
+from inspection.watch_server import serve_runs
 from inspection.views import VIEWS, Settings, compute
 from inspection.views.roles import stored_roles
 from model.config import MAX_SIZES
@@ -94,8 +95,10 @@ def parse_args(argv):
                    "ko or en (default: the locale's, ko where LANG or LC_ALL begins with ko)")
     p.add_argument("--serve", action="store_true", help="the live inspector: a local page where the maps, the "
                    "walkthrough and the next token follow a text as it is typed (Ctrl-C stops it)")
-    p.add_argument("--host", help="address --serve listens on (default 127.0.0.1, this machine only)")
-    p.add_argument("--port", type=integer, help="port of --serve (default 8000; 0: any free one)")
+    p.add_argument("--watch", nargs="+", metavar="RUN", help="the live training page of a run directory (finished, "
+                   "or being trained now), or of two side by side on one step axis: RUN RUN2 (Ctrl-C stops it)")
+    p.add_argument("--host", help="address --serve and --watch listen on (default 127.0.0.1, this machine only)")
+    p.add_argument("--port", type=integer, help="port of --serve and --watch (default 8000; 0: any free one)")
     p.add_argument("--over-training", metavar="RUN", help="with --prompt and --attention DIR: one page with a slider over "
                    "the snapshots of RUN (train.snapshots), DIR/over_training.html")
     return p.parse_args(argv)
@@ -151,7 +154,8 @@ class Request:
     settings: Settings = field(default_factory=Settings)
     off: tuple[tuple[int, int], ...] = ()  # --ablate
     heads: bool = False
-    serve: tuple[str, int] | None = None  # (host, port) of --serve
+    serve: tuple[str, int] | None = None  # (host, port) of --serve, or of --watch
+    watch: tuple[str, ...] = ()  # --watch's run directories
     over_training: str | None = None
 
 
@@ -163,6 +167,10 @@ def parse_request(argv) -> Request:
     if args.serve:  # before any default is filled in: what --serve does not use is refused as given
         return Request(lang, ckpt=args.ckpt, runs_dir=args.runs_dir, device=args.device, speed=not args.no_speed_up,
                        serve=serve_address(args))
+    if args.watch:
+        if len(args.watch) > 2:
+            raise UserError(f"--watch shows one run or two side by side, not {len(args.watch)}; pass RUN or RUN RUN2")
+        return Request(lang, serve=serve_address(args, "--watch", WATCH_USES), watch=tuple(args.watch))
     inspecting = (args.attention is not None or args.head is not None or args.explain is not None or args.heads
                   or args.lens or args.why is not None or args.patch is not None or args.words)
     max_new_tokens = (0 if inspecting else 200) if args.max_new_tokens is None else args.max_new_tokens
@@ -271,14 +279,18 @@ def write_over_training(r: Request) -> None:
 
 
 SERVE_USES = {"ckpt", "runs_dir", "device", "no_speed_up", "serve", "host", "port", "lang"}  # the options --serve reads
+WATCH_USES = {"watch", "host", "port", "lang"}  # and --watch
 
 
-def serve_address(args) -> tuple[str, int]:
-    """--serve's (host, port); a UserError for a port out of range or any option the page sets itself."""
+def serve_address(args, option: str = "--serve", uses: set = SERVE_USES) -> tuple[str, int]:
+    """--serve's (or --watch's) (host, port); a UserError for a port out of range or any option it does not read."""
     if args.port is not None and not 0 <= args.port <= 65535:
         raise UserError(f"--port {args.port} must be between 0 and 65535")
     untouched = vars(parse_args([]))  # what the page sets: every other option given is refused, not ignored
-    others = [f"--{k.replace('_', '-')}" for k, v in vars(args).items() if k not in SERVE_USES and v != untouched[k]]
+    others = [f"--{k.replace('_', '-')}" for k, v in vars(args).items() if k not in uses and v != untouched[k]]
+    if others and option == "--watch":
+        raise UserError(f"--watch shows what the runs wrote and computes the maps of the text the page names; drop "
+                        f"{', '.join(others)}")
     if others:
         raise UserError(f"--serve takes its texts, sampling settings and switched-off heads from the page; drop "
                         f"{', '.join(others)}")
@@ -344,7 +356,7 @@ def check_inspection_options(args) -> None:
     if args.layers is not None and args.attention is None:
         raise UserError("--layers picks the layers that --attention draws; add --attention DIR")
     if (args.host is not None or args.port is not None) and not args.serve:
-        raise UserError("--host and --port say where --serve listens; add --serve")
+        raise UserError("--host and --port say where --serve listens; add --serve (or --watch RUN)")
     if args.weights != "fp32":
         others = given(args, "--no-cache", "--attention", "--score", "--heads", "--serve", "--over-training", "--ablate")
         if others:
@@ -363,6 +375,8 @@ def main(argv=None) -> int:
 
 def generate(r: Request) -> None:
     """What the command line asked for: scores, heads, generated text and inspections, in that order."""
+    if r.watch:
+        return serve_runs([Path(run) for run in r.watch], *r.serve, r.lang)
     if r.serve:
         return serve(r)
     if r.over_training is not None:

@@ -5,6 +5,7 @@
     python train.py --config configs/tiny.toml --train.max_steps=20 --out runs/t1
     python train.py --config configs/tiny.toml --out runs/t1 --resume     # continue exactly
     python train.py --config configs/tiny.toml --out runs/t1 --overwrite  # replace that run (torchrun: README)
+    python train.py --config configs/heads.toml --watch                   # a live page of the run (docs/watch.md)
 
 The run directory gets config.json, metrics.jsonl (with every head's role scores at each evaluation),
 loss.png, heads.png, last/ (every evaluation), best/ (lowest train.best_by, the validation loss by default)
@@ -27,6 +28,7 @@ if __name__ == "__main__":  # Ctrl-C while torch loads ends with one line, not a
 
     stop_quietly_while_loading()
 
+import contextlib
 import math
 import os
 import sys
@@ -35,8 +37,9 @@ from pathlib import Path
 import torch
 from tqdm import tqdm
 
-from cli.command import ArgumentParser, run_command
+from cli.command import ArgumentParser, integer, run_command
 from cli.messages import LANGUAGES, locale_language, messages
+from model.errors import UserError
 from storage.atomic import write_json
 from training.checkpoints import save_checkpoint, save_snapshot, snapshot_due, snapshots_taken
 from training.config import RunConfig, TrainConfig, load_config
@@ -263,13 +266,26 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--overwrite", action="store_true", help="replace the run in --out (its checkpoints and metrics)")
     parser.add_argument("--lang", choices=LANGUAGES, help="language of what the run prints: en or ko (default: the "
                         "locale's)")
+    parser.add_argument("--watch", nargs="?", const=8000, type=integer, metavar="PORT", help="serve a live page of the "
+                        "run while it trains: losses, heads forming, attention maps (default port 8000; 0: any free one)")
+    parser.add_argument("--host", help="address --watch listens on (default 127.0.0.1, this machine only)")
 
     def work() -> int:
         args, overrides = parser.parse_known_args(argv)
+        if args.host is not None and args.watch is None:
+            raise UserError("--host says where --watch listens; add --watch")
+        if args.watch is not None and not 0 <= args.watch <= 65535:
+            raise UserError(f"--watch {args.watch} must be a port between 0 and 65535")
         cfg = load_config(args.config, overrides)
         out_dir = Path(args.out) if args.out else Path("runs") / Path(args.config).stem
-        result = train(cfg, out_dir, args.resume, args.overwrite, base_command(argv), started,
-                       args.lang or locale_language())
+        lang = args.lang or locale_language()
+        page = contextlib.nullcontext()
+        if args.watch is not None and int(os.environ.get("RANK", "0")) == 0:  # rank 0 alone under torchrun
+            from inspection.watch_server import watching  # the web server's packages, only for a run that serves
+
+            page = watching(out_dir, args.host or "127.0.0.1", args.watch, lang)
+        with page:
+            result = train(cfg, out_dir, args.resume, args.overwrite, base_command(argv), started, lang)
         return result.get("exit_code", 0)
 
     return run_command(work, interrupted="interrupted before training began; nothing was written (run the command again)")

@@ -115,10 +115,11 @@ def crop(ids: list[int], block_size: int, what: str, lang: str = "en") -> list[i
 
 
 def load_run(path: str | Path | None = None, runs_dir: str | Path = "runs", device: str = "auto",
-             speed: bool = True, lang: str = "en", weights: str = "fp32") -> Run:
+             speed: bool = True, lang: str = "en", weights: str = "fp32", quiet: bool = False) -> Run:
     """Load a run dir or checkpoint dir (default: the most recent run under `runs_dir`); `speed`: with the speed
     layer (model/speed/), else the textbook network alone; `weights`: the speed layer's decoding step's matrices
-    (fp32, bf16 or int8: model/speed/decode_weights.py); `lang`: the language of its warnings."""
+    (fp32, bf16 or int8: model/speed/decode_weights.py); `lang`: the language of its warnings; `quiet`: no note on
+    the heads the run kept off (the live training page loads every evaluation's weights)."""
     if path is not None:
         need_type("path", path, (str, os.PathLike), "a run's folder (a str or a Path), or None for the newest run")
     need_type("runs_dir", runs_dir, (str, os.PathLike), "a folder of runs (a str or a Path)")
@@ -134,7 +135,7 @@ def load_run(path: str | Path | None = None, runs_dir: str | Path = "runs", devi
     if speed:
         speed_up(model, weights)
     tokenizer, eot_id = checkpoint_tokenizer(ckpt, model.config.vocab_size)
-    if kept is not None:
+    if kept is not None and not quiet:
         say = messages(lang)
         print(say("note", text=say("note.kept_off", heads=", ".join(head_name(*h) for h in kept.heads),
                                    how=say("kept_off." + kept.mode))), file=sys.stderr)

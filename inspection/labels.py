@@ -107,6 +107,12 @@ def token_pieces(tokenizer, ids) -> list[str]:
     return [tokenizer.id_to_token(int(i)) for i in ids]
 
 
+def vocab_text(tokenizer) -> str:
+    """Every token's label, run together: the glyphs a page needs for any text this tokenizer reads."""
+    known = [i for i in range(tokenizer.get_vocab_size()) if tokenizer.id_to_token(i) is not None]
+    return "".join(token_labels(tokenizer, known))
+
+
 def token_labels(tokenizer, ids) -> list[str]:
     """Readable labels of `ids` (see the module docstring); special tokens by their name."""
     read, special = piece_reader(tokenizer), set(special_ids(tokenizer))

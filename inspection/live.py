@@ -71,6 +71,13 @@ def number(body: dict, name: str, default, kind=float, low=None, high=None):
     return kind(value)
 
 
+def fitting_text(run: Run, text: str) -> str:
+    """`text` cut at its end to what the model reads (its block_size tokens, <|endoftext|> first), with no warning."""
+    while len(text) > 1 and len(run.encode_document(text)) > run.block_size:
+        text = text[:-1]
+    return text
+
+
 def next_probs(trace, sampling: Sampling) -> torch.Tensor:
     """The next token's probabilities after a recorded text under the sampling settings: (V,)."""
     return sampling_probs(torch.from_numpy(trace.logits[-1:]), sampling.temperature, sampling.top_k, sampling.top_p)[0]

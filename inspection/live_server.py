@@ -2,6 +2,9 @@
 
     server = LiveServer(run, host="127.0.0.1", port=8000); server.serve()   # until Ctrl-C or SIGTERM
 
+Its guarded base, `GuardedServer` (everything below but the routes), serves the live training page too
+(inspection/watch_server.py): one server, one set of checks, whatever page it serves.
+
     GET  /              the page: inspection/page.html in live mode, opened on a first text
     POST /api/inspect   a text's view (inspection/live.py), one JSON object
     POST /api/generate  a generation, one JSON object a line (application/x-ndjson) per new token
@@ -42,8 +45,8 @@ from starlette.routing import Route
 from inference.runs import Run
 from model.sampling import TEMPERATURE
 from inspection.html import finite, frames_page, title_of
-from inspection.labels import token_labels
-from inspection.live import DEBOUNCE_MS, FIRST_TEXT, MAX_NEW, BadRequest, LiveInspector
+from inspection.labels import vocab_text
+from inspection.live import DEBOUNCE_MS, FIRST_TEXT, MAX_NEW, BadRequest, LiveInspector, fitting_text
 from inspection.live_connections import Connection
 from inspection.live_worker import STOPPED, SUPERSEDED, ModelWorker
 from model.errors import UserError
@@ -94,23 +97,28 @@ def split_host(header: str) -> tuple[str, int | None]:
     return name.lower(), int(port) if port else None
 
 
-class LiveServer:
-    def __init__(self, run: Run, host: str = "127.0.0.1", port: int = 8000, lang: str = "en"):
-        self.socket = listen(host, port)
+class GuardedServer:
+    """What every page served here shares (the live inspector's, the live training page's): the socket, the checks of
+    who may ask (`refusal`), the cap on requests under way, uvicorn with live_connections' limits, the model thread
+    (live_worker.ModelWorker) that computes every client's work in turns, the refusals as one JSON line, and the
+    ways to run and stop. A subclass gives its routes (`routes()`) and what its 404 names (`API`)."""
+
+    API = ""  # the routes a 404 names beside the page
+
+    def __init__(self, host: str = "127.0.0.1", port: int = 8000, lang: str = "en", port_option: str = "--port",
+                 sock: socket.socket | None = None):
+        """`sock`: a socket already listening (train.py --watch binds it before it writes anything), else one on
+        host:port (`port_option`: the option a refusal names)."""
+        self.socket = sock or listen(host, port, port_option)
         self.host, self.port, self.lang = host, self.socket.getsockname()[1], lang
-        shown = f"[{host}]" if ":" in host else ("localhost" if host == "127.0.0.1" else host)
-        self.address = f"http://{shown}:{self.port}/"
+        self.address = address_of(host, self.port)
         self.names = {"localhost", host.lower(), socket.gethostname().lower(), socket.gethostname().lower() + ".local"}
-        self.inspector = LiveInspector(run, lang)
         self.worker = ModelWorker()
         self.requests = 0  # under way (MAX_REQUESTS)
-        self.page_html = self.page()
         # the refusals of the API are answered by Starlette's ExceptionMiddleware, which ends there; the handler
         # for Exception (a bug of ours) sits in ServerErrorMiddleware, which answers and raises again, so uvicorn
         # closes the connection after it
-        self.app = Starlette(routes=[Route("/", self.get_page, methods=["GET"]),
-                                     Route("/api/inspect", self.api_inspect, methods=["POST"]),
-                                     Route("/api/generate", self.api_generate, methods=["POST"])],
+        self.app = Starlette(routes=self.routes(),
                              exception_handlers={HTTPException: self.http_error, UserError: self.refused,
                                                  ClientDisconnect: self.refused, Exception: self.server_error})
         config = uvicorn.Config(self.guarded, http=Connection, interface="asgi3", proxy_headers=False,
@@ -118,6 +126,9 @@ class LiveServer:
                                 limit_concurrency=None, timeout_keep_alive=5, timeout_graceful_shutdown=3,
                                 h11_max_incomplete_event_size=MAX_HEADERS)  # fmt: skip
         self.server = Server(config, self.worker.stop_soon)
+
+    def routes(self) -> list[Route]:
+        raise NotImplementedError
 
     # ---- who may ask ---------------------------------------------------------------------------------------
 
@@ -163,6 +174,86 @@ class LiveServer:
         finally:
             self.requests -= 1
 
+    def submit(self, body: dict, request: Request, steps, on_cancel=None, single: bool = False, paced: bool = False):
+        """Queue `steps` as the client's job ("client" of the body: the page's own id, else the connection's);
+        its answers arrive in the returned queue as (answer, last). (queue, job)."""
+        client = body.get("client")
+        if not (isinstance(client, str) and 0 < len(client) <= 64):
+            client = f"{request.client.host}:{request.client.port}" if request.client else "?"
+        loop, answers = asyncio.get_running_loop(), asyncio.Queue()
+
+        def emit(answer, last):  # on the model thread: never blocks
+            try:
+                loop.call_soon_threadsafe(answers.put_nowait, (answer, last))
+            except RuntimeError:  # the loop is closed: the server stopped, and nobody waits for this answer
+                pass
+
+        kwargs = {} if on_cancel is None else {"on_cancel": on_cancel}
+        return answers, self.worker.submit(client, steps, emit, single=single, paced=paced, **kwargs)
+
+    async def http_error(self, request: Request, exc: HTTPException) -> Response:
+        if exc.status_code == 404:
+            return error(404, f"no page at {request.url.path[:100]}; open / (the API: {self.API})")
+        if exc.status_code == 405:
+            return error(405, f"{request.method[:10]} is not answered at {request.url.path[:100]}")
+        return error(exc.status_code, str(exc.detail)[:200])
+
+    async def refused(self, request: Request, exc: Exception) -> Response:
+        """A request refused after it arrived: its body read whole (read_body), the connection goes on."""
+        close = not getattr(request.state, "body_read", False)
+        if isinstance(exc, BadRequest):
+            return error(exc.status, str(exc), close)
+        if isinstance(exc, UserError):  # the model's own refusals (a sampling option it cannot take)
+            return error(400, str(exc), close)
+        return error(400, "the client went away")  # ClientDisconnect: nobody reads it
+
+    async def server_error(self, request: Request, exc: Exception) -> Response:
+        traceback.print_exception(exc, file=sys.stderr)  # a bug of ours: the server goes on
+        return error(500, "the server failed on this request; see its terminal")
+
+    # ---- the process ------------------------------------------------------------------------------------
+
+    def serve(self) -> None:
+        """Answer until Ctrl-C or SIGTERM (which uvicorn turns into a graceful stop, then raises again for the
+        command's own handler), the model thread stopped between two steps first."""
+        self.worker.start()
+        try:
+            self.server.run(sockets=[self.socket])
+        finally:
+            self.worker.stop()
+            self.socket.close()
+
+    def start_in_thread(self) -> "GuardedServer":
+        """Serve on a thread of this process (tests, benchmarks; uvicorn leaves the signals alone there)."""
+        self.worker.start()
+        self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self.socket]}, daemon=True)
+        self.thread.start()
+        while not self.server.started and self.thread.is_alive():
+            time.sleep(0.01)
+        return self
+
+    def shutdown(self) -> None:
+        """Stop what `start_in_thread` started."""
+        self.server.should_exit = True
+        self.thread.join(10)
+        self.worker.stop()
+        self.socket.close()
+
+
+class LiveServer(GuardedServer):
+    """The live inspector: the page in live mode, a text's view and a generation, of one run's model."""
+
+    API = "POST /api/inspect, /api/generate"
+
+    def __init__(self, run: Run, host: str = "127.0.0.1", port: int = 8000, lang: str = "en"):
+        self.inspector = LiveInspector(run, lang)
+        super().__init__(host, port, lang)
+        self.page_html = self.page()
+
+    def routes(self) -> list[Route]:
+        return [Route("/", self.get_page, methods=["GET"]), Route("/api/inspect", self.api_inspect, methods=["POST"]),
+                Route("/api/generate", self.api_generate, methods=["POST"])]
+
     # ---- the routes ----------------------------------------------------------------------------------------
 
     async def get_page(self, request: Request) -> Response:
@@ -190,86 +281,17 @@ class LiveServer:
         answers, job = self.submit(body, request, steps, paced=True)
         return Lines(answers, lambda: self.worker.cancel(job), lambda: self.worker.sent(job))
 
-    def submit(self, body: dict, request: Request, steps, on_cancel=None, single: bool = False, paced: bool = False):
-        """Queue `steps` as the client's job ("client" of the body: the page's own id, else the connection's);
-        its answers arrive in the returned queue as (answer, last). (queue, job)."""
-        client = body.get("client")
-        if not (isinstance(client, str) and 0 < len(client) <= 64):
-            client = f"{request.client.host}:{request.client.port}" if request.client else "?"
-        loop, answers = asyncio.get_running_loop(), asyncio.Queue()
-
-        def emit(answer, last):  # on the model thread: never blocks
-            try:
-                loop.call_soon_threadsafe(answers.put_nowait, (answer, last))
-            except RuntimeError:  # the loop is closed: the server stopped, and nobody waits for this answer
-                pass
-
-        kwargs = {} if on_cancel is None else {"on_cancel": on_cancel}
-        return answers, self.worker.submit(client, steps, emit, single=single, paced=paced, **kwargs)
-
-    async def http_error(self, request: Request, exc: HTTPException) -> Response:
-        if exc.status_code == 404:
-            return error(404, f"no page at {request.url.path[:100]}; open / (the API: POST /api/inspect, /api/generate)")
-        if exc.status_code == 405:
-            return error(405, f"{request.method[:10]} is not answered at {request.url.path[:100]}")
-        return error(exc.status_code, str(exc.detail)[:200])
-
-    async def refused(self, request: Request, exc: Exception) -> Response:
-        """A request refused after it arrived: its body read whole (read_body), the connection goes on."""
-        close = not getattr(request.state, "body_read", False)
-        if isinstance(exc, BadRequest):
-            return error(exc.status, str(exc), close)
-        if isinstance(exc, UserError):  # the model's own refusals (a sampling option it cannot take)
-            return error(400, str(exc), close)
-        return error(400, "the client went away")  # ClientDisconnect: nobody reads it
-
-    async def server_error(self, request: Request, exc: Exception) -> Response:
-        traceback.print_exception(exc, file=sys.stderr)  # a bug of ours: the server goes on
-        return error(500, "the server failed on this request; see its terminal")
-
-    # ---- the page and the process --------------------------------------------------------------------------
-
     def page(self) -> str:
         """The live page, opened on FIRST_TEXT cut to what the model reads."""
         inspector, run = self.inspector, self.inspector.run
-        text = FIRST_TEXT  # a small model's context holds its first words only
-        while len(text) > 1 and len(run.encode_document(text)) > run.block_size:
-            text = text[:-1]
+        text = fitting_text(run, FIRST_TEXT)  # a small model's context holds its first words only
         options = {"temperature": TEMPERATURE, "top_k": None, "top_p": None}
         (_, view), = inspector.inspect({"text": text, **options})
         live = {"text": text, "next": view["next"], "block_size": run.block_size, "max_new": MAX_NEW,
                 "temperature": TEMPERATURE, "debounce_ms": DEBOUNCE_MS}
-        known = [i for i in range(run.tokenizer.get_vocab_size()) if run.tokenizer.id_to_token(i) is not None]
         return frames_page(view["frames"], view["tokens"], title_of(text), inspector.layers, run.model.config.n_head,
                            self.lang, view["prefill"], {"lens": view.get("lens"), "path": view.get("path")}, live,
-                           "".join(token_labels(run.tokenizer, known)), view["open"])
-
-    def serve(self) -> None:
-        """Answer until Ctrl-C or SIGTERM (which uvicorn turns into a graceful stop, then raises again for the
-        command's own handler), the model thread stopped between two steps first."""
-        self.worker.start()
-        try:
-            self.server.run(sockets=[self.socket])
-        finally:
-            self.worker.stop()
-            self.socket.close()
-
-
-    def start_in_thread(self) -> "LiveServer":
-        """Serve on a thread of this process (tests, benchmarks; uvicorn leaves the signals alone there)."""
-        self.worker.start()
-        self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self.socket]}, daemon=True)
-        self.thread.start()
-        while not self.server.started and self.thread.is_alive():
-            time.sleep(0.01)
-        return self
-
-    def shutdown(self) -> None:
-        """Stop what `start_in_thread` started."""
-        self.server.should_exit = True
-        self.thread.join(10)
-        self.worker.stop()
-        self.socket.close()
+                           vocab_text(run.tokenizer), view["open"])
 
 
 class Server(uvicorn.Server):
@@ -363,8 +385,15 @@ async def read_body(request: Request) -> dict:
     return body
 
 
-def listen(host: str, port: int) -> socket.socket:
-    """A listening socket on host:port (IPv4 or IPv6), or a UserError that says what to change."""
+def address_of(host: str, port: int) -> str:
+    """The page's address as a browser opens it: http://localhost:8000/, http://[::1]:8000/."""
+    shown = f"[{host}]" if ":" in host else ("localhost" if host == "127.0.0.1" else host)
+    return f"http://{shown}:{port}/"
+
+
+def listen(host: str, port: int, port_option: str = "--port") -> socket.socket:
+    """A listening socket on host:port (IPv4 or IPv6), or a UserError that says what to change (`port_option`: the
+    option that names the port)."""
     try:
         family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
         sock = socket.socket(family, kind, proto)
@@ -372,6 +401,6 @@ def listen(host: str, port: int) -> socket.socket:
         sock.bind(address)
         sock.listen(128)
     except OSError as e:
-        raise UserError(f"cannot listen on {host}:{port} ({e.strerror or e}); pick another --port or --host") from None
+        raise UserError(f"cannot listen on {host}:{port} ({e.strerror or e}); pick another {port_option} or --host") from None
     sock.set_inheritable(True)
     return sock

@@ -305,15 +305,22 @@ def read_metrics(path: Path, damaged: list | None = None) -> list[dict]:
         return []
     records = []
     for line in path.read_bytes().splitlines():
-        try:
-            record = json.loads(line) if line.strip() else None
-        except ValueError:  # UnicodeDecodeError is one too
-            record = line
-        if isinstance(record, dict) and isinstance(record.get("step", 0), int):
+        record = parse_record(line)
+        if record is not None:
             records.append(record)
-        elif record is not None and damaged is not None:
+        elif line.strip() and damaged is not None:
             damaged.append(line)
     return records
+
+
+def parse_record(line: bytes) -> dict | None:
+    """One line of metrics.jsonl as its record, or None: blank, or not a JSON object with a whole "step" (a write
+    cut short, garbage)."""
+    try:
+        record = json.loads(line) if line.strip() else None
+    except ValueError:  # UnicodeDecodeError is one too
+        return None
+    return record if isinstance(record, dict) and isinstance(record.get("step", 0), int) else None
 
 
 def checkpoint_step(ckpt: Path) -> int | None:

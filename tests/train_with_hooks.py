@@ -4,6 +4,7 @@
     python tests/train_with_hooks.py --pause-in-save 20:best -- ARGS      # 20 alone: the save of last/
 
 --signal-after STEP:INT|TERM: the process signals itself after that step, as Ctrl-C or `kill` would.
+--step-seconds S: each step sleeps S seconds after it (a run slow enough for a page to follow).
 --pause-in-save STEP[:NAME]: the save of last/ (or NAME) at that step prints `SAVE_PAUSED STEP NAME` and
 sleeps halfway (the weights written, the train state not), so a test can kill -9 it. --nan-after STEP:RANK:
 that rank's summed training loss becomes NaN after that step, as a diverging rank's would. --compile-fails-on
@@ -35,6 +36,7 @@ def main() -> int:
     parser.add_argument("--pause-in-save", metavar="STEP[:NAME]")
     parser.add_argument("--nan-after", metavar="STEP:RANK")
     parser.add_argument("--compile-fails-on", metavar="RANK", type=int)
+    parser.add_argument("--step-seconds", metavar="S", type=float)
     args = parser.parse_args(ours)
     if args.compile_fails_on is not None:
         import torch
@@ -66,6 +68,13 @@ def main() -> int:
         def after_step(step: int) -> None:
             if step == int(at):
                 os.kill(os.getpid(), signum)
+
+        train.after_step = after_step
+
+    if args.step_seconds:  # a slow run, whose evaluations a page sees one by one
+
+        def after_step(step: int) -> None:
+            time.sleep(args.step_seconds)
 
         train.after_step = after_step
 

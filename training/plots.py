@@ -21,7 +21,7 @@ from math import nan
 from pathlib import Path
 
 from cli.messages import messages
-from inspection.views.roles import ROLE_MIN, ROLES
+from inspection.views.roles import NECESSARY, ROLES, first_reached, role_bar
 from inspection.plot import FONT_FAMILIES, font_paths
 from storage.atomic import atomic_write
 
@@ -73,9 +73,6 @@ def plot_losses(records: list[dict], png: Path, lang: str = "en") -> None:
         save_png(fig, png)
 
 
-NECESSARY = 1.0  # nats of the in-context loss drop a head takes away when off: from there on the model needs it
-
-
 def marked(found: list[tuple[int, str]], say) -> str:
     """ "0.2 at 1,800, 1.0 at 2,000, ..." (at most six) of (step, "layer.head") pairs, in order of the step."""
     names = [say("plots.at", head=name, step=f"{step:,}") for step, name in sorted(found)]
@@ -90,7 +87,7 @@ def head_lines(ax, records: list[dict], table, bar: float | None, n_layer: int, 
         for head in range(n_head):
             ys = [nan if (y := table(r["heads"])[layer][head]) is None else y for r in records]
             ax.plot(steps, ys, lw=1, color=colours[layer], label=say("page.layer_n", n=layer) if head == 0 else None)
-            step = None if bar is None else next((s for s, y in zip(steps, ys) if y >= bar), None)
+            step = None if bar is None else first_reached(steps, ys, bar)
             if step is not None:
                 ax.plot(step, bar, "v", color=colours[layer], ms=6)
                 reached.append((step, f"{layer}.{head}"))
@@ -143,7 +140,7 @@ def draw_heads(records: list[dict], png: Path, say) -> bool:
     axes[0].set_title(say("plots.heads_title", n=len(scored), seconds=f"{spent:.1f}", share=share), fontsize=10)
     for ax, role in zip(axes[1:], ROLES):
         chance = first["chance"][role] or 0.0
-        bar = max(ROLE_MIN, 2 * chance)
+        bar = role_bar(chance)
         formed = head_lines(ax, scored, lambda heads: heads["scores"][role], bar, n_layer, n_head, colours, say)
         if formed:
             ax.text(0.99, 0.95, say("plots.passed", heads=marked(formed, say)), transform=ax.transAxes, ha="right",

@@ -49,8 +49,7 @@ def check_run_dir(out_dir: Path) -> None:
         raise UserError(f"cannot read the run directory {out_dir} ({e.strerror}); pass --out a readable directory") from None
     if "config.json" in names:
         config = read_json(out_dir / "config.json", "restore it, or pass --out another directory", UserError)
-        if isinstance(config, dict) and config.keys() <= RUN_TABLES and all(isinstance(config.get(t), dict)
-                                                                            for t in ("model", "train")):
+        if is_run_config(config):
             return
         foreign = ["config.json (not a run's: " + describe(config) + ")"]
     else:
@@ -58,6 +57,12 @@ def check_run_dir(out_dir: Path) -> None:
     if foreign:
         raise UserError(f"{out_dir} is not a run directory of this project (it holds {', '.join(foreign[:3])}"
                         f"{', ...' if len(foreign) > 3 else ''}); pass --out a new or empty directory, or a run's")
+
+
+def is_run_config(config) -> bool:
+    """Whether a config.json's object is a run's (RunConfig.to_dict: train.py's tables, model and train among them)."""
+    return isinstance(config, dict) and config.keys() <= RUN_TABLES and all(isinstance(config.get(t), dict)
+                                                                           for t in ("model", "train"))
 
 
 def describe(config) -> str:

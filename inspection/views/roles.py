@@ -91,7 +91,7 @@ class HeadRoles:
         """(role, score): the head's highest score, or ("mixed", that score) below the bar."""
         role = max(self.roles, key=lambda r: np.nan_to_num(self.scores[r][layer, head], nan=-1.0))
         score = float(self.scores[role][layer, head])
-        return (role if score >= max(ROLE_MIN, 2 * self.chance[role]) else "mixed"), score
+        return (role if score >= role_bar(self.chance[role]) else "mixed"), score
 
     def label(self, layer: int, head: int, lang: str = "en") -> str:
         """A short caption such as "previous-token 0.97" ("이전 토큰 0.97" in Korean), for titles."""
@@ -102,6 +102,20 @@ class HeadRoles:
         """label() of every head, (L, H) nested lists."""
         L, H = self.scores[ROLES[0]].shape
         return [[self.label(layer, head, lang) for head in range(H)] for layer in range(L)]
+
+
+def role_bar(chance: float | None) -> float:
+    """The score a head must reach to have a role: at least `ROLE_MIN` and twice chance (None: unknown, 0)."""
+    return max(ROLE_MIN, 2 * (chance or 0.0))
+
+
+NECESSARY = 1.0  # nats of the in-context loss drop a head takes away when off: from there on the model needs it
+
+
+def first_reached(steps: list[int], values: list, bar: float) -> int | None:
+    """The first of `steps` whose value (None or NaN: not measured there) reaches `bar`, or None: the evaluation at
+    which a head passes its role's bar (heads.png, the live training page)."""
+    return next((s for s, y in zip(steps, values) if y is not None and y >= bar), None)
 
 
 def stored_roles(run) -> dict | None:
