@@ -467,10 +467,10 @@ MESSAGES: dict[str, tuple[str, str]] = {
                            "block은 읽은 것을 바꾸지 않고 거기에 더하므로, 뒤의 block은 앞의 block이 쓴 것을 모두 "
                            "읽습니다."),
     "tour.next": ("11. The next token", "11. 다음 토큰"),
-    "tour.next_text": ("After the last block, ln_f and the tied head give one logit per vocabulary token; softmax, "
+    "tour.next_text": ("After the last block, ln_f and lm_head give one logit per vocabulary token; softmax, "
                        "temperature, top-k and top-p make the distribution the next token is drawn from. After token "
                        "{f} it drew {next} (p {p}). Move the settings and watch the bars.",
-                       "마지막 block 뒤에 ln_f와 tied head가 어휘의 토큰마다 logit 하나를 냅니다. softmax, temperature, top-k, top-p가 다음 "
+                       "마지막 block 뒤에 ln_f와 lm_head가 어휘의 토큰마다 logit 하나를 냅니다. softmax, temperature, top-k, top-p가 다음 "
                        "토큰을 뽑을 분포를 만듭니다. 토큰 {f} 다음으로 뽑힌 토큰: {next} (p {p}). 설정을 바꾸면서 막대를 보세요."),
     "tour.cache": ("12. The KV cache",
                    "12. KV cache: 생성할 때 다시 계산하지 않는 것"),

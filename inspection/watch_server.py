@@ -1,7 +1,7 @@
 """The live training page's server: one or two run directories followed as they grow, drawn by one page.
 
     server = WatchServer([Path("runs/heads")], host="127.0.0.1", port=8000); server.serve()   # until Ctrl-C
-    python -m inspection.watch_server --socket FD --parent PID RUN      # what train.py --watch starts
+    main([RUN, '--socket', FD, '--parent', PID])                       # what train.py --watch starts
 
     GET  /              the page (inspection/page/watch.html and watch.js)
     GET  /font.css      the glyphs of the runs' tokens, once a checkpoint of each run has been read
@@ -204,6 +204,9 @@ def serve_runs(runs: list[Path], host: str, port: int, lang: str) -> None:
     print(say("watch.stopped"), flush=True)
 
 
+CHILD = "import sys; from inspection.watch_server import main; sys.exit(main(sys.argv[1:]))"
+
+
 @contextlib.contextmanager
 def watching(run_dir: Path, host: str, port: int, lang: str):
     """train.py --watch: the page of `run_dir` in a process of its own for as long as the block runs. The socket is
@@ -212,9 +215,12 @@ def watching(run_dir: Path, host: str, port: int, lang: str):
     port, say = sock.getsockname()[1], messages(lang)
     if host not in LOCAL:
         warn(say("serve.host", host=host, port=port), lang)
-    child = subprocess.Popen([sys.executable, "-m", "inspection.watch_server", str(Path(run_dir).resolve()),
+    # no command of its own (a user never starts it), and a session of its own: the terminal's Ctrl-C goes to the
+    # trainer, which saves and then ends this process; it ends itself if the trainer dies
+    child = subprocess.Popen([sys.executable, "-c", CHILD, str(Path(run_dir).resolve()),
                               "--socket", str(sock.fileno()), "--parent", str(os.getpid()), "--host", host,
-                              "--lang", lang], cwd=ROOT, pass_fds=[sock.fileno()], stdin=subprocess.DEVNULL)
+                              "--lang", lang], cwd=ROOT, pass_fds=[sock.fileno()], stdin=subprocess.DEVNULL,
+                             start_new_session=True)
     sock.close()  # the page's process holds it now
     print(say("watch.open", run=run_dir, address=address_of(host, port)), flush=True)
     try:
@@ -227,7 +233,7 @@ def watching(run_dir: Path, host: str, port: int, lang: str):
 
 def main(argv: list[str] | None = None) -> int:
     """train.py --watch's process: serve the page of one run on the socket the trainer bound (until it ends)."""
-    p = argparse.ArgumentParser(prog="python -m inspection.watch_server")
+    p = argparse.ArgumentParser(prog="train.py --watch")
     p.add_argument("run")
     p.add_argument("--socket", type=int, required=True)
     p.add_argument("--parent", type=int, required=True)
@@ -239,10 +245,7 @@ def main(argv: list[str] | None = None) -> int:
     server = WatchServer([Path(args.run)], args.host, sock.getsockname()[1], args.lang, sock=sock, parent=args.parent)
     try:
         server.serve()
-    except KeyboardInterrupt:  # the trainer ended (SIGTERM) or Ctrl-C reached the group
+    except KeyboardInterrupt:  # the server stopped (the trainer ended it)
         pass
     return 0
 
-
-if __name__ == "__main__":
-    sys.exit(main())

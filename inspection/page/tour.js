@@ -103,5 +103,6 @@ function startTour() {  // the first visit opens it; a visit after closing it do
   if (!TOUR.length) return;
   button.addEventListener("click", () => showTour((tourSaved() || {}).done ? 0 : tourAt));
   const saved = tourSaved();
-  if (!saved || !saved.done) showTour(saved ? saved.card : 0);
+  // in a notebook's frame (as tall as the page) a fixed card sits off screen: there the button opens it
+  if (window.self === window.top && (!saved || !saved.done)) showTour(saved ? saved.card : 0);
 }
