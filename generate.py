@@ -234,6 +234,9 @@ def run_prompts(run, prompts, r: Request, roles: dict | None) -> None:
     """Each prompt: its continuation (with heads off as asked), then the views asked of the whole text, printed and,
     with --attention DIR, written (`roles`: --heads' record, on the page too)."""
     views = tuple(PAGE_VIEWS if r.out_dir else ()) + tuple(v for v in r.shown if v not in PAGE_VIEWS or not r.out_dir)
+    # the page's roles: --heads', else the ones training measured of these weights (with every head on), read once
+    stored = None if roles or r.off or not r.out_dir else stored_roles(run)
+    found = {"roles": roles} if roles else {"roles": stored, "roles_stored": True} if stored else {}
     say = messages(r.lang)
     for prompt in prompts:
         # With --attention the cached decoding records its own maps (the explicit path, one row per step).
@@ -247,9 +250,6 @@ def run_prompts(run, prompts, r: Request, roles: dict | None) -> None:
             continue
         records = compute(run, ids, views, r.settings, r.off or None, recorded)
         if r.out_dir:
-            # the page's roles: --heads', else the ones training measured of these weights (with every head on)
-            stored = None if roles or r.off else stored_roles(run)
-            found = {"roles": roles} if roles else {"roles": stored, "roles_stored": True} if stored else {}
             written = write_records(records | found, r.out_dir, r.lang,
                                     list(r.settings.layers) if r.settings.layers is not None else None, r.shown)
             print(say("wrote", files=", ".join(str(p) for p in written)))

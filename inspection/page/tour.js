@@ -26,10 +26,9 @@ function tourNumbers() {
   const [li, h] = tourHead(), f = state.focus === null ? T - 1 : state.focus;
   const n = { T: T, f: f, token: TOKENS[f], layer: LAYERS[li], head: h, L: L, H: H, cells: T * T, all: L * H * T * T,
               V: FRAME.uniform ? Math.round(Math.pow(2, FRAME.uniform)) : "?", seen: f + 1, masked: T - 1 - f };
-  let best = 0;
-  for (let k = 1; k <= f; k++) if (att(li, h, f, k) > att(li, h, f, best)) best = k;
-  Object.assign(n, { j: best, key_token: TOKENS[best], w: att(li, h, f, best).toFixed(3) });
-  if (EX) {
+  if (EX) {  // the most-attended key: the walkthrough's (walkthrough.py `best`), as its cells draw it
+    const best = headNumber("best", li, h, f);
+    Object.assign(n, { j: best, key_token: TOKENS[best], w: att(li, h, f, best).toFixed(3) });
     const why = (k) => EX.why[((k * L + li) * H + h) * T + f];
     const keys = headRow("keys", li, h, f, EX.K), dots = headRow("dot", li, h, f, EX.K), c = keys.indexOf(best);
     Object.assign(n, { d: EX.d, C: EX.C, root: Math.sqrt(EX.d).toFixed(2), dot: c >= 0 ? dots[c].toFixed(3) : "?",
