@@ -281,7 +281,12 @@ def test_a_client_that_hangs_up_stops_its_generation_at_once(server, how):
 
 
 def test_a_client_that_stops_reading_pauses_its_generation_and_then_loses_it(server, monkeypatch):
-    monkeypatch.setattr(live_server, "SEND_TIMEOUT", 2.0)
+    # Room for a few lines only (the kernel's 16 KB, doubled, the transport's 64 KB, the reader's 4 KB) of the
+    # ~37 this generation writes (14-38 KB each): with the served 256 KB about 25 fit, and on another kernel's
+    # accounting all of them could, the generation ending before it was ever held. SEND_TIMEOUT well past the
+    # checks below, so a busy machine cannot drop the stream before they look at it.
+    monkeypatch.setattr(live_connections, "SEND_BUFFER", 16 * 1024)
+    monkeypatch.setattr(live_server, "SEND_TIMEOUT", 4.0)
     s = socket.socket()
     s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
     s.connect(("127.0.0.1", server.port))
@@ -295,7 +300,7 @@ def test_a_client_that_stops_reading_pauses_its_generation_and_then_loses_it(ser
     assert server.steps[0] == paused_at < 110  # the model waits for its reader, computing nothing
     status, seconds = page_answer(server)  # others meanwhile: at once
     assert status == 200 and seconds < 2
-    assert wait_until(lambda: "stalled" not in server.worker.jobs, 5)  # SEND_TIMEOUT: the stream is dropped
+    assert wait_until(lambda: "stalled" not in server.worker.jobs, 8)  # SEND_TIMEOUT: the stream is dropped
     s.close()
 
 
