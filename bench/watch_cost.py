@@ -1,7 +1,7 @@
 """What `train.py --watch` costs a run: its wall time without the page, with one viewer, and with a stalled one.
 
     python bench/watch_cost.py                                   # configs/heads.toml, 1,000 steps, 3 rounds
-    python bench/watch_cost.py --config configs/small.toml --steps 200 --rounds 5
+    python bench/watch_cost.py --config configs/small.toml --steps 200 --out watch_cost_small.json
     python bench/watch_cost.py --steps 800 --train.snapshots=4     # overrides go to every run (train.py's form)
 
 The three kinds of run take turns (off, one viewer, stalled; then again), so a machine that slows down or speeds up
@@ -97,6 +97,7 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--threads", type=int, default=1, help="OMP_NUM_THREADS of each run")
     parser.add_argument("--note", default="", help="a word on the machine (shared, quiet) for the record")
+    parser.add_argument("--out", default="watch_cost.json", help="the record's name in bench/results/")
     args, args.overrides = parser.parse_known_args()
     work, rows = Path(tempfile.mkdtemp()), []
     for n in range(args.rounds):
@@ -108,7 +109,7 @@ def main() -> int:
         print(f"{kind:8} median wall {medians[kind]:7.1f} s  {100 * (medians[kind] / medians['off'] - 1):+5.1f}%")
     result = {"config": args.config, "steps": args.steps, "overrides": args.overrides, "rounds": args.rounds, "threads": args.threads,
               "note": args.note, "medians_s": medians, "runs": rows}
-    out = ROOT / "bench" / "results" / "watch_cost.json"
+    out = ROOT / "bench" / "results" / args.out
     out.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
     print(f"wrote {out}")
     return 0

@@ -8,6 +8,8 @@
     nb.score(run, text)       nb.heads(run)             # roles and their cost switched off (--heads)
     nb.over_training("runs/heads", text)                # the snapshot slider (--over-training)
     nb.heads_over_training("runs/heads")                # RUN/heads.png, as train.py drew it
+    training = nb.train("configs/heads.toml", "runs/heads")   # train.py in the background (inspection/notebook_live.py)
+    nb.watch(training)   training.wait()                # its live page in the cell; its lines until it ends
 
 `run` is a `Run` (inference.load_run) or a run's folder. `off="1.0,1.2"` switches heads off for a view, as
 `--ablate` does (their mean output on held-out text; `mode="zero"`: zeros). Each view is computed by
@@ -26,6 +28,7 @@ from cli.messages import LANGUAGES
 from common.heads_off import check_heads, read_head
 from inference.runs import Run, load_run
 from inspection.html import page as page_html
+from inspection import notebook_live
 from inspection.labels import display_width
 from inspection.over_training import over_training_page, run_snapshots
 from inspection.views import VIEWS, Settings, compute
@@ -220,3 +223,15 @@ def heads_over_training(run_dir) -> Picture:
         raise UserError(f"{found} does not exist; train.py draws it when a run ends, from the head scores of its "
                         "evaluations: give the run's folder (runs/NAME), after training")
     return Picture(found)
+
+
+def train(config, out, *more: str) -> notebook_live.Training:
+    """Start `python train.py --config CONFIG --out OUT MORE` in a process of its own (MORE: "--train.seed=7", ...),
+    in this notebook's language; `.wait()` prints its lines until it ends, `.running` says whether it still trains."""
+    return notebook_live.train(config, out, *more, lang=settings["lang"])
+
+
+def watch(run, run2=None, *, height: int = notebook_live.HEIGHT):
+    """The live page of train.py --watch in the cell: a run (a Training, or a run's folder, finished or training),
+    or two side by side; it updates at each evaluation without the cell running again."""
+    return notebook_live.watch(run, run2, lang=settings["lang"], height=height)

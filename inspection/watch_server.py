@@ -1,7 +1,7 @@
 """The live training page's server: one or two run directories followed as they grow, drawn by one page.
 
     server = WatchServer([Path("runs/heads")], host="127.0.0.1", port=8000); server.serve()   # until Ctrl-C
-    main([RUN, '--socket', FD, '--parent', PID])                       # what train.py --watch starts
+    main([RUN, '--socket', FD, '--parent', PID])                       # what train.py --watch and nb.watch start
 
     GET  /              the page (inspection/page/watch.html and watch.js)
     GET  /font.css      the glyphs of the runs' tokens, once a checkpoint of each run has been read
@@ -232,9 +232,10 @@ def watching(run_dir: Path, host: str, port: int, lang: str):
 
 
 def main(argv: list[str] | None = None) -> int:
-    """train.py --watch's process: serve the page of one run on the socket the trainer bound (until it ends)."""
+    """train.py --watch's process (and nb.watch's): serve the page of one run, or two, on the socket its parent bound,
+    until the parent ends."""
     p = argparse.ArgumentParser(prog="train.py --watch")
-    p.add_argument("run")
+    p.add_argument("runs", nargs="+")
     p.add_argument("--socket", type=int, required=True)
     p.add_argument("--parent", type=int, required=True)
     p.add_argument("--host", default="127.0.0.1")
@@ -242,7 +243,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     torch.set_num_threads(1)  # beside a trainer: one core's worth at most
     sock = socket.socket(fileno=args.socket)
-    server = WatchServer([Path(args.run)], args.host, sock.getsockname()[1], args.lang, sock=sock, parent=args.parent)
+    server = WatchServer([Path(r) for r in args.runs[:2]], args.host, sock.getsockname()[1], args.lang, sock=sock, parent=args.parent)
     try:
         server.serve()
     except KeyboardInterrupt:  # the server stopped (the trainer ended it)

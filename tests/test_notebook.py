@@ -1,6 +1,7 @@
 """Every view in a notebook (inspection/notebook.py): the command line's numbers (inspection.views.compute makes them
-for both), each one rendered in Chromium, two pages side by side, bad input as one line in a real kernel, and both
-lesson notebooks (notebooks/) run top to bottom.
+for both), each one rendered in Chromium, two pages side by side, bad input as one line in a real kernel, a run
+trained in the background with its live page (inspection/notebook_live.py), and both lesson notebooks (notebooks/)
+run top to bottom.
 
     python -m pytest tests/test_notebook.py -q
 """
@@ -23,9 +24,12 @@ import train
 from inference import load_run
 from inspection import compute
 from inspection import notebook as nb
+from inspection import notebook_live
 from inspection.labels import display_width
+from storage.checkpoint import read_metrics
 from model.errors import UserError
 from tests.conftest import CHROMIUM, ROOT, TINY
+from tests.test_watch import SHOWN
 
 PROMPT = "대한민국 국회는 법률을 제정한다"
 NOTEBOOKS = ROOT / "notebooks"
@@ -279,7 +283,9 @@ def fast(book, runs: Path, data_cache) -> nbformat.NotebookNode:
     shrink = [f"--data.cache_dir={data_cache}", "--train.threads=1", "--train.sample_tokens=0", "--train.max_steps=20",
               "--train.eval_interval=10", "--train.snapshots=2"]
     small = ["--model.n_layer=2", "--model.n_head=2", "--model.n_embd=32", "--data.vocab_size=512"]
-    cell.source = f'RUNS = {str(runs)!r}\nLESSON = {shrink!r}\nDEFAULT = {shrink + small!r}\nPROJECT = ""'
+    # WATCH off: a live page's server ends with the kernel, so its frame would be empty in the page checked below
+    # (test_a_run_trained_in_the_background_shows_its_live_page checks it)
+    cell.source = f'RUNS = {str(runs)!r}\nLESSON = {shrink!r}\nDEFAULT = {shrink + small!r}\nWATCH = False\nPROJECT = ""'
     return book
 
 
@@ -294,7 +300,8 @@ def test_the_lesson_notebook_runs_top_to_bottom_and_its_pages_work(lang, tmp_pat
     assert all(c.outputs == [] and c.execution_count is None for c in code)  # outputs stripped
     shipped = {}
     exec(next(c for c in code if "parameters" in c.metadata.get("tags", [])).source, shipped)  # the real settings
-    assert (shipped["RUNS"], shipped["LESSON"], shipped["DEFAULT"], shipped["PROJECT"]) == ("runs", [], [], "")
+    assert (shipped["RUNS"], shipped["LESSON"], shipped["DEFAULT"], shipped["WATCH"], shipped["PROJECT"]) == (
+        "runs", [], [], True, "")
     execute(fast(book, tmp_path / "runs", data_cache), tmp_path)
     assert errors_of(book) == []
     shown = [o for c in code for o in c.outputs if o.output_type == "execute_result"]
@@ -329,3 +336,51 @@ def test_the_lesson_notebook_runs_top_to_bottom_and_its_pages_work(lang, tmp_pat
     assert [e for e in page.events if e.get("method") == "Runtime.exceptionThrown"] == []
     assert json.loads(json.dumps(page.evaluate("Array.from(document.querySelectorAll('iframe'), f => "
                                                "f.contentDocument.getElementById('errors').textContent)"))) == [""] * 3
+
+
+# ---- a run trained in the background, its live page in a cell ----------------------------------------------------
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install chromium); CI installs it")
+def test_a_run_trained_in_the_background_shows_its_live_page(tmp_path, data_cache, english, browser, capsys):
+    """nb.train starts train.py and returns at once; nb.watch's frame is the page of train.py --watch, which follows
+    the run evaluation after evaluation in one document, with metrics.jsonl's numbers; wait() prints train.py's lines."""
+    run = tmp_path / "run"
+    page = browser(tmp_path / "unused.html")  # Chromium started first: on a busy machine it takes seconds
+    training = nb.train(TINY, run, f"--data.cache_dir={data_cache}", "--train.threads=1", "--train.sample_tokens=0",
+                        "--train.max_steps=600", "--train.eval_interval=40")  # fmt: skip
+    try:
+        live = nb.watch(training)
+        assert nb.watch(training).address == live.address  # one page per run, however often the cell runs
+        address = re.fullmatch(r'<iframe src="(http://127\.0\.0\.1:\d+/)" .*</iframe>', live._repr_html_())[1]
+        page.evaluate(f"location.href = '{address}'")
+        page.wait_for("window.watched && window.watched.runs.length && window.watched.runs[0].evals.length", 120)
+        page.evaluate("window.sameDocument = true")
+        rows = []
+        while training.running:
+            row = page.evaluate(SHOWN % 0)
+            if row and row not in rows:
+                rows.append(row)
+        training.wait()
+        assert page.evaluate("window.sameDocument") is True  # never reloaded
+    finally:
+        notebook_live.end_all()
+    assert len(rows) >= 2, rows
+    recorded = {r["step"]: r for r in read_metrics(run / "metrics.jsonl") if r.get("kind") == "eval"}
+    for step, train_loss, val_loss, *_ in rows:
+        assert [train_loss, val_loss] == [f"{recorded[int(step)]['train_loss']:.4f}",
+                                          f"{recorded[int(step)]['val_loss']:.4f}"]  # fmt: skip
+    assert "whole validation split" in capsys.readouterr().out  # train.py's own lines, printed by wait()
+    assert repr(training) == f"Training({str(run)!r}, ended (exit code 0))"
+
+
+def test_a_background_run_s_bad_setting_is_its_one_line_and_a_folder_not_a_run_is_refused(tmp_path, data_cache):
+    training = nb.train(TINY, tmp_path / "run", f"--data.cache_dir={data_cache}", "--train.nope=1")
+    with pytest.raises(UserError, match=r"^unknown key train\.nope; valid keys in \[train\]"):
+        training.wait()
+    assert not (tmp_path / "run").exists()
+    with pytest.raises(UserError, match=r"nb.watch\(run=\.\.\.\) .* is not a directory"):
+        nb.watch(tmp_path / "nothing")
+    with pytest.raises(UserError, match='a setting must be a string as train.py takes it, e.g. "--train.seed=7", got int'):
+        nb.train(TINY, tmp_path / "run", 7)
