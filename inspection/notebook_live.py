@@ -32,15 +32,19 @@ from model.errors import UserError
 ROOT = Path(__file__).resolve().parents[1]
 HEIGHT = 900  # pixels of the live page's frame
 EVERY = 0.5  # seconds between two looks at a training's printed lines while waiting for it
-started: list[subprocess.Popen] = []  # every trainer and page this kernel started: ended with it
+trainers: list[subprocess.Popen] = []  # every trainer this kernel started: stopped with it
 pages: dict[tuple, tuple] = {}  # (runs, lang) -> (process, address): one page per set of runs
 
 
 def end_all() -> None:
-    for process in started:
+    """The kernel ends: each page's process is killed (it only reads; nothing of a run is left half-done, as with
+    train.py --watch), each trainer stopped as Ctrl-C stops it (it saves its weights, then ends)."""
+    for process, _ in pages.values():
+        process.kill()
+    for process in trainers:
         if process.poll() is None:
-            process.send_signal(signal.SIGINT)  # a trainer saves its weights and ends; a page just ends
-    for process in started:
+            process.send_signal(signal.SIGINT)
+    for process in [*trainers, *(p for p, _ in pages.values())]:
         try:
             process.wait(30)
         except subprocess.TimeoutExpired:
@@ -65,7 +69,7 @@ class Training:
                                         start_new_session=True)
         os.close(handle)
         os.close(errors)
-        started.append(self.process)
+        trainers.append(self.process)
 
     @property
     def running(self) -> bool:
@@ -161,6 +165,5 @@ def watch(run, run2=None, *, lang: str = "en", height: int = HEIGHT):
                                    stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, start_new_session=True)  # fmt: skip
         address = f"http://127.0.0.1:{sock.getsockname()[1]}/"
         sock.close()  # the page's process holds it now
-        started.append(process)
         pages[key] = (process, address)
     return Live(address, runs, height)
