@@ -235,8 +235,8 @@ def finish(run: TrainingRun, p: Progress, speed: Speedometer, started: float) ->
     """The exact loss over the whole validation split for best/ and last/, logged and reported."""
     ddp = run.ddp
     ddp.barrier()  # best/ is complete on disk before any rank reads it
-    final, best_dir = final_scores(run.raw, run.prepared.dir, run.prepared.meta, run.tokenizer, run.out_dir, p.step,
-                                   ddp.rank, ddp.world, run.kept_off)  # fmt: skip
+    final, best_dir = final_scores(run.raw, run.prepared, run.tokenizer, run.out_dir, p.step, ddp.rank, ddp.world,
+                                   run.kept_off)
     final |= {"wall_s": round(time.perf_counter() - started, 1), "budget_used_s": round(run.budget.used(), 1),
               **speed.overall()}  # budget_used_s: what train.time_budget counts (data, steps, scoring)
     if run.log:

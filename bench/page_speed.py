@@ -85,7 +85,7 @@ def main(argv=None):
                            "walkthrough": walkthrough.record(look, Settings(layers=layers))}
                 frames.append(frame(records, layers, step if len(models) > 1 else None))
             pages[T] = Path(tmp) / f"page_{T}.html"
-            pages[T].write_text(frames_page(frames, labels[:T], f"{T} tokens", layers, args.n_head), encoding="utf-8")
+            pages[T].write_text(frames_page(frames, labels[:T], f"{T} tokens", layers), encoding="utf-8")
         times = {T: [] for T in sizes}
         for r in range(args.repeat):
             for T in sizes:  # in turn, so a burst of load on the machine hits every size alike

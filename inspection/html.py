@@ -162,9 +162,10 @@ def page(records: dict, lang: str = "en", layers: list[int] | None = None) -> st
     shown = {"lens": records.get("lens"), "why": records.get("why"), "patch": records.get("patch"),
              "path": path_data(records["path"]) if "path" in records else None,
              **({"words": records["words"]["words"], "word_tokens": records["words"]["tokens"],
-                 "words_even": records["words"]["even"]} if "words" in records else {})}
-    return frames_page([frame(records, layers)], maps["tokens"], title_of(maps["text"]), layers, maps["att"].shape[1],
-                       lang, maps["prefill"], shown, opens=opening(records, layers))
+                 "words_even": records["words"]["even"]} if "words" in records else {}),
+             "open": opening(records, layers)}
+    return frames_page([frame(records, layers)], maps["tokens"], title_of(maps["text"]), layers, lang, maps["prefill"],
+                       shown)
 
 
 def title_of(text: str, length: int = 60) -> str:
@@ -172,24 +173,26 @@ def title_of(text: str, length: int = 60) -> str:
     return text[:length] + "…" if len(text) > length else text
 
 
-def frames_page(frames: list[dict], labels: list[str], title: str, layers: list[int], n_head: int, lang: str = "en",
-                prefill: int | None = None, shown: dict | None = None, live: dict | None = None, glyphs: str = "",
-                opens: dict | None = None) -> str:
+def frames_page(frames: list[dict], labels: list[str], title: str, layers: list[int], lang: str = "en",
+                prefill: int | None = None, shown: dict | None = None, live: dict | None = None) -> str:
     """The page of one or more `frame`s of the same text (several: a slider over the training steps), opening in
     `lang`; it carries its texts in both languages (cli/messages.py) and switches in place. `shown`: what it shows
     beside the maps ("lens", "path" as `path_data` made it, "why", "patch": the views' records; "words", "word_tokens",
-    "words_even": the words view's labels, tokens a word and even spread); `live`: the
-    live inspector's settings (inspection/live.py), which turn on its text box; `glyphs`: more characters for the
-    embedded font (a live page shows texts it has not seen yet); `opens`: where it opens (`opening`)."""
+    "words_even": the words view's labels, tokens a word and even spread) and "open", where it opens (`opening`);
+    `live`: the live inspector's settings (inspection/live.py), which turn on its text box, and its "glyphs": more
+    characters for the embedded font (a live page shows texts it has not seen yet), kept out of the page's data."""
     shown = shown or {}
     lens, path, why, patch, words = (shown.get(name) for name in ("lens", "path", "why", "patch", "words"))
+    live = dict(live) if live else None
+    glyphs = live.pop("glyphs", "") if live else ""
     T = len(labels)
+    n_head = len(frames[0]["off"][0])  # every layer's heads are on or off in each frame
     data = {"n_layer": len(layers), "layers": layers, "n_head": n_head, "T": T, "tokens": list(labels),
             "prefill": T if prefill is None else int(prefill), "frames": frames, "lang": lang,
             "messages": page_messages(), "live": live, "lens": lens, "path": path,
             "glossary": [list(entry) for entry in GLOSSARY], "temperature": TEMPERATURE, "why": why, "patch": patch,
             "words": words, "word_tokens": shown.get("word_tokens"), "words_even": shown.get("words_even"),
-            "open": opens, "tour": None if live else tour_cards()}  # a live page's text changes under the cards
+            "open": shown.get("open"), "tour": None if live else tour_cards()}  # a live page's text changes under the cards
     # "<" escaped so that no token (say "</script>") can end the script element early.
     payload = json.dumps(data, ensure_ascii=False, default=plain).replace("<", "\\u003c")
     page_html = TEMPLATE.read_text(encoding="utf-8")

@@ -288,10 +288,10 @@ class LiveServer(GuardedServer):
         options = {"temperature": TEMPERATURE, "top_k": None, "top_p": None}
         (_, view), = inspector.inspect({"text": text, **options})
         live = {"text": text, "next": view["next"], "block_size": run.block_size, "max_new": MAX_NEW,
-                "temperature": TEMPERATURE, "debounce_ms": DEBOUNCE_MS}
-        return frames_page(view["frames"], view["tokens"], title_of(text), inspector.layers, run.model.config.n_head,
-                           self.lang, view["prefill"], {"lens": view.get("lens"), "path": view.get("path")}, live,
-                           vocab_text(run.tokenizer), view["open"])
+                "temperature": TEMPERATURE, "debounce_ms": DEBOUNCE_MS, "glyphs": vocab_text(run.tokenizer)}
+        shown = {"lens": view.get("lens"), "path": view.get("path"), "open": view["open"]}
+        return frames_page(view["frames"], view["tokens"], title_of(text), inspector.layers, self.lang, view["prefill"],
+                           shown, live)
 
 
 class Server(uvicorn.Server):

@@ -47,8 +47,8 @@ def over_training_page(snapshots: list[Path], run_dir, prompt: str, device: str 
     title = messages(lang)("snapshots.page_title", text=prompt[:60] + ("…" if len(prompt) > 60 else ""),
                            n=len(frames), run=run_dir)
     maps = records["maps"]
-    page = frames_page(frames, maps["tokens"], title, layers, maps["att"].shape[1], lang,
-                       opens=opening(records, layers))  # the lesson's head, as the last snapshot's roles name it
+    page = frames_page(frames, maps["tokens"], title, layers, lang,
+                       shown={"open": opening(records, layers)})  # the lesson's head, as the last snapshot's roles name it
     return page, frames, maps["tokens"]
 
 

@@ -98,6 +98,37 @@ def test_the_cycle_finder_finds_a_circle_through_a_package_init():
     assert find_cycle({"a": {"b"}, "b": set()}) is None
 
 
+MAX_LINES, MAX_PARAMETERS = 60, 8  # a function a reader takes in at once (the 2026-12-05 style review)
+
+
+def oversized_functions(source: str, where: str) -> list[str]:
+    """The functions of `source` over MAX_LINES lines (its decorators and docstring included) or MAX_PARAMETERS
+    parameters (self and cls not counted), as "where:name (lines, parameters)"."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            a = node.args
+            named = [x.arg for x in a.posonlyargs + a.args + a.kwonlyargs] + [x.arg for x in (a.vararg, a.kwarg) if x]
+            parameters = len([x for x in named if x not in ("self", "cls")])
+            lines = node.end_lineno - node.lineno + 1
+            if lines > MAX_LINES or parameters > MAX_PARAMETERS:
+                found.append(f"{where}:{node.name} ({lines} lines, {parameters} parameters)")
+    return found
+
+
+def test_no_function_of_the_product_is_over_60_lines_or_8_parameters():
+    found = [f for name, file in project_modules().items() for f in oversized_functions(file.read_text("utf-8"), name)]
+    assert found == []
+
+
+def test_the_size_check_finds_a_long_function_and_one_of_many_parameters():
+    long = "def long():\n" + "    x = 1\n" * MAX_LINES
+    many = "class A:\n    def many(self, a, b, c, d, e, f, g, h, *rest):\n        pass\n"
+    fine = "def fine(a, b, c, d, e, f, g, h):\n" + "    x = 1\n" * (MAX_LINES - 1)
+    assert oversized_functions(long + many + fine, "m") == ["m:long (61 lines, 0 parameters)",
+                                                           "m:many (2 lines, 9 parameters)"]
+
+
 def test_model_imports_nothing_else_of_the_project():
     outside = {name: sorted(t for t in targets if t.split(".")[0] != "model")
                for name, targets in import_graph().items() if name.split(".")[0] == "model"}  # fmt: skip

@@ -2,7 +2,7 @@
 
     losses = evaluate(model, data_dir, cfg.train, "cpu")    # {"train": .., "val": .., "tokens": ..}
     text = sample_text(model, tokenizer, eot_id, 48, "cpu")
-    final, best_dir = final_scores(model, data_dir, meta, tokenizer, run_dir, step)   # the run's end: best/ and last/
+    final, best_dir = final_scores(model, prepared, tokenizer, run_dir, step)   # the run's end: best/ and last/
     print(final_report(final, best_dir, run_dir, last_heads, lesson=True))   # bits/char, best/'s copying circuit
     heads = score_heads(model, data_dir, meta, tokenizer)       # every head's role scores, for metrics.jsonl
                                                                 # (heads kept off: "off", their scores null)
@@ -141,12 +141,14 @@ def sample_text(model, tokenizer, eot_id: int, n_tokens: int, device) -> str:
     return tokenizer.decode(out[0, 1:].tolist()).replace("\n", " ⏎ ")
 
 
-def final_scores(model, data_dir: Path, meta: dict, tokenizer, run_dir: Path, step: int, rank: int = 0,
-                 world: int = 1, kept=None) -> tuple[dict, Path]:
+def final_scores(model, prepared, tokenizer, run_dir: Path, step: int, rank: int = 0, world: int = 1,
+                 kept=None) -> tuple[dict, Path]:
     """The exact loss and bits per character of the whole validation split, for the weights in last/ (`model`,
     at `step`) and in best/ (the step its own config.json names, whatever the run's counters say), with best/'s
     head scores and what switching each head off costs ("best_heads", `score_heads`, on rank 0); and the
-    directory of the best weights. `kept`: the heads `model` keeps off (train.heads_off)."""
+    directory of the best weights. `prepared`: the run's data (data/prepare.py); `kept`: the heads `model` keeps off
+    (train.heads_off)."""
+    data_dir, meta = prepared.dir, prepared.meta
     val_tokens, chars = load_tokens(data_dir / "val.bin", meta["dtype"]), meta["splits"]["val"]["chars"]
     nll, count = stream_nll(model, val_tokens, rank=rank, world=world)
     best_dir = run_dir / "best"

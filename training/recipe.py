@@ -182,23 +182,8 @@ def plan_settings(cfg, train_tokens: int, world: int, seconds_per_micro_step, co
     values, why, batch = {}, [], tc.batch_size
     if "train.max_steps" in auto:
         budget = parse_duration(tc.time_budget)
-
-        def plan(per_micro: float) -> tuple[int, int]:  # (batch, steps that fit at it)
-            def steps_at(b: int) -> int:  # a step's time taken as growing with the batch
-                return fit_steps(budget, tc, per_micro * b / tc.batch_size, gpu)
-
-            # the tokens a budget buys hardly depend on the batch (time per step grows with it), so the passes
-            # are counted at the placeholder and the batch the rule picks for them just cuts them finer
-            epochs = steps_at(tc.batch_size) * tc.batch_size * tokens_per_sequence / max(1, train_tokens)
-            b = regularisation(epochs)["batch_size"] if "train.batch_size" in auto else tc.batch_size
-            return b, steps_at(b)
-
-        per_micro, timed_at = seconds_per_micro_step(cfg.model.dropout), cfg.model.dropout
-        batch, steps = plan(per_micro)
-        dropout = regularisation(steps * batch * tokens_per_sequence / max(1, train_tokens))["dropout"]
-        if "model.dropout" in auto and dropout > 0:  # slower steps, so fewer of them: planned again from those
-            per_micro, timed_at = seconds_per_micro_step(dropout), dropout
-            batch, steps = plan(per_micro)
+        planned = planned_steps(cfg, train_tokens, tokens_per_sequence, seconds_per_micro_step, gpu)
+        batch, steps, per_micro, timed_at = planned
         values["train.max_steps"] = steps
         why.append(say("train.auto_fit", steps=f"{steps:,}", budget=tc.time_budget,
                        seconds=f"{per_micro * batch / tc.batch_size * tc.grad_accum:.3g}"))
@@ -226,23 +211,10 @@ def plan_settings(cfg, train_tokens: int, world: int, seconds_per_micro_step, co
         # at the run's own dropout, so the copy compiles the graph the run will; the settings above stay
         dropout = values.get("model.dropout", cfg.model.dropout)
         eager = per_micro if dropout == timed_at else seconds_per_micro_step(dropout)
-        trial = compiled_trial(dropout)
-        if trial is None:
-            values["train.compile"] = "off"
-            why.append(say("train.auto_compile_failed"))
-        else:
-            def fit(per: float, seconds: float) -> int:  # steps at the planned batch
-                return fit_steps(seconds, tc, per * batch / tc.batch_size, gpu)
-
-            first, compiled = trial
-            gain = fit(compiled, budget - first) / fit(eager, budget)
-            choice = ("on" if gain >= COMPILE_GAIN else "off") if tc.compile == "auto" else "on"  # "on": as asked
-            if tc.compile == "auto":
-                values["train.compile"] = choice
-            if choice == "on":  # its steps and its compilation, not the eager steps', fill the budget
-                values["train.max_steps"], step_s = fit(compiled, budget - first), compiled
-            why.append(say("train.auto_compile", choice=choice, gain=f"{gain:.2f}", compiled=f"{compiled:.3g}",
-                           eager=f"{eager:.3g}", first=f"{first:.0f}"))
+        chosen_compile, compiled_s, line = compile_choice(tc, batch, budget, eager, compiled_trial(dropout), gpu, say)
+        values |= chosen_compile
+        step_s = step_s if compiled_s is None else compiled_s  # a compiled run's steps fill the budget
+        why.append(line)
     if gpu and step_s is not None and eval_every(tc, step_s * batch / tc.batch_size, gpu) != tc.eval_interval:
         every = eval_every(tc, step_s * batch / tc.batch_size, gpu)
         values["train.eval_interval"] = every
@@ -252,6 +224,54 @@ def plan_settings(cfg, train_tokens: int, world: int, seconds_per_micro_step, co
         values[f"train.{key}"] = value
     settings = " ".join(f"{k}={v}" for k, v in values.items())
     return values, say("train.auto", settings=settings, why="; ".join(why))
+
+
+def planned_steps(cfg, train_tokens: int, tokens_per_sequence: int, seconds_per_micro_step,
+                  gpu: bool) -> tuple[int, int, float, float]:
+    """The batch and the steps that fit cfg's time budget (`plan_settings`), with the seconds a micro-step takes at
+    cfg's batch size and the dropout that was timed."""
+    tc, auto = cfg.train, set(cfg.auto)
+    budget = parse_duration(tc.time_budget)
+
+    def plan(per_micro: float) -> tuple[int, int]:  # (batch, steps that fit at it)
+        def steps_at(b: int) -> int:  # a step's time taken as growing with the batch
+            return fit_steps(budget, tc, per_micro * b / tc.batch_size, gpu)
+
+        # the tokens a budget buys hardly depend on the batch (time per step grows with it), so the passes
+        # are counted at the placeholder and the batch the rule picks for them just cuts them finer
+        epochs = steps_at(tc.batch_size) * tc.batch_size * tokens_per_sequence / max(1, train_tokens)
+        b = regularisation(epochs)["batch_size"] if "train.batch_size" in auto else tc.batch_size
+        return b, steps_at(b)
+
+    per_micro, timed_at = seconds_per_micro_step(cfg.model.dropout), cfg.model.dropout
+    batch, steps = plan(per_micro)
+    dropout = regularisation(steps * batch * tokens_per_sequence / max(1, train_tokens))["dropout"]
+    if "model.dropout" in auto and dropout > 0:  # slower steps, so fewer of them: planned again from those
+        per_micro, timed_at = seconds_per_micro_step(dropout), dropout
+        batch, steps = plan(per_micro)
+    return batch, steps, per_micro, timed_at
+
+
+def compile_choice(tc, batch: int, budget: float, eager: float, trial, gpu: bool,
+                   say) -> tuple[dict, float | None, str]:
+    """"train.compile" (and the steps a compiled run fits) from a compiled copy's `trial` (None: it failed to
+    compile; else seconds of its first step and per step) against `eager` seconds a micro-step; the compiled
+    seconds a micro-step when the run compiles, and the line that says why."""
+    if trial is None:
+        return {"train.compile": "off"}, None, say("train.auto_compile_failed")
+
+    def fit(per: float, seconds: float) -> int:  # steps at the planned batch
+        return fit_steps(seconds, tc, per * batch / tc.batch_size, gpu)
+
+    first, compiled = trial
+    gain = fit(compiled, budget - first) / fit(eager, budget)
+    choice = ("on" if gain >= COMPILE_GAIN else "off") if tc.compile == "auto" else "on"  # "on": as asked
+    values = {"train.compile": choice} if tc.compile == "auto" else {}
+    if choice == "on":  # its steps and its compilation, not the eager steps', fill the budget
+        values["train.max_steps"] = fit(compiled, budget - first)
+    line = say("train.auto_compile", choice=choice, gain=f"{gain:.2f}", compiled=f"{compiled:.3g}",
+               eager=f"{eager:.3g}", first=f"{first:.0f}")
+    return values, compiled if choice == "on" else None, line
 
 
 def apply_settings(cfg, values: dict):

@@ -147,10 +147,8 @@ def text(record: dict, lang: str) -> str:
     H, T, d = record["q"].shape[1:]
     C = record["n_embd"]
     x, q, k, v = record["x"][li], record["q"][li, head, i], record["k"][li, head], record["v"][li, head]
-    w, y = f["w"], record["y"][li, head, i]
-    n = {name: record[name][li, head, i] for name in ("keys", "dot", "scaled", "sum", "q_norm", "y_norm", "top",
-                                                       "top_size", "top_terms")}  # this head and query's
-    v_norm = record["v_norm"][li, head]  # (T,)
+    w = f["w"]
+    n = {name: record[name][li, head, i] for name in ("keys", "dot", "scaled", "sum", "q_norm")}  # this head, query
     listed = [int(j) for j in n["keys"] if j >= 0]
     keys, future = [j for j in listed if j <= i], [j for j in listed if j > i]
     column = {j: c for c, j in enumerate(listed)}  # where key j's q·k_j sits in the record
@@ -189,26 +187,42 @@ def text(record: dict, lang: str) -> str:
     lines += [f"   Σ w_j = {n['sum']:.6f}", say("explain.why_scale", d=d, **{k: f"{why[k]:.4f}" for k in WHY[:4]}),
               say("explain.why_mask"), ""]  # step 4's reason, then step 5's
 
-    if mode:
-        lines.append(say("explain.step7_off", y=vector(y), norm=f"{n['y_norm']:.4f}"))
+    lines += mix_lines(record, li, i, say) + [""] + output_lines(record, li, i, say)
+    lines += ["", say("explain.off_hint" if mode else "path.hint")]
+    return "\n".join(lines)
+
+
+def mix_lines(record: dict, li: int, i: int, say) -> list[str]:
+    """Step 7: the head's output y at query i, and the largest terms w_j v_j of its sum (layer index `li`)."""
+    f = record["focus"]
+    head, labels, w, d = f["head"], f["tokens"], f["w"], record["q"].shape[-1]
+    y, n = record["y"][li, head, i], {name: record[name][li, head, i] for name in ("y_norm", "top", "top_size", "top_terms")}
+    v_norm = record["v_norm"][li, head]  # (T,)
+    if record["off"][li][head]:
+        lines = [say("explain.step7_off", y=vector(y), norm=f"{n['y_norm']:.4f}")]
     else:
-        lines.append(f"7. y = Σ_j w_j v_j = {vector(y)}   |y| = {n['y_norm']:.4f}")
+        lines = [f"7. y = Σ_j w_j v_j = {vector(y)}   |y| = {n['y_norm']:.4f}"]
     lines.append(say("explain.largest"))
-    rows = [["j", token, "w_j", "|v_j|", "w_j |v_j|", "w_j v_j"]]
+    rows = [["j", say("explain.token"), "w_j", "|v_j|", "w_j |v_j|", "w_j v_j"]]
     for j, size, term in zip(n["top"], n["top_size"], n["top_terms"]):
         j = int(j)
         if j <= i:  # a key after the query adds nothing
             rows.append([str(j), labels[j], f"{w[j]:.4f}", f"{v_norm[j]:.4f}", f"{size:.4f}", vector(term, total=d)])
-    lines += table(rows) + [say("explain.why_mix", share=f"{100 * why['mix']:.1f}"), ""]
+    mix = record["why"][WHY.index("mix"), li, head, i]
+    return lines + table(rows) + [say("explain.why_mix", share=f"{100 * mix:.1f}")]
 
+
+def output_lines(record: dict, li: int, i: int, say) -> list[str]:
+    """Step 8: W_O mixes the heads' outputs into what attention adds to the residual stream at query i."""
+    f = record["focus"]
+    head, H, d, C = f["head"], record["q"].shape[1], record["q"].shape[3], record["n_embd"]
     lo, hi = head * d, (head + 1) * d
     out = record["out"][li, i]
-    lines.append(say("explain.step8", d=d, lo=lo, last=hi - 1, C=C, H=H, i=i))
-    lines.append(f"   out_{i} = {vector(out[:DIMS], total=C)}   |out| = {out[DIMS]:.4f}")
-    lines.append(say("explain.share", lo=lo, end=hi, share=vector(f["share"]), norm=f"{np.linalg.norm(f['share']):.4f}"))
+    lines = [say("explain.step8", d=d, lo=lo, last=hi - 1, C=C, H=H, i=i),
+             f"   out_{i} = {vector(out[:DIMS], total=C)}   |out| = {out[DIMS]:.4f}",
+             say("explain.share", lo=lo, end=hi, share=vector(f["share"]), norm=f"{np.linalg.norm(f['share']):.4f}")]
     marks = [say("explain.off_mark") if record["off"][li][h] else "" for h in range(H)]
     named = ", ".join(f"{h}: {x:.4f}{m}" for h, (x, m) in enumerate(zip(f["shares"], marks)))
-    lines.append(say("explain.why_heads", shares=named))
-    lines.append(say("explain.residual", i=i, mlp=say("explain.mlp_follows") if record["mlp"] else ""))
-    lines += ["", say("explain.off_hint" if mode else "path.hint")]
-    return "\n".join(lines)
+    return lines + [say("explain.why_heads", shares=named),
+                    say("explain.residual", i=i, mlp=say("explain.mlp_follows") if record["mlp"] else "")]
+
