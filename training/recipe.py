@@ -182,8 +182,8 @@ def plan_settings(cfg, train_tokens: int, world: int, seconds_per_micro_step, co
     values, why, batch = {}, [], tc.batch_size
     if "train.max_steps" in auto:
         budget = parse_duration(tc.time_budget)
-        planned = planned_steps(cfg, train_tokens, tokens_per_sequence, seconds_per_micro_step, gpu)
-        batch, steps, per_micro, timed_at = planned
+        batch, steps, per_micro, timed_at = planned_steps(cfg, train_tokens, tokens_per_sequence,
+                                                          seconds_per_micro_step, gpu)
         values["train.max_steps"] = steps
         why.append(say("train.auto_fit", steps=f"{steps:,}", budget=tc.time_budget,
                        seconds=f"{per_micro * batch / tc.batch_size * tc.grad_accum:.3g}"))

@@ -196,7 +196,8 @@ def mix_lines(record: dict, li: int, i: int, say) -> list[str]:
     """Step 7: the head's output y at query i, and the largest terms w_j v_j of its sum (layer index `li`)."""
     f = record["focus"]
     head, labels, w, d = f["head"], f["tokens"], f["w"], record["q"].shape[-1]
-    y, n = record["y"][li, head, i], {name: record[name][li, head, i] for name in ("y_norm", "top", "top_size", "top_terms")}
+    y = record["y"][li, head, i]
+    n = {name: record[name][li, head, i] for name in ("y_norm", "top", "top_size", "top_terms")}  # this head, query
     v_norm = record["v_norm"][li, head]  # (T,)
     if record["off"][li][head]:
         lines = [say("explain.step7_off", y=vector(y), norm=f"{n['y_norm']:.4f}")]
