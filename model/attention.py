@@ -6,7 +6,7 @@
 training, in decoding and in inspection alike. With `need_attn=True` it also returns the attention and
 hands every intermediate tensor to `self.probe`, a no-op module that forward hooks can read
 (inspection/trace.py does, to explain a head). The speed layer (model/speed/) can put a faster computation
-of the same numbers in its place, for the whole model at once; it leaves `need_attn=True` to these steps.
+of the same numbers in place of `combine`, for the whole model at once; `need_attn=True` never calls it.
 """
 
 import math
@@ -92,6 +92,11 @@ class CausalSelfAttention(nn.Module):
         y = self.attn_dropout(att) @ v  # (B, nh, Tq, hs); in training dropout zeroes some of the attention
         return y, scores, att
 
+    def combine(self, q, k, v):
+        """y alone, when nobody asks for the attention: the textbook steps. This is the one method the speed layer
+        replaces (a faster kernel of the same numbers), so a forward that asks for the attention runs this file."""
+        return self.attend(q, k, v)[0]
+
     def merge_heads(self, y):
         """y (B, nh, T, hs) -> out (B, T, C): the heads side by side, then W_O."""
         B, nh, T, hs = y.shape
@@ -104,9 +109,9 @@ class CausalSelfAttention(nn.Module):
         cached prefix, so Tk = pos + T (the model advances the cache after its last layer).
         """
         q, k, v = self.split_heads(x, kv_cache)
+        if not need_attn:
+            return self.merge_heads(self.combine(q, k, v)), None
         y, scores, att = self.attend(q, k, v)
         out = self.merge_heads(y)
-        if not need_attn:
-            return out, None
         self.probe(x=x, q=q, k=k, v=v, scores=scores, att=att, y=y, out=out)  # inspection: hooks read these
         return out, att

@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 from safetensors.torch import load_file
@@ -87,6 +88,43 @@ def test_on_the_same_step_and_decoding_run_the_speed_layer():
     assert "model/speed/fast_gpt.py" in found["step"] and "model/speed/kernels.py" in found["step"]
     assert "model/speed/kernels.py" in found["step"]
     assert "model/speed/fast_gpt.py" in found["decode"]
+
+
+def test_the_recording_forward_of_a_sped_up_model_runs_only_the_textbook_attention():
+    """The speed layer replaces the attention's `combine` alone: a forward that asks for the maps (what every view
+    records, inspection/trace.py) calls no function of model/speed/, and its maps are the plain model's."""
+    from inspection.trace import trace_ids
+
+    torch.manual_seed(0)
+    plain = GPT(GPTConfig(**TINY))
+    fast = speed_up(GPT(GPTConfig(**TINY, dropout=0.1)).eval())  # as inference/runs.py loads a run
+    fast.load_state_dict(plain.state_dict())
+    ran = set()
+
+    def record(frame, event, arg):
+        if event == "call":
+            ran.add(frame.f_code.co_filename)
+
+    sys.setprofile(record)
+    try:
+        traced = trace_ids(fast, [3, 1, 4, 1, 5, 9])
+    finally:
+        sys.setprofile(None)
+    ours = sorted(str(Path(f).relative_to(ROOT)) for f in ran if f.startswith(str(ROOT / "model")))
+    assert ours == ["model/attention.py", "model/gpt.py"]
+    assert "model/speed/kernels.py" in trace("on")["step"]  # the tracer sees the kernel where one runs
+    plain_maps = trace_ids(plain.eval(), [3, 1, 4, 1, 5, 9]).att
+    assert traced.att.shape == (TINY["n_layer"], TINY["n_head"], 6, 6)
+    assert np.array_equal(traced.att, plain_maps)
+
+
+def test_the_cheap_dropout_goes_into_a_training_model_only():
+    """A model put on in training mode (train.py's) draws the cheap masks; one put on in eval mode (a loaded run's)
+    keeps nn.Dropout; train.py puts a loaded model (resume) into training mode first, so a resumed run draws the
+    masks an uninterrupted one draws (test_train's exact resume)."""
+    trained, loaded = speed_up(GPT(GPTConfig(**TINY, dropout=0.1))), speed_up(GPT(GPTConfig(**TINY, dropout=0.1)).eval())
+    assert {type(m).__name__ for m in trained.modules() if isinstance(m, torch.nn.Dropout)} == {"CheapDropout"}
+    assert {type(m) for m in loaded.modules() if isinstance(m, torch.nn.Dropout)} == {torch.nn.Dropout}
 
 
 def test_the_swap_keeps_every_parameter_and_the_state_dict():

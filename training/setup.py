@@ -108,6 +108,7 @@ def set_up(cfg: RunConfig, out_dir: Path, resume: bool, overwrite: bool, ddp: Di
     kept_off = None  # train.heads_off: kept off from the first step to the last, and in every command that opens the run
     if tc.heads_off:
         kept_off = HeadsOff(raw, read_heads(tc.heads_off, "train.heads_off", raw.config, layers=True), tc.heads_off_mode)
+    raw.train()  # a loaded model comes in eval mode; the speed layer puts the training variants on a training model
     if tc.speed_up:
         speed_up(raw)  # faster variants of some parts, the same numbers but dropout's masks (model/speed/)
     optimizer = make_optimizer(raw, tc, device)

@@ -11,9 +11,10 @@ other masks of the same distribution), and the choices that depend on the device
 device the model is on now; so move the model first (a model moved afterwards still computes the same numbers,
 with the first device's choice):
 
-    attention   FastCausalSelfAttention  a fused kernel, or the textbook steps in fewer passes (CPU; kernels.py);
-                                         `need_attn=True` keeps the textbook steps
-    dropout     CheapDropout             a Bernoulli mask of the same p drawn a cheaper way (CPU; kernels.py)
+    attention   FastCausalSelfAttention  its `combine`: a fused kernel, or the textbook steps in fewer passes (CPU;
+                                         kernels.py); `need_attn=True` never calls it: the textbook steps
+    dropout     CheapDropout             a Bernoulli mask of the same p drawn a cheaper way (CPU, a model in
+                                         training mode when put on; kernels.py)
     loss        FastGPT.loss             the training loss a slice of logits at a time (CPU; fast_gpt.py)
     decoding    FastGPT.forward          one cached token without module calls, fp32 or bf16/int8 copies of the
                                          weights (CPU; fast_gpt.py, decode_weights.py)
@@ -33,8 +34,9 @@ from model.speed.kernels import CheapDropout, FastCausalSelfAttention, kernel_fo
 
 def speed_up(model: nn.Module, weights: str = "fp32") -> nn.Module:
     """Swap the faster variants into `model` (a GPT, or any module holding its parts; in place, and returned),
-    for the device its weights are on; `weights` "bf16" or "int8": the decoding step's matrices in that format
-    (a GPT on a CPU in fp32; model/speed/decode_weights.py)."""
+    for the device its weights are on (the cheap dropout only into a model in training mode: one loaded for
+    inference keeps nn.Dropout, which it calls in eval mode alone, where both pass x through); `weights` "bf16"
+    or "int8": the decoding step's matrices in that format (a GPT on a CPU in fp32; model/speed/decode_weights.py)."""
     device = next(model.parameters()).device
     if isinstance(model, GPT):
         check_format(weights, model)
@@ -42,8 +44,8 @@ def speed_up(model: nn.Module, weights: str = "fp32") -> nn.Module:
         if isinstance(module, CausalSelfAttention):
             module.__class__ = FastCausalSelfAttention
             module.kernel = kernel_for(device)
-        elif type(module) is nn.Dropout and device.type == "cpu":  # a GPU draws nn.Dropout's mask fast
-            module.__class__ = CheapDropout
+        elif type(module) is nn.Dropout and device.type == "cpu" and model.training:  # a GPU draws its mask fast;
+            module.__class__ = CheapDropout  # a model put on for inference (eval mode) never draws one
     if isinstance(model, GPT):
         model.__class__ = FastGPT
         model.weights = weights

@@ -1,10 +1,11 @@
 """The faster kernels of a training step, chosen once for the model's device: attention and dropout.
 
 `FastCausalSelfAttention` is model/attention.py's layer, its parameters and steps unchanged, except that
-when nobody asks for the attention it hands q, k, v to `self.kernel` instead of taking the textbook steps
-one by one; `kernel_for` picks the kernel when the speed layer is put on (model/speed/__init__.py). Every
+its `combine` (what the layer calls when nobody asks for the attention) hands q, k, v to `self.kernel` instead
+of taking the textbook steps one by one; `kernel_for` picks the kernel when the speed layer is put on (model/speed/__init__.py). Every
 kernel returns the same numbers as the textbook steps, up to rounding; they differ only in speed
-(docs/speed.md). With `need_attn=True` the layer takes the textbook steps, so inspection sees them.
+(docs/speed.md). With `need_attn=True` the layer's forward (model/attention.py) takes the textbook steps and
+never calls `combine`, so inspection sees them and runs no code of this file.
 
 `CheapDropout` is nn.Dropout as it computes, with a mask that is cheaper to draw on a CPU. There torch draws
 nn.Dropout's mask with `bernoulli_`, one call of its random generator per element, a large share of a training
@@ -112,9 +113,7 @@ class FastCausalSelfAttention(CausalSelfAttention):
 
     kernel: Callable = staticmethod(cpu_attention)
 
-    def forward(self, x, kv_cache=None, need_attn: bool = False):
-        if need_attn:  # inspection: the textbook steps, each tensor handed to the probe
-            return super().forward(x, kv_cache, need_attn)
-        q, k, v = self.split_heads(x, kv_cache)
-        y = self.kernel(q, k, v, self.dropout if self.training else 0.0, self.attend)  # (B, nh, T, hs)
-        return self.merge_heads(y), None
+    def combine(self, q, k, v):
+        """y (B, nh, T, hs) by the kernel; the layer's forward with `need_attn=True` takes the textbook steps and
+        never comes here."""
+        return self.kernel(q, k, v, self.dropout if self.training else 0.0, self.attend)
