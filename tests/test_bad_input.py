@@ -671,22 +671,74 @@ def one_line_in_a_process(result: subprocess.CompletedProcess, names: list[str])
     assert any(name in err for name in names), err
 
 
+# The 40 cases run in one process of their own, the commands' `main(argv)` one after another (torch loaded once, not
+# 40 times); a command that opens a FIFO the old way or reads /dev/zero is stopped by an alarm and fails its case.
+SPECIAL_RUNNER = r"""
+import contextlib, io, json, os, signal, sys
+import train, generate
+from data import prepare
+from data.corpora.__main__ import main as corpora
+MAINS = {"train.py": train.main, "generate.py": generate.main, "data.prepare": prepare.main, "data.corpora": corpora}
+
+def waited(signum, frame):
+    raise TimeoutError("the command waited 60 s on the special file: it opened or read it")
+
+signal.signal(signal.SIGALRM, waited)
+results = {}
+for case, (entry, argv, fresh) in json.loads(sys.stdin.read()).items():
+    err = io.StringIO()
+    signal.alarm(60)
+    try:
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
+            code = MAINS[entry](argv)
+    except BaseException as e:
+        code = f"raised {type(e).__name__}: {e}"
+    finally:
+        signal.alarm(0)
+    results[case] = {"code": code, "stderr": err.getvalue(), "made": os.path.exists(fresh)}
+print(json.dumps(results))
+"""
+
+
+@pytest.fixture(scope="module")
+def special_files(env, tmp_path_factory):
+    """{(place, kind): (the special file, the command's result)} for every place and kind, from one process."""
+    cases, specials = {}, {}
+    for place in FILE_PLACES:
+        for kind in SPECIAL_KINDS:
+            tmp = tmp_path_factory.mktemp("special")
+            argv, special, copy = FILE_PLACES[place], tmp / "f", tmp / "run"
+            if "{copy}" in argv:  # a file inside a run the user names
+                shutil.copytree(env.run / "best", copy)
+                special = copy / place.split("'s ")[1]
+                special.unlink()
+            make_special(special, kind)
+            script, *rest = [a.format(file=special, tmp=tmp, copy=copy) for a in argv]
+            entry = rest.pop(0) if script == "-m" else script
+            rest = {T: [*env.base, *rest, "--out", str(env.root / "fresh")], P: [*env.base[:3], *rest]}.get(entry, rest)
+            if entry == G and "--ckpt" not in rest:
+                rest = ["--ckpt", str(env.run), *rest]
+            key = f"{place} | {kind}"
+            cases[key], specials[key] = [entry, rest, str(env.root / "fresh")], (special, tmp)
+    before = snapshot(env.run)
+    done = subprocess.run([sys.executable, "-c", SPECIAL_RUNNER], input=json.dumps(cases), cwd=ROOT, text=True,
+                          capture_output=True, timeout=1200, env={**os.environ, "OMP_NUM_THREADS": "1"},
+                          preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT, MEMORY_LIMIT)))
+    assert done.returncode == 0, done.stderr[-3000:]
+    results = json.loads(done.stdout.splitlines()[-1])
+    unchanged = snapshot(env.run) == before
+    return {key: (specials[key], SimpleNamespace(returncode=r["code"], stderr=r["stderr"]), r["made"], unchanged)
+            for key, r in results.items()}
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("kind", SPECIAL_KINDS)
 @pytest.mark.parametrize("place", FILE_PLACES)
-def test_5_a_special_file_where_a_file_is_expected_is_one_line_and_never_read(env, tmp_path, place, kind):
+def test_5_a_special_file_where_a_file_is_expected_is_one_line_and_never_read(special_files, place, kind):
     # 10 places x 4 kinds: a FIFO, a directory, a device (/dev/zero) and a socket
-    argv, special = FILE_PLACES[place], tmp_path / "f"
-    copy = tmp_path / "run"
-    if "{copy}" in argv:  # a file inside a run the user names
-        shutil.copytree(env.run / "best", copy)
-        special = copy / place.split("'s ")[1]
-        special.unlink()
-    make_special(special, kind)
-    before = snapshot(env.run)
-    argv = [a.format(file=special, tmp=tmp_path, copy=copy) for a in argv]
-    one_line_in_a_process(command_in_a_process(argv, env, timeout=60), [str(special)])
-    assert snapshot(env.run) == before and not (env.root / "fresh").exists() and not (tmp_path / "corpus").exists()
+    (special, tmp), result, made, unchanged = special_files[f"{place} | {kind}"]
+    one_line_in_a_process(result, [str(special)])
+    assert unchanged and not made and not (tmp / "corpus").exists()
 
 
 def large_file(path: Path, size: int, head: bytes = b"") -> Path:

@@ -121,7 +121,7 @@ def test_the_recording_forward_of_a_sped_up_model_runs_only_the_textbook_attenti
 def test_the_cheap_dropout_goes_into_a_training_model_only():
     """A model put on in training mode (train.py's) draws the cheap masks; one put on in eval mode (a loaded run's)
     keeps nn.Dropout; train.py puts a loaded model (resume) into training mode first, so a resumed run draws the
-    masks an uninterrupted one draws (test_train's exact resume)."""
+    masks an uninterrupted one draws (tests/test_faults.py, an interrupted and resumed run)."""
     trained, loaded = speed_up(GPT(GPTConfig(**TINY, dropout=0.1))), speed_up(GPT(GPTConfig(**TINY, dropout=0.1)).eval())
     assert {type(m).__name__ for m in trained.modules() if isinstance(m, torch.nn.Dropout)} == {"CheapDropout"}
     assert {type(m) for m in loaded.modules() if isinstance(m, torch.nn.Dropout)} == {torch.nn.Dropout}
