@@ -10,8 +10,15 @@ import pytest
 
 from training.config import load_config
 from training.early_stop import auto_patience, planned_patience, stop_line, stops_early
-from training.recipe import plan_settings
+from training.recipe import plan_line, plan_settings
 from tests.conftest import ROOT
+
+
+def planned(*args, **kwargs) -> tuple[dict, str]:
+    """plan_settings' values and the line train.py prints of its reasons (in English)."""
+    values, why = plan_settings(*args, **kwargs)
+    return values, plan_line(values, why)
+
 
 TINY = ROOT / "configs" / "tiny.toml"
 BUDGET = ["--train.max_steps=auto", "--train.time_budget=1m", "--train.eval_interval=10", "--train.eval_iters=3"]
@@ -36,7 +43,7 @@ def test_an_auto_patience_outwaits_the_bump_of_a_curve_that_keeps_falling():
 def test_the_budget_plans_the_patience_and_a_fixed_step_count_is_never_cut():
     cfg = load_config(TINY, [*BUDGET, "--train.patience=auto"])
     assert "train.patience" in cfg.auto and cfg.train.patience == 0  # a placeholder until planned
-    values, why = plan_settings(cfg, train_tokens=10_000, world=1, seconds_per_micro_step=lambda dropout: 0.09)
+    values, why = planned(cfg, train_tokens=10_000, world=1, seconds_per_micro_step=lambda dropout: 0.09)
     assert values == {"train.max_steps": 288, "train.patience": 3} and "train.patience=3" in why  # 28.8 steps / 10
     fixed = load_config(TINY, ["--train.max_steps=500", "--train.patience=auto"])
     assert plan_settings(fixed, 10_000, 1, None)[0] == {"train.patience": 0}

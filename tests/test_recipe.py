@@ -14,10 +14,17 @@ import train
 from data.config import DataConfig, auto_vocab_size
 from data.prepare import prepare
 from training.config import ConfigError, load_config
-from training.recipe import parse_duration, plan_settings, regularisation, resolve_auto, resolved_values, steps_in
+from training.recipe import parse_duration, plan_line, plan_settings, regularisation, resolve_auto, resolved_values, steps_in
 from model.nll import windows_read
 from tests.conftest import ROOT, TINY, hooked_train, tiny
 from training.budget import TimeBudget
+
+
+def planned(*args, **kwargs) -> tuple[dict, str]:
+    """plan_settings' values and the line train.py prints of its reasons (in English)."""
+    values, why = plan_settings(*args, **kwargs)
+    return values, plan_line(values, why)
+
 
 AUTO_ALL = ["--train.batch_size=auto", "--train.lr=auto", "--train.min_lr=auto", "--train.weight_decay=auto", "--model.dropout=auto"]
 
@@ -67,9 +74,13 @@ def test_auto_vocab_size_grows_with_the_training_text():
 
 def test_plan_settings_keys_on_the_passes_over_the_text():
     cfg = load_config(TINY, ["--train.max_steps=1000", "--train.batch_size=8", *AUTO_ALL[1:]])  # 8 x 16 = 128 tokens a step
-    values, why = plan_settings(cfg, train_tokens=2000, world=1, seconds_per_micro_step=lambda dropout: pytest.fail("no timing"))
+    values, why = planned(cfg, train_tokens=2000, world=1, seconds_per_micro_step=lambda dropout: pytest.fail("no timing"))
     assert values == {"train.lr": 3e-4, "train.min_lr": 3e-5, "train.weight_decay": 0.5, "model.dropout": 0.2}  # 64 passes
     assert "64 passes over 2,000 training tokens" in why
+    _, reasons = plan_settings(cfg, train_tokens=2000, world=1, seconds_per_micro_step=None)  # the plan says no language
+    assert reasons == [("train.auto_passes", {"steps": "1,000", "tokens": "128", "epochs": "64",
+                                              "train_tokens": "2,000"})]
+    assert "2,000" in plan_line(values, reasons, "ko") and "64" in plan_line(values, reasons, "ko")
     values, _ = plan_settings(cfg, train_tokens=16_000, world=2, seconds_per_micro_step=None)  # 16 passes on 2 ranks
     assert values == {"train.lr": 1e-3, "train.min_lr": 1e-4, "train.weight_decay": 0.3, "model.dropout": 0.0}
     given_lr = load_config(TINY, ["--train.max_steps=10", "--train.lr=2e-3", "--train.min_lr=auto"])
@@ -79,7 +90,7 @@ def test_plan_settings_keys_on_the_passes_over_the_text():
 def test_plan_settings_fits_the_steps_to_the_budget():
     cfg = load_config(TINY, ["--train.max_steps=auto", "--train.time_budget=1m", "--train.eval_interval=10",
                              "--train.eval_iters=3"])  # fmt: skip
-    values, why = plan_settings(cfg, train_tokens=10_000, world=1, seconds_per_micro_step=lambda dropout: 0.09)
+    values, why = planned(cfg, train_tokens=10_000, world=1, seconds_per_micro_step=lambda dropout: 0.09)
     # a step 0.09 s; an evaluation 2 x 3 x 0.09 / 3 + 1 = 1.18 s, every 10 steps: 0.208 s a step, 288 in 60 s
     assert values == {"train.max_steps": 288} and "288 steps fit in 1m" in why
 
@@ -88,7 +99,7 @@ def test_an_auto_batch_size_cuts_the_same_tokens_finer_at_few_passes():
     budget = ["--train.max_steps=auto", "--train.time_budget=1m", "--train.eval_interval=10", "--train.eval_iters=3"]
     cfg = load_config(TINY, [*budget, "--train.batch_size=auto"])
     assert cfg.train.batch_size == 16  # the placeholder the timing runs at
-    values, why = plan_settings(cfg, train_tokens=10_000, world=1, seconds_per_micro_step=lambda dropout: 0.08)
+    values, why = planned(cfg, train_tokens=10_000, world=1, seconds_per_micro_step=lambda dropout: 0.08)
     # at 16: 0.08 s + (2 x 3 x 0.08 / 3 + 1) / 10 = 0.196 s a step, 306 steps x 256 tokens = 7.8 passes: batch 8,
     # whose steps take 0.04 s + (2 x 3 x 0.04 / 3 + 1) / 10 = 0.148 s: 405 steps
     assert values == {"train.max_steps": 405, "train.batch_size": 8} and "405 steps x 128 tokens" in why
@@ -114,7 +125,7 @@ def test_a_dropout_the_plan_turns_on_is_timed_before_the_steps_are_counted():
         timed.append(dropout)
         return 0.09 if dropout == 0 else 0.18
 
-    values, why = plan_settings(cfg, train_tokens=1_000, world=1, seconds_per_micro_step=timing)
+    values, why = planned(cfg, train_tokens=1_000, world=1, seconds_per_micro_step=timing)
     # at 0.09 s (batch 16, the placeholder): 288 steps x 256 tokens = 73.7 passes, past the many-passes end, so
     # dropout 0.2 is timed: 0.18 s + (2 x 3 x 0.18 / 3 + 1) / 10 = 0.316 s a step, 189 steps, 48.4 passes: dropout 0.16
     assert timed == [0.0, 0.2]
@@ -222,12 +233,12 @@ def test_a_cpu_run_compiles_when_a_timed_trial_says_the_budget_buys_more_steps()
     eager = lambda dropout: 0.1  # noqa: E731
     # eager: 0.1 s + (2 x 10 x 0.1 / 3 + 1) / 100 = 0.11667 s a step, 15,428 in 1,800 s; compiled after 20 s of
     # compilation: 0.08 + (2 x 10 x 0.08 / 3 + 1) / 100 = 0.09533 s a step, 18,671 in the 1,780 s left: 1.21x
-    values, why = plan_settings(cfg, 10_000, 1, eager, compiled_trial=lambda dropout: (20.0, 0.08))
+    values, why = planned(cfg, 10_000, 1, eager, compiled_trial=lambda dropout: (20.0, 0.08))
     assert values == {"train.max_steps": 18671, "train.compile": "on"} and "compile on: 1.21x the steps" in why
     # a slow compilation for little gain: 0.098 + (0.6533 + 1) / 100 = 0.11453 s a step, 15,192 in 1,740 s: 0.98x
-    values, why = plan_settings(cfg, 10_000, 1, eager, compiled_trial=lambda dropout: (60.0, 0.098))
+    values, why = planned(cfg, 10_000, 1, eager, compiled_trial=lambda dropout: (60.0, 0.098))
     assert values == {"train.max_steps": 15428, "train.compile": "off"} and "compile off: 0.98x" in why
-    values, why = plan_settings(cfg, 10_000, 1, eager, compiled_trial=lambda dropout: None)  # it failed to compile
+    values, why = planned(cfg, 10_000, 1, eager, compiled_trial=lambda dropout: None)  # it failed to compile
     assert values == {"train.max_steps": 15428, "train.compile": "off"} and "trial compilation failed" in why
     short = load_config(TINY, ["--train.max_steps=auto", "--train.time_budget=10m", "--train.compile=auto"])
     values, _ = plan_settings(short, 10_000, 1, eager, compiled_trial=lambda dropout: pytest.fail("no trial under 20 minutes"))
@@ -243,12 +254,12 @@ def test_on_a_gpu_evaluations_take_a_tenth_of_the_time_and_a_compiled_run_plans_
     # a GPU, eager: every ceil(1.02 / (0.1 x 0.003)) = 3,400 steps instead, 600 / (0.003 + 1.02 / 3400) = 181,818
     off = load_config(TINY, ["--train.max_steps=auto", "--train.time_budget=10m", "--train.eval_interval=50",
                              "--train.eval_iters=10", "--train.compile=off"])  # fmt: skip
-    values, why = plan_settings(off, 10_000, 1, eager, gpu=True)
+    values, why = planned(off, 10_000, 1, eager, gpu=True)
     assert values == {"train.max_steps": 181818, "train.eval_interval": 3400}
     assert "an evaluation every 3,400 steps, about 10% of the time on this GPU" in why
     # compiled in 60 s, then 2 ms a step: an evaluation (1.0133 s) every 5,067 steps, 540 / (0.002 + 1.0133 / 5067)
     # = 245,456 steps in the 540 s the compilation leaves, 1.35 times the eager steps
-    values, why = plan_settings(cfg, 10_000, 1, eager, compiled_trial=lambda dropout: (60.0, 0.002), gpu=True)
+    values, why = planned(cfg, 10_000, 1, eager, compiled_trial=lambda dropout: (60.0, 0.002), gpu=True)
     assert values == {"train.max_steps": 245456, "train.compile": "on", "train.eval_interval": 5067}
     assert "compile on: 1.35x the steps" in why
     on = load_config(TINY, ["--train.max_steps=auto", "--train.time_budget=10m", "--train.eval_interval=50",

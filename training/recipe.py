@@ -166,8 +166,9 @@ def fit_steps(seconds: float, tc, per_micro: float, gpu: bool) -> int:
 
 
 def plan_settings(cfg, train_tokens: int, world: int, seconds_per_micro_step, compiled_trial=None,
-                  lang: str = "en", gpu: bool = False) -> tuple[dict, str]:
-    """The values of cfg's "auto" settings ({"train.lr": ...}) and a line that says how they were chosen (in `lang`).
+                  gpu: bool = False) -> tuple[dict, list[tuple[str, dict]]]:
+    """The values of cfg's "auto" settings ({"train.lr": ...}) and the reasons they were chosen, each a message key
+    and its fields, in no language (`plan_line` says them).
 
     `seconds_per_micro_step(dropout)` times a step at cfg's batch size (the placeholder when batch_size is
     "auto") and the given dropout. It is called only when the step count has to be planned from the time
@@ -177,7 +178,7 @@ def plan_settings(cfg, train_tokens: int, world: int, seconds_per_micro_step, co
     docstring). On a `gpu` the trial runs at any budget, and a compiled run's steps are planned from it, its
     compilation counted; and the evaluations are spaced to take about EVAL_SHARE of the time ("train.eval_interval").
     """
-    tc, auto, say = cfg.train, set(cfg.auto), messages(lang)
+    tc, auto = cfg.train, set(cfg.auto)
     tokens_per_sequence = cfg.model.block_size * tc.grad_accum * world
     values, why, batch = {}, [], tc.batch_size
     if "train.max_steps" in auto:
@@ -185,7 +186,7 @@ def plan_settings(cfg, train_tokens: int, world: int, seconds_per_micro_step, co
         batch, steps, per_micro, timed_at = planned_steps(cfg, train_tokens, tokens_per_sequence,
                                                           seconds_per_micro_step, gpu)
         values["train.max_steps"] = steps
-        why.append(say("train.auto_fit", steps=f"{steps:,}", budget=tc.time_budget,
+        why.append(reason("train.auto_fit", steps=f"{steps:,}", budget=tc.time_budget,
                        seconds=f"{per_micro * batch / tc.batch_size * tc.grad_accum:.3g}"))
     else:
         steps = tc.max_steps
@@ -204,14 +205,14 @@ def plan_settings(cfg, train_tokens: int, world: int, seconds_per_micro_step, co
             values[f"train.{key}"] = chosen[key]
     if "model.dropout" in auto:
         values["model.dropout"] = chosen["dropout"]
-    why.append(say("train.auto_passes", steps=f"{steps:,}", tokens=f"{tokens_per_step:,}", epochs=f"{epochs:.3g}",
+    why.append(reason("train.auto_passes", steps=f"{steps:,}", tokens=f"{tokens_per_step:,}", epochs=f"{epochs:.3g}",
                    train_tokens=f"{train_tokens:,}"))
     step_s = per_micro if "train.max_steps" in auto else None  # the planned run's seconds a micro-step
     if compiled_trial is not None and "train.max_steps" in auto and (gpu or budget >= COMPILE_TRIAL_FROM):
         # at the run's own dropout, so the copy compiles the graph the run will; the settings above stay
         dropout = values.get("model.dropout", cfg.model.dropout)
         eager = per_micro if dropout == timed_at else seconds_per_micro_step(dropout)
-        chosen_compile, compiled_s, line = compile_choice(tc, batch, budget, eager, compiled_trial(dropout), gpu, say)
+        chosen_compile, compiled_s, line = compile_choice(tc, batch, budget, eager, compiled_trial(dropout), gpu)
         values |= chosen_compile
         step_s = step_s if compiled_s is None else compiled_s  # a compiled run's steps fill the budget
         why.append(line)
@@ -219,11 +220,22 @@ def plan_settings(cfg, train_tokens: int, world: int, seconds_per_micro_step, co
         every = eval_every(tc, step_s * batch / tc.batch_size, gpu)
         values["train.eval_interval"] = every
         cfg = replace(cfg, train=replace(tc, eval_interval=every))  # the patience below counts these evaluations
-        why.append(say("train.auto_eval", every=f"{every:,}", share=f"{EVAL_SHARE:.0%}"))
+        why.append(reason("train.auto_eval", every=f"{every:,}", share=f"{EVAL_SHARE:.0%}"))
     for key, value in planned_patience(cfg, values.get("train.max_steps", steps)).items():  # training/early_stop.py
         values[f"train.{key}"] = value
+    return values, why
+
+
+def reason(key: str, **fields) -> tuple[str, dict]:
+    """One reason of the plan: a message key of cli/messages.py and its fields."""
+    return key, fields
+
+
+def plan_line(values: dict, why: list[tuple[str, dict]], lang: str = "en") -> str:
+    """The line train.py prints of a plan: the settings chosen and the reasons, in `lang`."""
+    say = messages(lang)
     settings = " ".join(f"{k}={v}" for k, v in values.items())
-    return values, say("train.auto", settings=settings, why="; ".join(why))
+    return say("train.auto", settings=settings, why="; ".join(say(key, **fields) for key, fields in why))
 
 
 def planned_steps(cfg, train_tokens: int, tokens_per_sequence: int, seconds_per_micro_step,
@@ -252,13 +264,13 @@ def planned_steps(cfg, train_tokens: int, tokens_per_sequence: int, seconds_per_
     return batch, steps, per_micro, timed_at
 
 
-def compile_choice(tc, batch: int, budget: float, eager: float, trial, gpu: bool,
-                   say) -> tuple[dict, float | None, str]:
+def compile_choice(tc, batch: int, budget: float, eager: float, trial,
+                   gpu: bool) -> tuple[dict, float | None, tuple[str, dict]]:
     """"train.compile" (and the steps a compiled run fits) from a compiled copy's `trial` (None: it failed to
     compile; else seconds of its first step and per step) against `eager` seconds a micro-step; the compiled
-    seconds a micro-step when the run compiles, and the line that says why."""
+    seconds a micro-step when the run compiles, and the reason (a message key and its fields)."""
     if trial is None:
-        return {"train.compile": "off"}, None, say("train.auto_compile_failed")
+        return {"train.compile": "off"}, None, reason("train.auto_compile_failed")
 
     def fit(per: float, seconds: float) -> int:  # steps at the planned batch
         return fit_steps(seconds, tc, per * batch / tc.batch_size, gpu)
@@ -269,7 +281,7 @@ def compile_choice(tc, batch: int, budget: float, eager: float, trial, gpu: bool
     values = {"train.compile": choice} if tc.compile == "auto" else {}
     if choice == "on":  # its steps and its compilation, not the eager steps', fill the budget
         values["train.max_steps"] = fit(compiled, budget - first)
-    line = say("train.auto_compile", choice=choice, gain=f"{gain:.2f}", compiled=f"{compiled:.3g}",
+    line = reason("train.auto_compile", choice=choice, gain=f"{gain:.2f}", compiled=f"{compiled:.3g}",
                eager=f"{eager:.3g}", first=f"{first:.0f}")
     return values, compiled if choice == "on" else None, line
 
@@ -318,9 +330,9 @@ def resolve_auto(cfg, meta: dict, saved: dict | None, device, autocast, ddp, lan
     setting, gpu = compiles(device, cfg.train.compile), device.type == "cuda"
     trial = compiled_trial if setting is None or (gpu and setting) else None
     values, why = ddp.from_master(lambda: plan_settings(cfg, meta["splits"]["train"]["tokens"], ddp.world,
-                                                        lambda dropout: timing(dropout)[1], trial, lang, gpu))
+                                                        lambda dropout: timing(dropout)[1], trial, gpu))
     if ddp.master:
-        print(why)
+        print(plan_line(values, why, lang))
     return with_values(cfg, values)
 
 
