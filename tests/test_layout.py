@@ -171,6 +171,21 @@ def python_blocks(markdown: str) -> list[str]:
 
 
 @pytest.mark.slow
+def minimal_gpt_sizes(readme: str) -> dict[str, int]:
+    """The line counts a README's "Readable" item gives the files of the minimal GPT: {path: lines}."""
+    item = readme[: readme.index("model/speed/")]  # the item ends where it names the speed layer
+    return {path: int(n) for path, n in re.findall(r"`([\w/]+\.py)`\s*\((\d+)(?: lines|줄)?\)", item)}
+
+
+def test_both_readmes_give_the_minimal_gpt_s_files_their_line_counts():
+    for name in ("README.md", "README.ko.md"):
+        sizes = minimal_gpt_sizes((ROOT / name).read_text(encoding="utf-8"))
+        assert len(sizes) == 8, (name, sizes)
+        actual = {path: len((ROOT / path).read_text(encoding="utf-8").splitlines()) for path in sizes}
+        assert sizes == actual, name
+    assert minimal_gpt_sizes("`a.py` (3 lines), `b.py`(4줄), `c.py` (5) model/speed/") == {"a.py": 3, "b.py": 4, "c.py": 5}
+
+
 def test_the_readme_s_import_lines_work_in_a_fresh_interpreter():
     lines = [line for block in python_blocks(README) for line in block.splitlines()
              if re.match(r"(from \S+ )?import ", line)]  # fmt: skip
