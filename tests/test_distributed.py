@@ -77,8 +77,10 @@ def test_a_bad_setting_is_one_line_once_and_exit_code_2_on_every_rank(tmp_path, 
     result = torchrun(tmp_path / "run", data_cache, setting)
     err = result.stderr
     assert err.count("error: ") == 1 and setting.split("=")[0].removeprefix("--") in err, err[-3000:]
-    codes = re.findall(r"exitcode  : (-?\d+)", err)  # a rank still starting when the other failed: SIGTERM
-    assert "2" in codes and set(codes) <= {"2", "-15"} and 'train.py", line' not in err, err[-3000:]
+    # a rank still working when the other failed gets torchrun's SIGTERM: -15 before its stop handler is in place,
+    # 143 after it (cli/command.py's exit code for SIGTERM), which of the two is a matter of timing
+    codes = re.findall(r"exitcode  : (-?\d+)", err)
+    assert "2" in codes and set(codes) <= {"2", "-15", "143"} and 'train.py", line' not in err, err[-3000:]
     assert not (tmp_path / "run").exists()
 def test_a_compiler_that_fails_on_one_rank_stops_every_rank_with_its_line_not_a_hang(tmp_path, data_cache):
     # rank 1's first compiled step fails; building DDP again there would wait in its broadcast while rank 0 waits in
