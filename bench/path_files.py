@@ -10,9 +10,10 @@ files that loading a run opens, which every command shares: the run is loaded on
 (`load_run`, the door every command opens it by) is counted in its place. A command generates no text
 (--max-new-tokens 0: a decoded token is a path of its own). "To open" leaves out, besides, the files where only
 checks of the options ran (a check's name starts with check or need_) and the tokenizer's files (a token's
-text and bytes, for the labels and the prompt: the tokenizer's own path). With --functions, each file's functions that ran. A live keystroke is the model side of the
-page's request (inspection/live.py's `inspect`, run as the model thread runs it) plus the two files that carry it
-there, the server's route and the model thread (inspection/live_server.py, inspection/live_worker.py).
+text and bytes, for the labels and the prompt: the tokenizer's own path). A live keystroke is the model side of
+the page's request (inspection/live.py's `inspect`, run as the model thread runs it) plus the two files that carry
+it there, the server's route and the model thread (inspection/live_server.py, inspection/live_worker.py). With
+--functions, each file's functions that ran.
 """
 
 import argparse
@@ -49,7 +50,8 @@ def files_run(work) -> dict[str, set[str]]:
             work()
         finally:
             sys.setprofile(None)
-    return {f: names for f, names in found.items() if f not in PASS_THROUGH and f != str(Path(__file__).relative_to(ROOT))}
+    this = str(Path(__file__).relative_to(ROOT))
+    return {f: names for f, names in found.items() if f not in PASS_THROUGH and f != this}
 
 
 def checking(function: str) -> bool:

@@ -2,10 +2,10 @@
 
 `FastCausalSelfAttention` is model/attention.py's layer, its parameters and steps unchanged, except that
 its `combine` (what the layer calls when nobody asks for the attention) hands q, k, v to `self.kernel` instead
-of taking the textbook steps one by one; `kernel_for` picks the kernel when the speed layer is put on (model/speed/__init__.py). Every
-kernel returns the same numbers as the textbook steps, up to rounding; they differ only in speed
-(docs/speed.md). With `need_attn=True` the layer's forward (model/attention.py) takes the textbook steps and
-never calls `combine`, so inspection sees them and runs no code of this file.
+of taking the textbook steps one by one; `kernel_for` picks the kernel when the speed layer is put on
+(model/speed/__init__.py). Every kernel returns the same numbers as the textbook steps, up to rounding; they
+differ only in speed (docs/speed.md). With `need_attn=True` the layer's forward (model/attention.py) takes the
+textbook steps and never calls `combine`, so inspection sees them and runs no code of this file.
 
 `CheapDropout` is nn.Dropout as it computes, with a mask that is cheaper to draw on a CPU. There torch draws
 nn.Dropout's mask with `bernoulli_`, one call of its random generator per element, a large share of a training
