@@ -47,6 +47,14 @@ def tiny(data_cache, *overrides):
     return load_config(TINY, [f"--data.cache_dir={data_cache}", "--train.threads=1", *overrides])
 
 
+def planned(*args, **kwargs) -> tuple[dict, str]:
+    """training.recipe.plan_settings' values and the line train.py prints of its reasons (in English)."""
+    from training.recipe import plan_line, plan_settings
+
+    values, why = plan_settings(*args, **kwargs)
+    return values, plan_line(values, why)
+
+
 def trained_tiny_run(tmp_path_factory, name: str) -> SimpleNamespace:
     """A tiny run trained two steps in a fresh directory, in this process, and its Hugging Face export: .root,
     .run, .cache (the session's data cache), .base (the arguments every train.py call of the tests shares)."""

@@ -10,14 +10,8 @@ import pytest
 
 from training.config import load_config
 from training.early_stop import auto_patience, planned_patience, stop_line, stops_early
-from training.recipe import plan_line, plan_settings
-from tests.conftest import ROOT
-
-
-def planned(*args, **kwargs) -> tuple[dict, str]:
-    """plan_settings' values and the line train.py prints of its reasons (in English)."""
-    values, why = plan_settings(*args, **kwargs)
-    return values, plan_line(values, why)
+from training.recipe import plan_settings
+from tests.conftest import ROOT, planned
 
 
 TINY = ROOT / "configs" / "tiny.toml"

@@ -16,14 +16,8 @@ from data.prepare import prepare
 from training.config import ConfigError, load_config
 from training.recipe import parse_duration, plan_line, plan_settings, regularisation, resolve_auto, resolved_values, steps_in
 from model.nll import windows_read
-from tests.conftest import ROOT, TINY, hooked_train, tiny
+from tests.conftest import ROOT, TINY, hooked_train, planned, tiny
 from training.budget import TimeBudget
-
-
-def planned(*args, **kwargs) -> tuple[dict, str]:
-    """plan_settings' values and the line train.py prints of its reasons (in English)."""
-    values, why = plan_settings(*args, **kwargs)
-    return values, plan_line(values, why)
 
 
 AUTO_ALL = ["--train.batch_size=auto", "--train.lr=auto", "--train.min_lr=auto", "--train.weight_decay=auto", "--model.dropout=auto"]

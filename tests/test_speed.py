@@ -99,20 +99,24 @@ def test_the_recording_forward_of_a_sped_up_model_runs_only_the_textbook_attenti
     plain = GPT(GPTConfig(**TINY))
     fast = speed_up(GPT(GPTConfig(**TINY, dropout=0.1)).eval())  # as inference/runs.py loads a run
     fast.load_state_dict(plain.state_dict())
-    ran = set()
 
-    def record(frame, event, arg):
-        if event == "call":
-            ran.add(frame.f_code.co_filename)
+    def model_files(work) -> tuple[list[str], object]:  # the files of model/ whose functions run in work(), its result
+        ran = set()
 
-    sys.setprofile(record)
-    try:
-        traced = trace_ids(fast, [3, 1, 4, 1, 5, 9])
-    finally:
-        sys.setprofile(None)
-    ours = sorted(str(Path(f).relative_to(ROOT)) for f in ran if f.startswith(str(ROOT / "model")))
-    assert ours == ["model/attention.py", "model/gpt.py"]
-    assert "model/speed/kernels.py" in trace("on")["step"]  # the tracer sees the kernel where one runs
+        def record(frame, event, arg):
+            if event == "call":
+                ran.add(frame.f_code.co_filename)
+
+        sys.setprofile(record)
+        try:
+            result = work()
+        finally:
+            sys.setprofile(None)
+        return sorted(str(Path(f).relative_to(ROOT)) for f in ran if f.startswith(str(ROOT / "model"))), result
+
+    files, traced = model_files(lambda: trace_ids(fast, [3, 1, 4, 1, 5, 9]))
+    assert files == ["model/attention.py", "model/gpt.py"]
+    assert "model/speed/kernels.py" in model_files(lambda: fast(torch.tensor([[3, 1, 4]])))[0]  # the kernel, unasked
     plain_maps = trace_ids(plain.eval(), [3, 1, 4, 1, 5, 9]).att
     assert traced.att.shape == (TINY["n_layer"], TINY["n_head"], 6, 6)
     assert np.array_equal(traced.att, plain_maps)
