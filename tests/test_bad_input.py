@@ -723,7 +723,8 @@ def special_files(env, tmp_path_factory):
     before = snapshot(env.run)
     done = subprocess.run([sys.executable, "-c", SPECIAL_RUNNER, str(env.root / "fresh")], input=json.dumps(cases),
                           cwd=ROOT, text=True, capture_output=True, timeout=1200,
-                          env={**os.environ, "OMP_NUM_THREADS": "1"}, preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT, MEMORY_LIMIT)))
+                          env={**os.environ, "OMP_NUM_THREADS": "1"},
+                          preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT, MEMORY_LIMIT)))
     assert done.returncode == 0, done.stderr[-3000:]
     results = json.loads(done.stdout.splitlines()[-1])
     unchanged = snapshot(env.run) == before
