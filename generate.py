@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from cli.command import ArgumentParser, integer, run_command
-from cli.messages import LANGUAGES, locale_language, messages
+from cli.messages import LANGUAGES, locale_language, messages, use_language
 from common.heads_off import MODES, HeadsOff, check_heads, read_head, read_heads
 from inference.runs import check_text, load_run, warn
 from inference.scoring import read_text
@@ -225,7 +225,7 @@ def print_generation(run, prompt: str, max_new_tokens: int, num_samples: int, sa
     if n == 1:
         print()
     for k, text in enumerate(texts if n > 1 else []):
-        print(messages(run.lang)("sample.head", k=k + 1, n=n) + f"\n{prompt}{text}")
+        print(messages()("sample.head", k=k + 1, n=n) + f"\n{prompt}{text}")
     # The first sample's tokens up to its end-of-text (other rows may have run on).
     return ids + (new[: new.index(run.eot_id) + 1] if run.eot_id in new else new)
 
@@ -301,9 +301,9 @@ def serve(r: Request) -> None:
     """--serve: the live inspector on --host:--port until Ctrl-C."""
     host, port = r.serve
     say = messages(r.lang)
-    server = LiveServer(load_run(r.ckpt, r.runs_dir, r.device, r.speed, r.lang), host, port, r.lang)
+    server = LiveServer(load_run(r.ckpt, r.runs_dir, r.device, r.speed), host, port, r.lang)
     if host not in ("127.0.0.1", "localhost", "::1"):
-        warn(say("serve.host", host=host, port=server.port), r.lang)
+        warn(say("serve.host", host=host, port=server.port))
     print(say("serve.open", ckpt=server.inspector.run.ckpt_dir, address=server.address), flush=True)
     try:
         server.serve()
@@ -375,6 +375,7 @@ def main(argv=None) -> int:
 
 def generate(r: Request) -> None:
     """What the command line asked for: scores, heads, generated text and inspections, in that order."""
+    use_language(r.lang)  # every line below, warnings included, is said in it
     if r.watch:
         return serve_runs([Path(run) for run in r.watch], *r.serve, r.lang)
     if r.serve:
@@ -382,7 +383,7 @@ def generate(r: Request) -> None:
     if r.over_training is not None:
         return write_over_training(r)
     text = read_text(r.score) if r.score is not None else None
-    run = load_run(r.ckpt, r.runs_dir, r.device, r.speed, r.lang, r.weights)
+    run = load_run(r.ckpt, r.runs_dir, r.device, r.speed, r.weights)
     check_against_model(run.model, r)  # before generating anything
     roles = None
     if r.heads:

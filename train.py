@@ -38,7 +38,7 @@ import torch
 from tqdm import tqdm
 
 from cli.command import ArgumentParser, integer, run_command
-from cli.messages import LANGUAGES, locale_language, messages
+from cli.messages import LANGUAGES, locale_language, messages, use_language
 from model.errors import UserError
 from storage.atomic import write_json
 from training.checkpoints import save_checkpoint, save_snapshot, snapshot_due, snapshots_taken
@@ -69,17 +69,17 @@ def after_step(step: int) -> None:
 
 
 def train(cfg: RunConfig, out_dir, resume: bool = False, overwrite: bool = False, command: list[str] | None = None,
-          started: float | None = None, lang: str = "en") -> dict:
+          started: float | None = None) -> dict:
     """Run (or resume, or with `overwrite` replace) the run in out_dir. Returns the final record, or
     {"exit_code": 130/143, ...} when a signal stopped it (after saving last/). `command`: the command line
     without --resume and --overwrite, for the advice after a signal. `started`: when the process began, so a
-    time budget counts its start-up too. `lang`: the language of what it prints ("en" or "ko")."""
+    time budget counts its start-up too. What it prints is in the terminal's language (cli/messages.py)."""
     out_dir, started = Path(out_dir), started or time.perf_counter()
     if cfg.train.threads:
         torch.set_num_threads(cfg.train.threads)
     lock = RunLock(out_dir)  # one trainer per run dir, taken by rank 0 for the whole run
     with Distributed(cfg.train.device) as ddp, StopSignals(out_dir, resume, overwrite, command) as signals, lock:
-        run, progress = set_up(cfg, out_dir, resume, overwrite, ddp, lock, started, lang)
+        run, progress = set_up(cfg, out_dir, resume, overwrite, ddp, lock, started)
         speed = Speedometer(run.raw.flops_per_token(run.cfg.model.block_size),
                             peak_flops(ddp.device, run.cfg.train.peak_flops), ddp.devices)  # fmt: skip
         # a signal during the last evaluation stops the run too; the final scores abort at once
@@ -88,8 +88,8 @@ def train(cfg: RunConfig, out_dir, resume: bool = False, overwrite: bool = False
             return finish(run, progress, speed, started)
         if run.log:
             run.log.close(plot=False)
-            print(messages(lang)("train.stopped", step=progress.step, path=out_dir / "last",
-                                 command=signals.command("--resume")),
+            print(messages()("train.stopped", step=progress.step, path=out_dir / "last",
+                             command=signals.command("--resume")),
                   file=sys.stderr)
         return {"step": progress.step, "exit_code": 128 + stop}
 
@@ -188,7 +188,7 @@ def evaluate_and_save(run: TrainingRun, p: Progress, speed: Speedometer, bar: tq
         if tc.sample_tokens:
             record["sample"] = sample_text(raw, run.tokenizer, prepared.meta["eot_id"], tc.sample_tokens, ddp.device)
         run.log.write(record)
-        say = messages(run.lang)
+        say = messages()
         bar.write(say("train.eval", step=p.step, train=f"{losses['train']:.4f}", val=f"{losses['val']:.4f}",
                       best=say("train.best") if improved else "")
                   + (f" | {record['sample'][:100]}" if tc.sample_tokens else ""))  # fmt: skip
@@ -196,7 +196,7 @@ def evaluate_and_save(run: TrainingRun, p: Progress, speed: Speedometer, bar: tq
     speed.pause(run.budget.seconds_per_eval)  # evaluation time is not training time
     stops = stops_early(run.cfg, p.step, p.evals_since_best)  # train.patience (training/early_stop.py)
     if stops and run.log:
-        bar.write(stop_line(tc, p.step, p.best_step, p.evals_since_best, run.budget.seconds_per_step, run.lang))
+        bar.write(stop_line(tc, p.step, p.best_step, p.evals_since_best, run.budget.seconds_per_step))
     return stops
 
 
@@ -205,8 +205,8 @@ def replan_steps(run: TrainingRun, step: int, bar: tqdm) -> None:
     tc = run.cfg.train
     planned = max(step, run.ddp.from_master(lambda: run.budget.steps_that_fit(step)))
     if run.log and abs(planned - tc.max_steps) > 0.02 * tc.max_steps:  # say so when it moves much
-        bar.write(messages(run.lang)("train.plan", steps=f"{planned:,}", budget=tc.time_budget,
-                                     seconds=f"{run.budget.seconds_per_step:.3g}"))
+        bar.write(messages()("train.plan", steps=f"{planned:,}", budget=tc.time_budget,
+                             seconds=f"{run.budget.seconds_per_step:.3g}"))
     run.cfg, bar.total = replan(run.cfg, planned), planned
     if run.ddp.master:
         write_json(run.out_dir / "config.json", run.cfg.to_dict())
@@ -242,7 +242,7 @@ def finish(run: TrainingRun, p: Progress, speed: Speedometer, started: float) ->
     if run.log:
         run.log.write(final)
         run.log.close()
-        print(final_report(final, best_dir, run.out_dir, p.heads, run.cfg.train.copy_lessons > 0, run.lang))
+        print(final_report(final, best_dir, run.out_dir, p.heads, run.cfg.train.copy_lessons > 0))
     return final
 
 
@@ -278,14 +278,14 @@ def main(argv: list[str] | None = None) -> int:
             raise UserError(f"--watch {args.watch} must be a port between 0 and 65535")
         cfg = load_config(args.config, overrides)
         out_dir = Path(args.out) if args.out else Path("runs") / Path(args.config).stem
-        lang = args.lang or locale_language()
+        use_language(args.lang)  # every line the run prints, warnings included (None: the locale's)
         page = contextlib.nullcontext()
         if args.watch is not None and int(os.environ.get("RANK", "0")) == 0:  # rank 0 alone under torchrun
             from inspection.watch_server import watching  # the web server's packages, only for a run that serves
 
-            page = watching(out_dir, args.host or "127.0.0.1", args.watch, lang)
+            page = watching(out_dir, args.host or "127.0.0.1", args.watch, args.lang or locale_language())
         with page:
-            result = train(cfg, out_dir, args.resume, args.overwrite, base_command(argv), started, lang)
+            result = train(cfg, out_dir, args.resume, args.overwrite, base_command(argv), started)
         return result.get("exit_code", 0)
 
     return run_command(work, interrupted="interrupted before training began; nothing was written (run the command again)")

@@ -30,7 +30,7 @@ sys.path.insert(0, str(ROOT))
 PASS_THROUGH = {"model/arguments.py", "model/errors.py", "cli/command.py", "cli/console.py"}
 # a token's text and bytes, which every path reads for its labels and its prompt: the tokenizer's own path
 TOKENIZER = {"data/jamo.py", "data/token_bytes.py", "data/tokenizer.py"}
-PROMPT = PROMPT = "대한민국 국회는"  # within the tiny config's 16 tokens
+PROMPT = "대한민국 국회는"  # within the tiny config's 16 tokens
 
 
 def files_run(work) -> dict[str, set[str]]:

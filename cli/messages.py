@@ -923,14 +923,30 @@ def locale_language() -> str:
     return "en"
 
 
-def messages(lang: str | None = None):
-    """say(key, **fields) -> the text of `key` in `lang` ("en" or "ko"; None: the locale's), fields filled in. Any
-    other `lang` (a notebook's lang="fr") is one UserError naming the argument, where every function taking one ends."""
-    if lang and lang not in LANGUAGES:
+# The terminal's language: every line a command prints, its warnings and notes included, is said in it. The command
+# sets it once where it starts (--lang; a notebook's nb.language), so that no function below it, the ones that
+# compute the numbers least of all, takes a language; a view's text, the page and the pictures are given theirs.
+TERMINAL = {"lang": None}  # None: the locale's (locale_language)
+
+
+def check_language(lang) -> str:
+    """`lang` if it is one of LANGUAGES, else one UserError naming the argument (a notebook's lang="fr")."""
+    if lang not in LANGUAGES:
         from model.arguments import ArgumentValueError  # a UserError and a ValueError; here only for this refusal
 
         raise ArgumentValueError(f"lang = {lang!r} is not one of {', '.join(map(repr, LANGUAGES))}")
-    index = LANGUAGES.index(lang or locale_language())
+    return lang
+
+
+def use_language(lang: str | None) -> None:
+    """Say every line printed from now on in `lang` ("en" or "ko"; None: the locale's again)."""
+    TERMINAL["lang"] = None if lang is None else check_language(lang)
+
+
+def messages(lang: str | None = None):
+    """say(key, **fields) -> the text of `key` in `lang` ("en" or "ko"; None: the terminal's, `use_language`, else the
+    locale's), fields filled in. Any other `lang` is one UserError naming the argument (`check_language`)."""
+    index = LANGUAGES.index(check_language(lang or TERMINAL["lang"] or locale_language()))
 
     def say(key: str, **fields) -> str:
         return FORMATTER.format(MESSAGES[key][index], **fields)

@@ -63,30 +63,29 @@ class Prepared:
     reused: bool
 
 
-def prepare(cfg: DataConfig, verbose: bool = True, lang: str = "en") -> Prepared:
+def prepare(cfg: DataConfig, verbose: bool = True) -> Prepared:
     """Prepare (or reuse) the tokenizer and token shards for `cfg`; bad input raises DataError. `verbose`: print
-    what was prepared, in `lang`."""
+    what was prepared."""
     for spec in (cfg.source, cfg.val_source):
         if spec.startswith("corpus:"):  # fetched and extracted once, into data.cache_dir/corpora/NAME
-            build_named_corpus(spec[len("corpus:") :], cfg, verbose, lang)
+            build_named_corpus(spec[len("corpus:") :], cfg, verbose)
     train = open_source(cfg.source, cfg)
     val = open_source(cfg.val_source, cfg) if cfg.val_source else None
     if verbose and val is not None and val.fingerprint == train.fingerprint:
-        say = messages(lang)
+        say = messages()
         print(say("warning", text=say("data.same_val")), file=sys.stderr)
-    return prepare_sources(cfg, train, val, verbose, lang)
+    return prepare_sources(cfg, train, val, verbose)
 
 
-def build_named_corpus(name: str, cfg: DataConfig, verbose: bool, lang: str) -> None:
-    say = messages(lang)
+def build_named_corpus(name: str, cfg: DataConfig, verbose: bool) -> None:
+    say = messages()
     tell = (lambda key, **fields: print(say(key, **fields), flush=True)) if verbose else None
     out, note, reused = build_corpus(name, cache_dir=cfg.cache_dir, say=tell)
     if verbose:
-        print(report_line(name, out, note, reused, lang))
+        print(report_line(name, out, note, reused))
 
 
-def prepare_sources(cfg: DataConfig, train: Source, val: Source | None = None, verbose: bool = True,
-                    lang: str = "en") -> Prepared:
+def prepare_sources(cfg: DataConfig, train: Source, val: Source | None = None, verbose: bool = True) -> Prepared:
     """`prepare` for already opened sources (tests pass in-memory ones)."""
     started = time.perf_counter()
     if cfg.vocab_size == "auto":  # with a given tokenizer the number is moot; 2048 keeps meta.json numeric
@@ -121,7 +120,7 @@ def prepare_sources(cfg: DataConfig, train: Source, val: Source | None = None, v
             shutil.rmtree(tmp, ignore_errors=True)
     meta = json.loads((out / "meta.json").read_text(encoding="utf-8"))
     if verbose:
-        report(out, meta, train.name, reused, time.perf_counter() - started, lang)
+        report(out, meta, train.name, reused, time.perf_counter() - started)
     return Prepared(out, meta, out / "tokenizer.json", reused)
 
 
@@ -244,9 +243,9 @@ def digest(obj) -> str:
     return hashlib.sha256(json.dumps(obj, sort_keys=True).encode()).hexdigest()
 
 
-def report(out: Path, meta: dict, name: str, reused: bool, seconds: float, lang: str = "en"):
-    """What was prepared: the corpus, each split's size and the tokenizer, in `lang`."""
-    say = messages(lang)
+def report(out: Path, meta: dict, name: str, reused: bool, seconds: float):
+    """What was prepared: the corpus, each split's size and the tokenizer."""
+    say = messages()
     how = say("train.data_reused" if reused else "train.data_built")
     print(say("train.data", name=name, out=out, how=how, seconds=f"{seconds:.1f}"))
     for part, s in meta["splits"].items():

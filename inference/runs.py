@@ -22,9 +22,9 @@ import torch
 from data.token_bytes import token_bytes
 from model import GPT
 from model.device import resolve_device
-from model.arguments import need_choice, need_type
+from model.arguments import need_type
 from model.errors import UserError, check_utf8
-from cli.messages import LANGUAGES, messages
+from cli.messages import messages
 from model.speed import speed_up
 from common.heads_off import head_name
 from storage.checkpoint import checkpoint_tokenizer, find_checkpoint, load_kept_off, load_model
@@ -32,9 +32,9 @@ from storage.checkpoint import checkpoint_tokenizer, find_checkpoint, load_kept_
 TRAIN_HINT = "train one first: python train.py (or python train.py --config configs/tiny.toml, seconds on a CPU)"
 
 
-def warn(message: str, lang: str = "en") -> None:
-    """A one-line warning on stderr (the CLI's channel for things the user should know), in `lang`."""
-    print(messages(lang)("warning", text=message), file=sys.stderr, flush=True)
+def warn(message: str) -> None:
+    """A one-line warning on stderr (the CLI's channel for things the user should know), in the terminal's language."""
+    print(messages()("warning", text=message), file=sys.stderr, flush=True)
 
 
 def find_latest_run(runs_dir: str | Path = "runs") -> Path:
@@ -54,7 +54,6 @@ class Run:
     tokenizer: object
     ckpt_dir: Path
     eot_id: int | None = None  # the token that starts every document (storage.checkpoint.end_of_text_id)
-    lang: str = "en"  # the language of its warnings (cli/messages.py)
     kept_off: object = None  # the heads the run kept off from its first step (train.heads_off: common.heads_off.HeadsOff)
     memo: dict = field(default_factory=dict, repr=False)  # what is measured once per run: its held-out text, means
     _token_bytes: list[bytes] | None = field(default=None, repr=False)
@@ -91,7 +90,7 @@ class Run:
         warning) when longer than the context."""
         if prompt == "":
             raise UserError("the prompt is empty; give some text, e.g. --prompt \"대한민국은\"")
-        return crop(self.encode_document(prompt, "the prompt"), self.block_size, "cut.prompt", self.lang)
+        return crop(self.encode_document(prompt, "the prompt"), self.block_size, "cut.prompt")
 
 
 def need_run(run, name: str = "run") -> Run:
@@ -105,26 +104,25 @@ def check_text(text: str, what: str) -> None:
     check_utf8(text, what, "give UTF-8 text (convert cp949 with iconv -f cp949 -t utf-8)")
 
 
-def crop(ids: list[int], block_size: int, what: str, lang: str = "en") -> list[int]:
-    """The last block_size ids, warning in `lang` when that drops some (`what`: the message key naming the text)."""
+def crop(ids: list[int], block_size: int, what: str) -> list[int]:
+    """The last block_size ids, with a warning when that drops some (`what`: the message key naming the text)."""
     if len(ids) > block_size:
-        say = messages(lang)
-        warn(say("cut", what=say(what), n=len(ids), block=block_size), lang)
+        say = messages()
+        warn(say("cut", what=say(what), n=len(ids), block=block_size))
         return ids[-block_size:]
     return ids
 
 
 def load_run(path: str | Path | None = None, runs_dir: str | Path = "runs", device: str = "auto",
-             speed: bool = True, lang: str = "en", weights: str = "fp32", quiet: bool = False) -> Run:
+             speed: bool = True, weights: str = "fp32", quiet: bool = False) -> Run:
     """Load a run dir or checkpoint dir (default: the most recent run under `runs_dir`); `speed`: with the speed
     layer (model/speed/), else the textbook network alone; `weights`: the speed layer's decoding step's matrices
-    (fp32, bf16 or int8: model/speed/decode_weights.py); `lang`: the language of its warnings; `quiet`: no note on
-    the heads the run kept off (the live training page loads every evaluation's weights)."""
+    (fp32, bf16 or int8: model/speed/decode_weights.py); `quiet`: no note on the heads the run kept off (the live
+    training page loads every evaluation's weights). Its warnings are in the terminal's language (cli/messages.py)."""
     if path is not None:
         need_type("path", path, (str, os.PathLike), "a run's folder (a str or a Path), or None for the newest run")
     need_type("runs_dir", runs_dir, (str, os.PathLike), "a folder of runs (a str or a Path)")
     need_type("device", device, str, 'a str ("auto", "cpu", "cuda", "mps")')
-    need_choice("lang", lang, LANGUAGES)
     need_type("speed", speed, bool, "True (the speed layer) or False (the textbook network alone)")
     if weights != "fp32" and not speed:
         raise UserError(f"weights {weights} is a speed variant of decoding; leave it at fp32, or turn the speed "
@@ -136,7 +134,7 @@ def load_run(path: str | Path | None = None, runs_dir: str | Path = "runs", devi
         speed_up(model, weights)
     tokenizer, eot_id = checkpoint_tokenizer(ckpt, model.config.vocab_size)
     if kept is not None and not quiet:
-        say = messages(lang)
+        say = messages()
         print(say("note", text=say("note.kept_off", heads=", ".join(head_name(*h) for h in kept.heads),
                                    how=say("kept_off." + kept.mode))), file=sys.stderr)
-    return Run(model, tokenizer, ckpt, eot_id, lang, kept)
+    return Run(model, tokenizer, ckpt, eot_id, kept)

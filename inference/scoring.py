@@ -82,7 +82,7 @@ def score_text(run: Run, text: str, stride: int | None = None, progress: bool = 
         raise UserError("the text has no tokens to score; give some text")
     if len(ids) < 2:
         raise UserError("the text is a single token and the tokenizer has no end-of-text token to predict it from")
-    total = score_ids(run.model, ids, stride=stride, progress=progress, desc=messages(run.lang)("scoring"))
+    total = score_ids(run.model, ids, stride=stride, progress=progress, desc=messages()("scoring"))
     return Score(chars=len(text), tokens=len(ids) - 1, total_nll=total)
 
 

@@ -112,5 +112,5 @@ def write_records(records: dict, out_dir: str | os.PathLike, lang: str = "en", l
     page_file = out_dir / "attention.html"
     if page_file in written and page_file.stat().st_size > PAGE_WARN_BYTES:
         last = records["maps"]["att"].shape[0] - 1
-        warn(messages(lang)("page.big", page=page_file, mb=f"{page_file.stat().st_size / 1e6:.0f}", last=last), lang)
+        warn(messages()("page.big", page=page_file, mb=f"{page_file.stat().st_size / 1e6:.0f}", last=last))
     return written

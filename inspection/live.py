@@ -86,8 +86,8 @@ def next_probs(trace, sampling: Sampling) -> torch.Tensor:
 class LiveInspector:
     """The model side: views of texts and generations, one at a time (see the module docstring)."""
 
-    def __init__(self, run: Run, lang: str = "en"):
-        self.run, self.lang = run, lang
+    def __init__(self, run: Run):
+        self.run = run
         self.layers = list(range(run.model.config.n_layer))
         # every head's roles do not depend on the text: measured once, on the run's held-out text, which also
         # gives a switched-off head its mean output and the held-out loss the page compares

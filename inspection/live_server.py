@@ -246,7 +246,7 @@ class LiveServer(GuardedServer):
     API = "POST /api/inspect, /api/generate"
 
     def __init__(self, run: Run, host: str = "127.0.0.1", port: int = 8000, lang: str = "en"):
-        self.inspector = LiveInspector(run, lang)
+        self.inspector = LiveInspector(run)
         super().__init__(host, port, lang)
         self.page_html = self.page()
 

@@ -24,7 +24,7 @@ import os
 import re
 from pathlib import Path
 
-from cli.messages import LANGUAGES
+from cli.messages import LANGUAGES, use_language
 from common.heads_off import check_heads, read_head
 from inference.runs import Run, load_run
 from inspection.html import page as page_html
@@ -44,9 +44,10 @@ settings = {"lang": "en"}
 
 
 def language(lang: str) -> None:
-    """The language of every view from now on: "en" or "ko"."""
+    """The language of every view from now on, and of the warnings: "en" or "ko"."""
     need_choice("lang", lang, LANGUAGES)
     settings["lang"] = lang
+    use_language(lang)
 
 
 WIDE = re.compile(r"[^\x20-\x7e]")  # a character a monospace font may not draw 1ch wide: Hangul, ␣, box drawing
@@ -135,7 +136,7 @@ def as_run(run) -> Run:
     if isinstance(run, Run):
         return run
     need_type("run", run, (str, os.PathLike), "a Run (inference.load_run) or a run's folder (a str or a Path)")
-    return load_run(run, lang=settings["lang"])
+    return load_run(run)
 
 
 def show(view: str, run, text: str | None = None, *, off=None, mode: str = "mean", **given) -> Text:

@@ -42,7 +42,7 @@ def over_training_page(snapshots: list[Path], run_dir, prompt: str, device: str 
     """The page of `prompt` through `snapshots` (of the run `run_dir`, its metrics.jsonl's role scores), opening in
     `lang`, with its frames and token labels (for format_snapshot_table)."""
     frames, records, run = snapshot_frames(snapshots, prompt, read_metrics(Path(run_dir) / "metrics.jsonl"), device,
-                                           layers, lang)  # fmt: skip
+                                           layers)  # fmt: skip
     layers = list(range(run.model.config.n_layer)) if layers is None else layers
     title = messages(lang)("snapshots.page_title", text=prompt[:60] + ("…" if len(prompt) > 60 else ""),
                            n=len(frames), run=run_dir)
@@ -53,13 +53,13 @@ def over_training_page(snapshots: list[Path], run_dir, prompt: str, device: str 
 
 
 def snapshot_frames(snapshots: list[Path], prompt: str, records: list[dict], device: str = "auto",
-                    layers: list[int] | None = None, lang: str = "en") -> tuple[list[dict], dict, object]:
+                    layers: list[int] | None = None) -> tuple[list[dict], dict, object]:
     """The frames of `prompt` (html.frame), one per snapshot in order, the last snapshot's records and its Run (for
-    titles and sizes); `lang`: the language of the warnings."""
+    titles and sizes)."""
     recorded = {r.get("step"): r["heads"] for r in records if r.get("kind") == "eval" and r.get("heads")}
     frames, found, first_meta, run = [], None, None, None
     for directory in snapshots:
-        run = load_run(directory, device=device, lang=lang)
+        run = load_run(directory, device=device)
         meta = read_meta(directory) or {}
         if first_meta is None:
             first_meta, ids = meta, run.encode_prompt(prompt)

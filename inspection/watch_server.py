@@ -195,7 +195,7 @@ def serve_runs(runs: list[Path], host: str, port: int, lang: str) -> None:
     say = messages(lang)
     server = WatchServer(runs, host, port, lang)
     if host not in LOCAL:
-        warn(say("serve.host", host=host, port=server.port), lang)
+        warn(say("serve.host", host=host, port=server.port))
     print(say("watch.open_runs", runs=" | ".join(map(str, runs)), address=server.address), flush=True)
     try:
         server.serve()
@@ -214,7 +214,7 @@ def watching(run_dir: Path, host: str, port: int, lang: str):
     sock = listen(host, port, "--watch PORT")
     port, say = sock.getsockname()[1], messages(lang)
     if host not in LOCAL:
-        warn(say("serve.host", host=host, port=port), lang)
+        warn(say("serve.host", host=host, port=port))
     # no command of its own (a user never starts it), and a session of its own: the terminal's Ctrl-C goes to the
     # trainer, which saves and then ends this process; it ends itself if the trainer dies
     child = subprocess.Popen([sys.executable, "-c", CHILD, str(Path(run_dir).resolve()),

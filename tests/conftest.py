@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 import torch
 
+from cli.messages import TERMINAL
 from model import GPT, GPTConfig
 from training.config import load_config
 
@@ -34,6 +35,7 @@ def english_locale(monkeypatch):
     for name in ("LC_ALL", "LC_MESSAGES"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("LANG", "C.UTF-8")
+    monkeypatch.setitem(TERMINAL, "lang", None)  # a command run in-process sets the language: not the next test's
 
 
 @pytest.fixture(scope="session")

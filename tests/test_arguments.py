@@ -12,6 +12,7 @@ import pytest
 import torch
 
 import train
+from cli.messages import use_language
 from inference import generate_text, load_run, score_file, score_text, stream_text
 from types import SimpleNamespace
 
@@ -70,7 +71,7 @@ SWEEP = [
     ("score_text", "stride", lambda c, v: score_text(c.run, "가나다", stride=v), ["4", 2.5, 0]),
     ("score_file", "path", lambda c, v: score_file(c.run, v), [None, 123]),
     ("load_run", "path", lambda c, v: load_run(v), [123, ["runs"]]),
-    ("load_run", "lang", lambda c, v: load_run(c.dir, lang=v), ["fr", 5]),
+    ("use_language", "lang", lambda c, v: use_language(v), ["fr", 5, ["ko"]]),
     ("compute", "run", lambda c, v: compute(v, "가", ["maps"]), [None, "runs/x"]),
     ("compute", "text", lambda c, v: compute(c.run, v, ["maps"]), [None, 5, [1.5], [], [10**6], ""]),
     ("compute", "names", lambda c, v: compute(c.run, "가", v), [None, "nope", ["maps", "x"]]),

@@ -8,6 +8,7 @@ from dataclasses import replace
 
 import pytest
 
+from cli.messages import use_language
 from training.config import load_config
 from training.early_stop import auto_patience, planned_patience, stop_line, stops_early
 from training.recipe import plan_settings
@@ -63,10 +64,10 @@ def test_the_stop_line_says_where_best_is_and_what_stopping_saved():
     assert line == ("early stop: no better val loss in 7 evaluations since step 550 (best/); stopped at step 900 of "
                     "2,937 planned, about 6.5 minutes of train.time_budget")
     # in Korean the measure is named as every Korean text names it, 검증 loss (not "val loss")
-    ko = stop_line(tc, step=900, best_step=550, evals=7, seconds_per_step=0.19, lang="ko")
+    use_language("ko")  # train.py --lang ko
+    ko = stop_line(tc, step=900, best_step=550, evals=7, seconds_per_step=0.19)
     assert ko.startswith("조기 종료: 검증 loss: step 550(best/) 이후 평가 7번 동안 나아지지 않았습니다;"), ko
-    copy = stop_line(replace(tc, best_by="copy_loss"), step=900, best_step=550, evals=7, seconds_per_step=0.19,
-                     lang="ko")
+    copy = stop_line(replace(tc, best_by="copy_loss"), step=900, best_step=550, evals=7, seconds_per_step=0.19)
     assert "복사본 loss" in copy and "copy" not in copy
 
 

@@ -129,6 +129,35 @@ def test_the_size_check_finds_a_long_function_and_one_of_many_parameters():
                                                            "m:many (2 lines, 9 parameters)"]
 
 
+# The functions that take a language: the texts of a view (shown in a notebook's language or the terminal's), the
+# page and the pictures (a page switches language in place), the language's own functions, and the doors that hand it
+# to a page or to a command's process. Every other function says its lines in the terminal's language, which the
+# command sets once where it starts (cli.messages.use_language): none that computes a number takes one.
+TAKE_A_LANGUAGE = {
+    "cli.messages": {"check_language", "use_language", "messages"},
+    "inspection.plot": {"draw_layer", "draw_head", "draw_patch", "patch_title", "save_layer_png"},
+    "inspection.html": {"page", "frames_page"}, "inspection.files": {"writers", "write_records"},
+    "inspection.heldout": {"where"}, "inspection.views.maps": {"text", "format_stats_table"},
+    "inspection.views.roles": {"text", "format_roles_table", "label", "labels"},
+    **{f"inspection.views.{view}": {"text"} for view in ("lens", "patch", "path", "score", "walkthrough", "why", "words")},
+    "inspection.over_training": {"over_training_page", "format_snapshot_table"}, "inspection.notebook": {"language"},
+    "inspection.notebook_live": {"train", "watch", "__init__"}, "inspection.live_server": {"__init__"},
+    "inspection.watch_server": {"serve_runs", "watching", "__init__"}, "training.plots": {"plot_losses", "plot_heads"},
+}
+
+
+def test_only_texts_pages_and_pictures_take_a_language():
+    taking = {}
+    for name, file in project_modules().items():
+        for node in ast.walk(ast.parse(file.read_text("utf-8"))):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                if "lang" in [x.arg for x in node.args.posonlyargs + node.args.args + node.args.kwonlyargs]:
+                    taking.setdefault(name, set()).add(node.name)
+    assert taking == TAKE_A_LANGUAGE
+    product = [file.read_text("utf-8") for file in project_modules().values()]
+    assert not [text for text in product if re.search(r"\brun\.lang\b", text)]  # no language rides on a Run
+
+
 def test_model_imports_nothing_else_of_the_project():
     outside = {name: sorted(t for t in targets if t.split(".")[0] != "model")
                for name, targets in import_graph().items() if name.split(".")[0] == "model"}  # fmt: skip

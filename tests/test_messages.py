@@ -11,13 +11,14 @@ import numpy as np
 import pytest
 
 import generate
+import train
 from inspection.html import page as page_html
 from inspection.views import VIEWS, Settings
 from inspection.views.roles import format_roles_table, measure_heads, roles_record
 from cli.messages import LANGUAGES, MESSAGES, fields_of, locale_language, messages
 from inspection.views.maps import format_stats_table, head_stats
 from inspection.trace import trace_ids
-from tests.conftest import CHROMIUM, biased_model, look_at, trained_tiny_run
+from tests.conftest import CHROMIUM, TINY, biased_model, look_at, trained_tiny_run
 
 HANGUL = re.compile("[\uac00-\ud7a3]")
 NUMBER = re.compile(r"-?\d+(?:[.,]\d+)*")
@@ -99,6 +100,20 @@ def test_generate_in_korean_leaves_no_english_prose_and_keeps_the_numbers(run, t
         assert english_words(line) <= TERMS, line
     strip_paths = lambda text: re.sub(r"\S*/(ko|en)\b\S*", "", text)  # noqa: E731  the two output dirs differ
     assert numbers(strip_paths(ko)) == numbers(strip_paths(en)) and ko != en
+
+
+def test_the_lines_said_on_the_way_follow_the_command_s_lang(run, tmp_path, capsys, data_cache):
+    """--lang is set once where a command starts; the functions below it that warn as they compute (a prompt cut to
+    the context, training's set-up) take no language, and still say their lines in it."""
+    long = "대한민국 국회는 법률을 만든다. " * 20
+    for lang, cut in (("ko", "개만 씁니다"), ("en", "using the last")):
+        assert generate.main(["--ckpt", str(run), "--prompt", long, "--max-new-tokens", "0", "--lang", lang]) == 0
+        assert cut in capsys.readouterr().err
+    argv = ["--config", str(TINY), f"--data.cache_dir={data_cache}", "--train.threads=1", "--train.sample_tokens=0",
+            "--train.max_steps=1", "--train.eval_interval=1"]
+    for lang, summary in (("ko", "step당 토큰"), ("en", "tokens/step")):
+        assert train.main([*argv, "--out", str(tmp_path / lang), "--lang", lang]) == 0
+        assert summary in capsys.readouterr().out
 
 
 # Beyond TERMS, the words a Korean line may hold as names: units, precisions, devices, the run's directories

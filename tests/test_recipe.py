@@ -3,6 +3,7 @@ the config."""
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -14,6 +15,7 @@ import train
 from data.config import DataConfig, auto_vocab_size
 from data.prepare import prepare
 from training.config import ConfigError, load_config
+from cli.messages import use_language
 from training.recipe import parse_duration, plan_line, plan_settings, regularisation, resolve_auto, resolved_values, steps_in
 from model.nll import windows_read
 from tests.conftest import ROOT, TINY, hooked_train, planned, tiny
@@ -74,7 +76,9 @@ def test_plan_settings_keys_on_the_passes_over_the_text():
     _, reasons = plan_settings(cfg, train_tokens=2000, world=1, seconds_per_micro_step=None)  # the plan says no language
     assert reasons == [("train.auto_passes", {"steps": "1,000", "tokens": "128", "epochs": "64",
                                               "train_tokens": "2,000"})]
-    assert "2,000" in plan_line(values, reasons, "ko") and "64" in plan_line(values, reasons, "ko")
+    use_language("ko")  # train.py --lang ko: the reasons said in Korean, with the same numbers
+    line = plan_line(values, reasons)
+    assert "2,000" in line and "64" in line and re.search("[가-힣]", line), line
     values, _ = plan_settings(cfg, train_tokens=16_000, world=2, seconds_per_micro_step=None)  # 16 passes on 2 ranks
     assert values == {"train.lr": 1e-3, "train.min_lr": 1e-4, "train.weight_decay": 0.3, "model.dropout": 0.0}
     given_lr = load_config(TINY, ["--train.max_steps=10", "--train.lr=2e-3", "--train.min_lr=auto"])

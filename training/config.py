@@ -143,13 +143,13 @@ class RunConfig:
         """The resolved config as saved in config.json ("auto" lists which values the run chose)."""
         return {**asdict(self), "auto": list(self.auto)}
 
-    def describe(self, lang: str = "en") -> str:
+    def describe(self) -> str:
         """One line per table, `[train] lr=0.001 ...`, as train.py prints the resolved settings, then a note line
-        (in `lang`) for each setting the run cannot honour as given (`unhonoured`)."""
-        say = messages(lang)
+        for each setting the run cannot honour as given (`unhonoured`)."""
+        say = messages()
         tables = [(name, values) for name, values in self.to_dict().items() if isinstance(values, dict)]
         lines = [f"[{name}] " + " ".join(f"{k}={v!r}" for k, v in values.items()) for name, values in tables]
-        return "\n".join(lines + [say("note", text=note) for note in unhonoured(self.train, self.model, self.auto, lang)])
+        return "\n".join(lines + [say("note", text=note) for note in unhonoured(self.train, self.model, self.auto)])
 
 
 def evaluations(train: "TrainConfig") -> int:
@@ -157,10 +157,10 @@ def evaluations(train: "TrainConfig") -> int:
     return -(-train.max_steps // train.eval_interval)
 
 
-def unhonoured(train: "TrainConfig", model: GPTConfig, auto: tuple[str, ...] = (), lang: str = "en") -> list[str]:
-    """What of the settings the run will not do as asked, said once at its start, in `lang` (train.snapshots past
+def unhonoured(train: "TrainConfig", model: GPTConfig, auto: tuple[str, ...] = ()) -> list[str]:
+    """What of the settings the run will not do as asked, said once at its start (train.snapshots past
     the evaluations is refused outright where max_steps is a number: `check_snapshots`)."""
-    n, notes, say = evaluations(train), [], messages(lang)
+    n, notes, say = evaluations(train), [], messages()
     if train.time_budget and "train.max_steps" not in auto:
         notes.append(say("train.note_budget", budget=repr(train.time_budget), steps=train.max_steps))
     if train.snapshots > n:

@@ -49,10 +49,10 @@ def stops_early(cfg, step: int, evals_since_best: int) -> bool:
     return evals_since_best >= tc.patience
 
 
-def stop_line(tc, step: int, best_step: int, evals: int, seconds_per_step: float, lang: str = "en") -> str:
+def stop_line(tc, step: int, best_step: int, evals: int, seconds_per_step: float) -> str:
     """The line that says why the run stopped (`evals` evaluations without a better best/), where best/ is and
-    what stopping saved, in `lang`."""
-    say, left = messages(lang), tc.max_steps - step
+    what stopping saved."""
+    say, left = messages(), tc.max_steps - step
     saved = say("train.stop_saved", minutes=f"{left * seconds_per_step / 60:.1f}") if tc.time_budget else ""
     why = say("train.stop_patience", what=say("train.best_by." + tc.best_by), evals=evals, best=f"{best_step:,}")
     return say("train.stop", why=why, step=f"{step:,}", planned=f"{tc.max_steps:,}", saved=saved)

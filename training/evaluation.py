@@ -168,40 +168,39 @@ def final_scores(model, prepared, tokenizer, run_dir: Path, step: int, rank: int
     return final, best_dir
 
 
-def final_report(final: dict, best_dir: Path, run_dir: Path, last_heads: dict | None, lesson: bool,
-                 lang: str = "en") -> str:
-    """What a run prints at its end, in `lang`: the bits per character of best/ and last/, then `heads_line`."""
-    say = messages(lang)
+def final_report(final: dict, best_dir: Path, run_dir: Path, last_heads: dict | None, lesson: bool) -> str:
+    """What a run prints at its end: the bits per character of best/ and last/, then `heads_line`."""
+    say = messages()
     speed = say("train.final_speed", tokens_per_s=f"{final['tokens_per_s']:.0f}") if final.get("tokens_per_s") else ""
     lines = [say("train.final", tokens=final["val_tokens_predicted"], chars=final["val_chars"], best_dir=best_dir,
                  best_step=final["best_step"], best_bpc=f"{final['best_val_bpc']:.4f}", last_dir=run_dir / "last",
                  step=final["step"], bpc=f"{final['val_bpc']:.4f}", speed=speed)
              + (f", MFU {final['mfu']:.1%}" if "mfu" in final else ""),
-             heads_line(final, run_dir, last_heads, lesson, lang)]  # fmt: skip
+             heads_line(final, run_dir, last_heads, lesson)]  # fmt: skip
     return "\n".join(line for line in lines if line)
 
 
-def heads_line(final: dict, run_dir: Path, last_heads: dict | None, lesson: bool, lang: str = "en") -> str | None:
+def heads_line(final: dict, run_dir: Path, last_heads: dict | None, lesson: bool) -> str | None:
     """One line on the copying circuit of best/, the checkpoint every inspection command opens
-    (`inspection.views.roles.copying_circuit`), in `lang`: formed; formed in last/ only; or not formed, with what to try
+    (`inspection.views.roles.copying_circuit`): formed; formed in last/ only; or not formed, with what to try
     when the run is a `lesson` (copy lessons). `last_heads`: the last evaluation's scores. None: no scores."""
     if not final.get("best_heads"):
         return None
-    say = messages(lang)
+    say = messages()
     circuit = copying_circuit(roles_from_record(final["best_heads"]))
     where, run = say("train.where_best", step=f"{final['best_step']:,}"), shlex.quote(str(run_dir))
     if circuit.formed:
-        return say("train.heads_formed", where=where, circuit=describe_circuit(circuit, lang), run=run)
+        return say("train.heads_formed", where=where, circuit=describe_circuit(circuit), run=run)
     if last_heads and final["best_step"] != final["step"] and copying_circuit(roles_from_record(last_heads)).formed:
         return say("train.heads_last", where=where, step=f"{final['step']:,}",
                    last=shlex.quote(str(run_dir / "last")))
-    return say("train.heads_none", where=where, circuit=describe_circuit(circuit, lang), bar=FORMED,
+    return say("train.heads_none", where=where, circuit=describe_circuit(circuit), bar=FORMED,
                drop=f"{DROP_FORMED:g}", advice=say("train.heads_advice") if lesson else "")
 
 
-def describe_circuit(circuit: Circuit, lang: str = "en") -> str:
+def describe_circuit(circuit: Circuit) -> str:
     """"previous-token 0.69 at layer 0 head 2, induction 0.91 at layer 1 head 3, in-context loss drop 8.02 nats"."""
-    say = messages(lang)
+    say = messages()
     previous = say("train.circuit_no_layer") if circuit.previous is None else say(
         "train.circuit_previous", score=f"{circuit.previous[2]:.2f}", layer=circuit.previous[0], head=circuit.previous[1])
     return say("train.circuit", previous=previous, induction=f"{circuit.induction[2]:.2f}", ilayer=circuit.induction[0],

@@ -62,14 +62,14 @@ class Speedometer:
 class RunLog:
     """Appends records to metrics.jsonl (and to wandb when enabled)."""
 
-    def __init__(self, run_dir: Path, config: dict, resume_step: int | None, wandb_cfg, lang: str = "en"):
-        self.path, self.run_dir, self.lang = run_dir / "metrics.jsonl", run_dir, lang
+    def __init__(self, run_dir: Path, config: dict, resume_step: int | None, wandb_cfg):
+        self.path, self.run_dir = run_dir / "metrics.jsonl", run_dir
         damaged = []
         kept = [] if resume_step is None else [
             r for r in read_metrics(self.path, damaged) if r.get("step", 0) <= resume_step and r.get("kind") != "final"
         ]  # fmt: skip
         if damaged:
-            say = messages(lang)
+            say = messages()
             text = say("train.damaged" if len(damaged) > 1 else "train.damaged_one", path=self.path, n=len(damaged))
             print(say("warning", text=text), file=sys.stderr)
         # a resumed run re-logs the steps after its checkpoint, so drop what the crashed run logged after it
@@ -91,8 +91,8 @@ class RunLog:
         self.file.close()
         if plot:
             records = read_metrics(self.path)
-            plot_losses(records, self.run_dir / "loss.png", self.lang)  # in the run's language
-            plot_heads(records, self.run_dir / "heads.png", self.lang)
+            plot_losses(records, self.run_dir / "loss.png")  # in the run's language: the terminal's
+            plot_heads(records, self.run_dir / "heads.png")
         if self.wandb is not None:
             self.wandb.finish()
 

@@ -62,7 +62,7 @@ def draw_losses(ax, records: list[dict], say) -> None:
     ax.legend(fontsize=8)
 
 
-def plot_losses(records: list[dict], png: Path, lang: str = "en") -> None:
+def plot_losses(records: list[dict], png: Path, lang: str | None = None) -> None:
     """loss.png: the losses against the step, in `lang`."""
     say = messages(lang)
     with pyplot().rc_context(fonts()):
@@ -113,7 +113,7 @@ def draw_costs(axes, costed: list[dict], n_layer: int, n_head: int, colours, say
                      bbox={"boxstyle": "round", "fc": "white", "ec": "0.8"})
 
 
-def plot_heads(records: list[dict], png: Path, lang: str = "en") -> bool:
+def plot_heads(records: list[dict], png: Path, lang: str | None = None) -> bool:
     """heads.png as the module docstring describes it, in `lang`; False (and no file) when no evaluation scored
     heads."""
     with pyplot().rc_context(fonts()):

@@ -231,9 +231,9 @@ def reason(key: str, **fields) -> tuple[str, dict]:
     return key, fields
 
 
-def plan_line(values: dict, why: list[tuple[str, dict]], lang: str = "en") -> str:
-    """The line train.py prints of a plan: the settings chosen and the reasons, in `lang`."""
-    say = messages(lang)
+def plan_line(values: dict, why: list[tuple[str, dict]]) -> str:
+    """The line train.py prints of a plan: the settings chosen and the reasons."""
+    say = messages()
     settings = " ".join(f"{k}={v}" for k, v in values.items())
     return say("train.auto", settings=settings, why="; ".join(say(key, **fields) for key, fields in why))
 
@@ -301,10 +301,10 @@ def resolved_values(cfg) -> dict:
     return {name: sections[name.split(".")[0]][name.split(".")[1]] for name in cfg.auto}
 
 
-def resolve_auto(cfg, meta: dict, saved: dict | None, device, autocast, ddp, lang: str = "en"):
+def resolve_auto(cfg, meta: dict, saved: dict | None, device, autocast, ddp):
     """cfg with its "auto" settings filled in: a resumed run takes back the values its start chose (`saved`:
     its train state); a new one plans them on rank 0 (timing a throwaway model when the steps must fit a
-    time budget), prints how (in `lang`), and every rank takes rank 0's values (`ddp`: training.distributed)."""
+    time budget), prints how, and every rank takes rank 0's values (`ddp`: training.distributed)."""
     if not cfg.auto:
         return cfg
     if saved and "resolved" in saved:
@@ -322,7 +322,7 @@ def resolve_auto(cfg, meta: dict, saved: dict | None, device, autocast, ddp, lan
         except Exception as e:  # noqa: BLE001 (no C compiler, an operator inductor lacks: the run stays eager)
             if is_out_of_memory(e):  # not the compiler's failure: its own one line (cli/command.py)
                 raise
-            say = messages(lang)
+            say = messages()
             print(say("warning", text=say("train.compile_failed", error=type(e).__name__)))
             return None
 
@@ -332,7 +332,7 @@ def resolve_auto(cfg, meta: dict, saved: dict | None, device, autocast, ddp, lan
     values, why = ddp.from_master(lambda: plan_settings(cfg, meta["splits"]["train"]["tokens"], ddp.world,
                                                         lambda dropout: timing(dropout)[1], trial, gpu))
     if ddp.master:
-        print(plan_line(values, why, lang))
+        print(plan_line(values, why))
     return with_values(cfg, values)
 
 

@@ -61,7 +61,6 @@ class TrainingRun:
     budget: TimeBudget
     log: RunLog | None  # rank 0's only
     tokens_per_step: int
-    lang: str = "en"  # the language of what the run prints (cli/messages.py)
     precision: str = "fp32"  # train.dtype resolved: a resume keeps it (train_state's "precision")
     compiling: bool = False  # the model is compiled and its first step has not run yet (first_compiled_step)
     kept_off: HeadsOff | None = None  # train.heads_off: the heads kept off, their means measured at each evaluation
@@ -81,9 +80,8 @@ class Progress:
 
 
 def set_up(cfg: RunConfig, out_dir: Path, resume: bool, overwrite: bool, ddp: Distributed, lock,
-           started: float, lang: str = "en") -> tuple[TrainingRun, Progress]:  # fmt: skip
-    """The run in out_dir, from the checks of its directory to its log, and where its loop starts; what it prints
-    is in `lang`."""
+           started: float) -> tuple[TrainingRun, Progress]:
+    """The run in out_dir, from the checks of its directory to its log, and where its loop starts."""
     device = ddp.device
     if device.type == "cpu":
         keep_freed_memory()  # before the timed trial, so that it plans with the steps the run will take
@@ -92,18 +90,18 @@ def set_up(cfg: RunConfig, out_dir: Path, resume: bool, overwrite: bool, ddp: Di
     saved = open_run_dir(out_dir, resume, overwrite)  # last/'s train state when resuming
     if saved:  # before any data work: a resume that would make the run another experiment is refused
         check_same_experiment(out_dir / "last", cfg.to_dict())
-    prepared = ddp.master_first(lambda: prepare(cfg.data, verbose=ddp.master, lang=lang))
+    prepared = ddp.master_first(lambda: prepare(cfg.data, verbose=ddp.master))
     check_splits(prepared.meta, cfg.model.block_size)
     start = open_pretrained(cfg.train.init_from) if cfg.train.init_from and not saved else None  # a resume reads last/
     precision, autocast, warning = step_settings(device, cfg.train, saved.get("precision") if saved else None)
     if warning and ddp.master:  # bf16 on a GPU that only emulates it
-        say = messages(lang)
+        say = messages()
         print(say("warning", text=say(warning, device=device, name=torch.cuda.get_device_name(device))))
-    cfg = resolve_config(cfg, prepared.meta, saved, start, device, autocast, ddp, lang)
+    cfg = resolve_config(cfg, prepared.meta, saved, start, device, autocast, ddp)
     tc, use_compile = cfg.train, bool(compiles(device, cfg.train.compile))
 
     # the model and the optimizer
-    raw = initial_model(cfg, ddp.rank, saved, start, out_dir, prepared.meta, lang)
+    raw = initial_model(cfg, ddp.rank, saved, start, out_dir, prepared.meta)
     raw.to(device)
     kept_off = None  # train.heads_off: kept off from the first step to the last, and in every command that opens the run
     if tc.heads_off:
@@ -122,23 +120,23 @@ def set_up(cfg: RunConfig, out_dir: Path, resume: bool, overwrite: bool, ddp: Di
                          lessons=lessons)  # fmt: skip
     tokens_per_step = tc.batch_size * cfg.model.block_size * tc.grad_accum * ddp.world
 
-    progress = restore_progress(saved, optimizer, scaler, loader, ddp, tc.seed, lang)
+    progress = restore_progress(saved, optimizer, scaler, loader, ddp, tc.seed)
     read = windows_read(prepared.meta["splits"]["val"]["tokens"], cfg.model.block_size) // ddp.world
     budget = TimeBudget(tc.time_budget, started, saved.get("budget_used_s", 0.0) if saved else 0.0, read)
     log = None
     if ddp.master:
-        say = messages(lang)
+        say = messages()
         summary = say("train.summary", params=f"{raw.num_params() / 1e6:.2f}", device=device, precision=precision,
                       compile="on" if use_compile else "off", world=ddp.world, tokens=tokens_per_step,
                       resuming=say("train.resuming", step=progress.step) if saved else "")
-        log = open_log(cfg, out_dir, overwrite, progress.step if saved else None, summary, lang)
+        log = open_log(cfg, out_dir, overwrite, progress.step if saved else None, summary)
     run = TrainingRun(cfg, out_dir, ddp, raw, model, optimizer, scaler, loader, prepared, tokenizer, autocast, budget,
-                      log, tokens_per_step, lang, precision, compiling=use_compile, kept_off=kept_off)  # fmt: skip
+                      log, tokens_per_step, precision, compiling=use_compile, kept_off=kept_off)  # fmt: skip
     return run, progress
 
 
 def resolve_config(cfg: RunConfig, meta: dict, saved: dict | None, start, device: torch.device, autocast,
-                   ddp: Distributed, lang: str = "en") -> RunConfig:  # fmt: skip
+                   ddp: Distributed) -> RunConfig:
     """The run's config, complete: the vocabulary size of the prepared data (`meta`), the "auto" settings
     (training/recipe.py: taken back from `saved` on a resume, planned otherwise) and the run_id. `start`: the
     pretrained model of train.init_from, whose tokenizer must encode the data as the prepared one does."""
@@ -147,14 +145,13 @@ def resolve_config(cfg: RunConfig, meta: dict, saved: dict | None, start, device
     elif not cfg.train.init_from:  # from scratch the embedding has one row per token; a checkpoint's may have more
         cfg = replace(cfg, model=replace(cfg.model, vocab_size=meta["vocab_size"]))
     check_memory(cfg, device)  # before anything of that size is allocated (the "auto" settings time a model)
-    cfg = resolve_auto(cfg, meta, saved, device, autocast, ddp, lang)
+    cfg = resolve_auto(cfg, meta, saved, device, autocast, ddp)
     return replace(cfg, run_id=run_identity(cfg.to_dict(), meta, saved))  # which its snapshots carry
 
 
-def initial_model(cfg: RunConfig, rank: int, saved: dict | None, start, out_dir: Path, meta: dict,
-                  lang: str = "en") -> GPT:
-    """The model with its first weights: last/'s on a resume, else the pretrained `start`'s, else seeded (which
-    it says in `lang`)."""
+def initial_model(cfg: RunConfig, rank: int, saved: dict | None, start, out_dir: Path, meta: dict) -> GPT:
+    """The model with its first weights: last/'s on a resume, else the pretrained `start`'s (which it says), else
+    seeded."""
     tc = cfg.train
     random.seed(tc.seed)
     np.random.seed(tc.seed % 2**32)  # numpy's seeds are 32-bit; nothing here draws from it
@@ -167,7 +164,7 @@ def initial_model(cfg: RunConfig, rank: int, saved: dict | None, start, out_dir:
         load_weights(raw, out_dir / "last")
     elif start:
         start.copy_into(raw)
-        print(messages(lang)("train.starting_from", origin=start.origin, positions=start.config.block_size,
+        print(messages()("train.starting_from", origin=start.origin, positions=start.config.block_size,
                              kept=raw.config.block_size))
     return raw
 
@@ -181,8 +178,8 @@ def make_optimizer(raw: GPT, tc, device: torch.device) -> torch.optim.AdamW:
                              lr=tc.lr, betas=(tc.beta1, tc.beta2), fused=fused_adamw(device))  # fmt: skip
 
 
-def restore_progress(saved: dict | None, optimizer, scaler, loader: BatchLoader, ddp: Distributed, seed: int,
-                     lang: str = "en") -> Progress:
+def restore_progress(saved: dict | None, optimizer, scaler, loader: BatchLoader, ddp: Distributed,
+                     seed: int) -> Progress:
     """Where the loop starts: step 0, or exactly where last/ left off (`saved`: its train state), with the
     optimizer, the scaler, this rank's RNGs and its loader as they were. Saved by another number of processes,
     the ranks' states are not this run's: each rank's RNGs and loader start afresh from (`seed`, rank, step)."""
@@ -203,7 +200,7 @@ def restore_progress(saved: dict | None, optimizer, scaler, loader: BatchLoader,
         loader.start_at(seed, ddp.rank, progress.step)
         torch.manual_seed(draw_seed(seed, ddp.rank, progress.step))  # the CPU's and every GPU's generator
         if ddp.master:
-            say = messages(lang)
+            say = messages()
             print(say("warning", text=say("train.ranks", saved=len(saved["ranks"]), world=ddp.world,
                                           step=progress.step)))
     return progress
@@ -222,8 +219,7 @@ def train_state(run: TrainingRun, progress: Progress) -> dict:
             "resolved": resolved_values(run.cfg), "precision": run.precision, "budget_used_s": run.budget.used(), "run_id": run.cfg.run_id}  # fmt: skip
 
 
-def open_log(cfg: RunConfig, out_dir: Path, overwrite: bool, resumed_at: int | None, summary: str,
-             lang: str = "en") -> RunLog:
+def open_log(cfg: RunConfig, out_dir: Path, overwrite: bool, resumed_at: int | None, summary: str) -> RunLog:
     """Rank 0's first writes, only now that everything else checked out: the run directory cleared
     (--overwrite) or a resume's later snapshots dropped, config.json, the config and `summary` printed."""
     if overwrite:
@@ -231,9 +227,9 @@ def open_log(cfg: RunConfig, out_dir: Path, overwrite: bool, resumed_at: int | N
     elif resumed_at is not None:
         drop_snapshots_after(out_dir, resumed_at, cfg)  # this run takes them again, the same
     write_json(out_dir / "config.json", cfg.to_dict())
-    print(cfg.describe(lang))
+    print(cfg.describe())
     print(summary)
-    return RunLog(out_dir, cfg.to_dict(), resumed_at, cfg.log, lang)
+    return RunLog(out_dir, cfg.to_dict(), resumed_at, cfg.log)
 
 
 def first_compiled_step(run: TrainingRun, p: Progress, lr: float, step) -> None:
@@ -270,6 +266,6 @@ def first_compiled_step(run: TrainingRun, p: Progress, lr: float, step) -> None:
     set_rng_state(rng, run.ddp.device)
     run.model = run.ddp.wrap(run.raw)
     if run.ddp.master:
-        say = messages(run.lang)
+        say = messages()
         print(say("warning", text=say("train.compile_step_failed", error=error, detail=detail)))
     step(run, p, lr)

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from cli.command import ArgumentParser, run_command
-from cli.messages import LANGUAGES, messages
+from cli.messages import LANGUAGES, messages, use_language
 from data.corpora.build import build_corpus, corpus_folder, finished_build, report_line
 from data.corpora.catalog import CORPORA
 from data.corpora.debian import CorpusError
@@ -42,10 +42,11 @@ def main(argv: list[str] | None = None) -> int:
         if args.name is None:
             print(listing(args.cache_dir))
             return 0
-        say = messages(args.lang)
+        use_language(args.lang)  # None: the locale's
+        say = messages()
         out, note, reused = build_corpus(args.name, args.out, args.deb, args.cache_dir,
                                          say=lambda key, **fields: print(say(key, **fields), flush=True))
-        print(report_line(args.name, out, note, reused, args.lang))
+        print(report_line(args.name, out, note, reused))
         return 0
 
     return run_command(work, interrupted="interrupted; nothing was left under the corpus's name (run it again)")

@@ -168,9 +168,9 @@ def licence_text(corpus: Corpus, version: str, copyright_file: bytes | None) -> 
     return head + f"\nThe package's copyright file lies in a package it depends on (/usr/share/doc/{corpus.package}).\n"
 
 
-def report_line(name: str, out: Path, note: dict, reused: bool, lang: str | None = None) -> str:
+def report_line(name: str, out: Path, note: dict, reused: bool) -> str:
     """The line a build or a reuse prints (train.py prints it too, for corpus:NAME)."""
-    say = messages(lang)
+    say = messages()
     how = say("corpus.reused") if reused else say("corpus.made", package=note["package"], version=note["version"],
                                                   seconds=note["seconds"])
     return say("corpus.built", name=name, documents=f"{note['documents']:,}", chars=f"{note['characters']:,}",

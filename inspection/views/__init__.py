@@ -167,7 +167,7 @@ def read_text(run: Run, text, settings: Settings, off: dict, recorded=None) -> L
     else:
         ids = crop(need_token_ids("text", text, run.model.config.vocab_size,
                                   "a str, or a non-empty list of token ids (run.encode_prompt(text))"),
-                   run.block_size, "cut.maps", run.lang)
+                   run.block_size, "cut.maps")
     prefill, att = None, None
     if recorded:
         ids, att, prefill = decoded_maps(recorded, list(ids))
