@@ -72,15 +72,6 @@ def need_real(name: str, value, said: str = "a number"):
     return value
 
 
-def need_number(name: str, value, lo: float | None = None, what: str = "") -> float:
-    """`value` as a finite real number (an int or a float, never a bool) >= lo."""
-    said = f"a finite number{bounds(lo, None)}{f' ({what})' if what else ''}"
-    value = need_real(name, value, said)
-    if not math.isfinite(value) or (lo is not None and value < lo):
-        raise ArgumentValueError(f"{name} must be {said}, got {value}")
-    return value
-
-
 def need_choice(name: str, value, choices):
     """`value` if it is one of `choices`: "mode must be one of 'mean', 'zero', got 'half'"."""
     if isinstance(value, (list, dict, set)) or value not in choices:  # unhashable values are no choice either

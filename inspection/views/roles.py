@@ -52,7 +52,6 @@ from model.errors import UserError
 from storage.checkpoint import checkpoint_step, read_metrics
 
 ROLES = ("previous-token", "first-token", "self", "duplicate-token", "induction")
-TEXT_ROLES = ROLES[:4]
 WORD_ROLES = ("same-word", "word-start", "previous-word")  # measured when the tokens' word starts are known
 ROLE_MIN = 0.3
 SEQUENCES, MAX_REPEAT = 16, 50
