@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from cli.command import ArgumentParser, integer, run_command
+from cli.errors import UserError
 from cli.messages import LANGUAGES, locale_language, messages, use_language
 from common.heads_off import MODES, HeadsOff, check_heads, read_head, read_heads
 from inference.runs import check_text, load_run, warn
@@ -37,11 +38,10 @@ from inspection.files import make_out_dir, write_records
 from inspection.heldout import held_out_means
 from inspection.live_server import LiveServer
 from inspection.over_training import format_snapshot_table, over_training_page, run_snapshots
-from inspection.watch_server import serve_runs
 from inspection.views import VIEWS, Settings, compute
 from inspection.views.roles import stored_roles
+from inspection.watch_server import serve_runs
 from model.config import MAX_SIZES
-from model.errors import UserError
 from model.sampling import TEMPERATURE, Sampling
 from model.speed.decode_weights import FORMATS
 from storage.atomic import write_files, write_text_atomic

@@ -39,7 +39,7 @@ from tqdm import tqdm
 
 from cli.command import ArgumentParser, integer, run_command
 from cli.messages import LANGUAGES, locale_language, messages, use_language
-from model.errors import UserError
+from cli.errors import UserError
 from storage.atomic import write_json
 from training.checkpoints import save_checkpoint, save_snapshot, snapshot_due, snapshots_taken
 from training.config import RunConfig, TrainConfig, load_config

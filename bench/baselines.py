@@ -22,7 +22,7 @@ from data.config import DataConfig  # noqa: E402
 from training.config import load_config  # noqa: E402
 from data.sources import open_source  # noqa: E402
 from data.split import plan_split, split_chunks  # noqa: E402
-from model.errors import UserError  # noqa: E402
+from cli.errors import UserError  # noqa: E402
 
 COMPRESSORS = {
     "xz -9e": lambda b: lzma.compress(b, format=lzma.FORMAT_XZ, preset=9 | lzma.PRESET_EXTREME),

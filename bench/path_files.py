@@ -5,7 +5,7 @@
 
 Each path runs once to warm up, then again under `sys.setprofile`, which records the file of every Python function
 called. Counted as docs/layout.md counts them: the project's own files, without the checks that only pass their
-arguments through (model/arguments.py, model/errors.py, cli/command.py, cli/console.py's printing) and without the
+arguments through (cli/arguments.py, cli/errors.py, cli/command.py, cli/console.py's printing) and without the
 files that loading a run opens, which every command shares: the run is loaded once before, and inference/runs.py
 (`load_run`, the door every command opens it by) is counted in its place. A command generates no text
 (--max-new-tokens 0: a decoded token is a path of its own). "To open" leaves out, besides, the files where only
@@ -27,7 +27,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-PASS_THROUGH = {"model/arguments.py", "model/errors.py", "cli/command.py", "cli/console.py"}
+PASS_THROUGH = {"cli/arguments.py", "cli/errors.py", "cli/command.py", "cli/console.py"}
 # a token's text and bytes, which every path reads for its labels and its prompt: the tokenizer's own path
 TOKENIZER = {"data/jamo.py", "data/token_bytes.py", "data/tokenizer.py"}
 PROMPT = "대한민국 국회는"  # within the tiny config's 16 tokens

@@ -24,7 +24,7 @@ from collections.abc import Callable
 
 from cli import says_errors
 from cli.console import safe_console
-from model.errors import UserError
+from cli.errors import UserError
 
 
 class Interrupted(KeyboardInterrupt):

@@ -22,6 +22,8 @@ import os
 import re
 import string
 
+from cli.arguments import ArgumentValueError  # a UserError and a ValueError
+
 LANGUAGES = ("en", "ko")
 
 MESSAGES: dict[str, tuple[str, str]] = {
@@ -932,8 +934,6 @@ TERMINAL = {"lang": None}  # None: the locale's (locale_language)
 def check_language(lang) -> str:
     """`lang` if it is one of LANGUAGES, else one UserError naming the argument (a notebook's lang="fr")."""
     if lang not in LANGUAGES:
-        from model.arguments import ArgumentValueError  # a UserError and a ValueError; here only for this refusal
-
         raise ArgumentValueError(f"lang = {lang!r} is not one of {', '.join(map(repr, LANGUAGES))}")
     return lang
 

@@ -26,7 +26,7 @@ import re
 
 import torch
 
-from model.config import ModelInputError
+from cli.errors import ModelInputError
 from model.device import sum_dtype
 
 MODES = ("mean", "zero")

@@ -8,7 +8,7 @@ training/config.py reads it from a TOML file with the other tables (`load_config
 import codecs
 from dataclasses import dataclass, fields
 
-from model.errors import UserError, check_utf8
+from cli.errors import UserError, check_utf8
 
 
 class DataError(UserError):

@@ -41,7 +41,7 @@ from data.sources import Source, open_source
 from data.split import plan_split, split_chunks
 from data.tokenizer import EOT, WORDS, continuation_tokenizer, fast_encoder, tokenizer_hash, train_tokenizer
 from hf.pretrained import open_pretrained
-from model.errors import UserError
+from cli.errors import UserError
 from storage.atomic import write_failure
 from storage.checkpoint import Pretrained
 from training.config import load_config

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
 from data.config import DataConfig, DataError
-from model.errors import LONE_SURROGATE  # a JSON escape like "\ud800" puts half a UTF-16 pair in a string
+from cli.errors import LONE_SURROGATE  # a JSON escape like "\ud800" puts half a UTF-16 pair in a string
 from storage.user_files import check_kind, open_user_file, read_user_file
 
 Chunks = Iterator[tuple[bool, str]]

@@ -30,7 +30,7 @@ from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_toke
 
 from data.config import UNITS, DataError
 from data.jamo import compose_rules, decompose_rules, split
-from model.errors import UserError
+from cli.errors import UserError
 from storage.user_files import read_user_file
 
 EOT = "<|endoftext|>"

@@ -37,10 +37,10 @@ import torch.nn as nn
 from tokenizers import Tokenizer
 
 from cli.command import directory_command
+from cli.errors import UserError
 from hf import gpt2_names
 from model import GPT
 from model.config import ACTIVATIONS
-from model.errors import UserError
 from storage.atomic import check_out_dir, write_directory, write_json
 from storage.checkpoint import TOKENIZER, WEIGHTS, checkpoint_tokenizer, find_checkpoint, load_kept_off, load_model
 

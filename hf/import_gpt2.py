@@ -42,10 +42,10 @@ import torch
 from tokenizers import Tokenizer
 
 from cli.command import directory_command
+from cli.errors import ModelConfigError, UserError
 from data.tokenizer import check_fits, load_tokenizer, tokenizer_hash
 from hf import gpt2_names
-from model.config import ACTIVATIONS, GPTConfig, ModelConfigError
-from model.errors import UserError
+from model.config import ACTIVATIONS, GPTConfig
 from storage.atomic import check_out_dir, write_directory, write_json
 from storage.checkpoint import (CONFIG, META, TOKENIZER, WEIGHTS, Pretrained, check_finite_weights, check_utf8_path,
                                 expected_shapes, read_json, read_safetensors)  # fmt: skip

@@ -19,14 +19,14 @@ from pathlib import Path
 
 import torch
 
+from cli.arguments import need_type
+from cli.errors import UserError, check_utf8
+from cli.messages import messages
+from common.heads_off import head_name
 from data.token_bytes import token_bytes
 from model import GPT
 from model.device import resolve_device
-from model.arguments import need_type
-from model.errors import UserError, check_utf8
-from cli.messages import messages
 from model.speed import speed_up
-from common.heads_off import head_name
 from storage.checkpoint import checkpoint_tokenizer, find_checkpoint, load_kept_off, load_model
 
 TRAIN_HINT = "train one first: python train.py (or python train.py --config configs/tiny.toml, seconds on a CPU)"

@@ -15,10 +15,10 @@ import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
 
+from cli.arguments import need_int, need_text, need_type
+from cli.errors import UserError
 from cli.messages import messages
 from inference.runs import Run, need_run
-from model.arguments import need_int, need_text, need_type
-from model.errors import UserError
 from model.nll import bits_per_char, stream_nll
 from storage.user_files import TEXT_BYTES, read_user_file
 

@@ -17,10 +17,10 @@ from dataclasses import replace
 
 import torch
 
+from cli.arguments import need_int, need_token_ids, need_type
+from cli.errors import ModelInputError
 from data.jamo import Composing, splits_syllables
 from inference.runs import Run, need_run
-from model import ModelInputError
-from model.arguments import need_int, need_token_ids, need_type
 from model.sampling import Sampling, stream
 
 PROMPT = "a str (the text to continue) or a list of token ids (run.encode_prompt(text))"

@@ -28,7 +28,7 @@ from inspection.html import page
 from inspection.plot import draw_patch, save_figure, save_layer_png
 from inspection.trace import save_trace
 from inspection.views.roles import roles_from_record
-from model.errors import UserError
+from cli.errors import UserError
 from storage.atomic import write_files, write_json, write_npz, write_text_atomic
 
 PAGE_WARN_BYTES = 50_000_000  # a page this big loads slowly; the warning suggests --layers

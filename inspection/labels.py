@@ -34,7 +34,7 @@ import numpy as np
 from data.jamo import compose
 from data.token_bytes import byte_of_token, piece_reader
 from data.tokenizer import special_ids
-from model.arguments import need_int, need_labels, need_maps
+from cli.arguments import need_int, need_labels, need_maps
 
 VISIBLE = {" ": "␣", "\n": "↵", "\t": "⇥", "\r": "␍"}
 # Conjoining jamo, modern and old (Hangul Jamo and its Extended-A and -B blocks): 초성, 중성, 종성; a run of them,

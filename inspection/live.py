@@ -31,6 +31,7 @@ from dataclasses import replace
 
 import torch
 
+from cli.errors import UserError
 from common.heads_off import HeadsOff, read_heads
 from inference.runs import Run
 from inference.textgen import stream_text
@@ -40,7 +41,6 @@ from inspection.labels import token_labels
 from inspection.views import Settings, compute
 from inspection.views.roles import held_out_loss, measure_heads, roles_record
 from inspection.views.words import word_start_ids
-from model.errors import UserError
 from model.sampling import MAX_SEED, TEMPERATURE, Sampling, sampling_probs
 
 FIRST_TEXT = "대한민국 국회는 법률을 제정한다. 대한민국 국회는"  # what the page opens on

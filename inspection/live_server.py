@@ -42,14 +42,14 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Route
 
+from cli.errors import UserError
 from inference.runs import Run
-from model.sampling import TEMPERATURE
 from inspection.html import finite, frames_page, title_of
 from inspection.labels import vocab_text
 from inspection.live import DEBOUNCE_MS, FIRST_TEXT, MAX_NEW, BadRequest, LiveInspector, fitting_text
 from inspection.live_connections import Connection
 from inspection.live_worker import STOPPED, SUPERSEDED, ModelWorker
-from model.errors import UserError
+from model.sampling import TEMPERATURE
 
 MAX_BODY = 64 * 1024  # bytes of a request body
 BODY_TIMEOUT = 10.0  # seconds a body may take to arrive

@@ -24,17 +24,17 @@ import os
 import re
 from pathlib import Path
 
+from cli.arguments import need_choice, need_int, need_text, need_type
+from cli.errors import UserError
 from cli.messages import LANGUAGES, use_language
 from common.heads_off import check_heads, read_head
 from inference.runs import Run, load_run
-from inspection.html import page as page_html
 from inspection import notebook_live
+from inspection.html import page as page_html
 from inspection.labels import display_width
 from inspection.over_training import over_training_page, run_snapshots
 from inspection.views import VIEWS, Settings, compute
 from inspection.views.roles import ROLES, roles_from_record, stored_roles
-from model.arguments import need_choice, need_int, need_text, need_type
-from model.errors import UserError
 from model.sampling import Sampling
 from storage.atomic import write_text_atomic
 

@@ -26,8 +26,8 @@ from pathlib import Path
 from inspection.live_server import listen
 from inspection.watch import check_run
 from inspection.watch_server import CHILD
-from model.arguments import need_int, need_type
-from model.errors import UserError
+from cli.arguments import need_int, need_type
+from cli.errors import UserError
 
 ROOT = Path(__file__).resolve().parents[1]
 HEIGHT = 900  # pixels of the live page's frame

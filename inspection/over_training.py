@@ -20,7 +20,7 @@ from inspection.labels import pad
 from inspection.views import Settings, compute
 from inspection.views.roles import measure_heads, roles_from_record, roles_record
 from inspection.views.words import word_start_ids
-from model.errors import UserError
+from cli.errors import UserError
 from storage.checkpoint import read_meta, snapshot_step, snapshots_of_run
 from storage.checkpoint import read_metrics
 

@@ -15,8 +15,8 @@ from pathlib import Path
 import numpy as np
 
 from cli.messages import messages
-from model.arguments import need_int, need_labels, need_maps, need_type
-from model.errors import UserError
+from cli.arguments import need_int, need_labels, need_maps, need_type
+from cli.errors import UserError
 from storage.atomic import atomic_write
 
 FONT_FAMILIES = ["NanumGothic", "DejaVu Sans"]

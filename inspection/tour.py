@@ -10,7 +10,7 @@ A card's texts are cli/messages.py's "tour.KEY" (title) and "tour.KEY_text" (wha
 
 from pathlib import Path
 
-from model.errors import UserError
+from cli.errors import UserError
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -43,7 +43,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from model.errors import UserError
+from cli.errors import UserError
 from storage.atomic import write_npz
 
 

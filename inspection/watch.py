@@ -24,12 +24,12 @@ from pathlib import Path
 
 import torch
 
+from cli.errors import UserError
 from inference.runs import Run, load_run
 from inspection.labels import vocab_text
 from inspection.live import fitting_text
 from inspection.views import Settings, compute
 from inspection.views.roles import first_reached, role_bar
-from model.errors import UserError
 from model.nll import bits_per_char
 from storage.checkpoint import (CONFIG, checkpoint_step, parse_record, read_json, read_meta, snapshot_dirs,
                                 snapshot_step)

@@ -42,7 +42,7 @@ from inspection.live import BadRequest
 from inspection.live_server import JSON, LOCAL, GuardedServer, address_of, error, json_line, listen, read_body
 from inspection.live_worker import STOPPED, SUPERSEDED
 from inspection.watch import RunFollower, check_run
-from model.errors import UserError
+from cli.errors import UserError
 
 HERE = Path(__file__).parent
 ROOT = HERE.parent  # where `python -m inspection.watch_server` finds the package

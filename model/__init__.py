@@ -2,12 +2,13 @@
 
     from model import GPT, GPTConfig, KVCache
 
-`model/` imports nothing else of the project: checkpoint files are storage/, Hugging Face conversion hf/,
-the command line cli/. `model.errors.UserError` is the exception every package raises for bad input.
+`model/` imports nothing else of the project but the error a user is shown and the checks of what a user passes
+(cli/errors.py, cli/arguments.py): checkpoint files are storage/, Hugging Face conversion hf/, the rest of the
+command line cli/.
 """
 
-from model.config import GPTConfig, ModelConfigError, ModelInputError
+from model.config import GPTConfig
 from model.gpt import GPT
 from model.kv_cache import KVCache
 
-__all__ = ["GPT", "GPTConfig", "KVCache", "ModelConfigError", "ModelInputError"]
+__all__ = ["GPT", "GPTConfig", "KVCache"]

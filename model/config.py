@@ -9,7 +9,7 @@ field and says what to do.
 
 from dataclasses import dataclass
 
-from model.errors import UserError
+from cli.errors import ModelConfigError
 
 # The MLP's GELU by its transformers name -> nn.GELU's `approximate`. GPT-2's own code used the tanh
 # form, under two names (a Python formula and PyTorch's kernel: equal to ~1e-7).
@@ -17,14 +17,6 @@ ACTIVATIONS = {"gelu": "none", "gelu_new": "tanh", "gelu_pytorch_tanh": "tanh"}
 # Far beyond any GPT trained (GPT-3: 96 layers, 96 heads, 12,288 wide, 2,048 positions, 50,257 tokens), and
 # small enough that a config asking for more is refused at once, not after minutes of building it.
 MAX_SIZES = {"vocab_size": 1 << 24, "block_size": 1 << 20, "n_layer": 1 << 10, "n_head": 1 << 10, "n_embd": 1 << 16}
-
-
-class ModelConfigError(UserError, ValueError):
-    """A model setting is out of range (caught as `UserError` by the CLIs, or as `ValueError`)."""
-
-
-class ModelInputError(UserError, ValueError):
-    """What the model was given does not fit it: a sequence longer than `block_size`, a bad sampling option."""
 
 
 def is_number(value) -> bool:

@@ -11,7 +11,7 @@ import re
 
 import torch
 
-from model.errors import UserError
+from cli.errors import UserError
 
 # What this project computes on; torch takes more names ("meta" allocates nothing and computes nothing).
 DEVICE_NAME = re.compile(r"auto|cpu|mps|cuda(:[0-9]{1,4})?", re.ASCII)

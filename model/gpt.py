@@ -19,9 +19,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from cli.errors import ModelInputError
 from model import sampling
 from model.attention import CausalSelfAttention
-from model.config import ACTIVATIONS, GPTConfig, ModelInputError
+from model.config import ACTIVATIONS, GPTConfig
 from model.kv_cache import KVCache
 
 

@@ -16,7 +16,8 @@ import resource
 
 import torch
 
-from model.config import GPTConfig, ModelInputError
+from cli.errors import ModelInputError
+from model.config import GPTConfig
 
 GB = 1e9
 

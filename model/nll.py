@@ -19,7 +19,7 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 
-from model.config import ModelInputError
+from cli.errors import ModelInputError
 from model.memory import available_bytes
 
 # Logits (W x T x V numbers) per forward pass. On a CPU a batch whose logits stay in cache is the fastest, and

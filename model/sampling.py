@@ -33,8 +33,8 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from model.arguments import need_int, need_real
-from model.config import ModelInputError
+from cli.arguments import need_int, need_real
+from cli.errors import ModelInputError
 from model.memory import check_fits, decoding_bytes
 
 TEMPERATURE = 0.8  # the one default temperature: Sampling's, generate.py's, the page's

@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 import safetensors
 
-from model.errors import UserError
+from cli.errors import UserError
 
 
 class DiskError(UserError):

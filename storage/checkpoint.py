@@ -30,10 +30,10 @@ import safetensors
 import safetensors.torch
 import torch
 
-from data.tokenizer import check_fits, load_tokenizer, special_ids, tokenizer_hash
-from model import GPT, GPTConfig, ModelConfigError
+from cli.errors import ModelConfigError, UserError, check_utf8
 from common.heads_off import HeadsOff
-from model.errors import UserError, check_utf8
+from data.tokenizer import check_fits, load_tokenizer, special_ids, tokenizer_hash
+from model import GPT, GPTConfig
 from storage.atomic import atomic_write, write_json
 from storage.user_files import JSON_BYTES, read_user_file
 

@@ -15,7 +15,7 @@ import os
 import stat
 from typing import BinaryIO
 
-from model.errors import UserError
+from cli.errors import UserError
 
 PIECE = 1 << 20  # bytes a read takes at once: a signal waits for one piece at most
 CONFIG_BYTES = 1 << 20  # a TOML run config: a few tables of short settings

@@ -1,4 +1,4 @@
-"""The notebook API's arguments checked where they enter (model/arguments.py): every public function of the README's
+"""The notebook API's arguments checked where they enter (cli/arguments.py): every public function of the README's
 "In a notebook" section (inference's generate_text, score_text, load_run; inspection's compute and its Settings,
 head_stats, draw_head, attribute, patch, ...; the notebook views nb.*) swept with bad arguments (None, a wrong type, a wrong shape, out of
 range, a bad lang): each is one UserError that names the argument, raised at entry, never an IndexError, an
@@ -22,8 +22,8 @@ from inspection import notebook as nb
 from inspection.labels import format_top_attended
 from inspection.views.maps import format_stats_table
 from inspection.views.roles import format_roles_table
-from model.arguments import ArgumentTypeError, ArgumentValueError, need_int, need_maps, need_token_ids
-from model.errors import UserError
+from cli.arguments import ArgumentTypeError, ArgumentValueError, need_int, need_maps, need_token_ids
+from cli.errors import UserError
 from tests.conftest import TINY, random_maps
 
 TEXT = "대한민국 국회는 법률을 제정한다"

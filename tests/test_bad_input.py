@@ -20,7 +20,7 @@ traceback and every file as it was; or, where the input is odd but harmless, rea
 4. Entries of RUN/snapshots/ that are not the run's: named and left alone.
 
 The modules whose work these check first: cli/command.py (one parser, error line and exit code for every entry
-point), model/errors.py (UserError: one line, exit 2), model/memory.py (sizes refused before they are allocated)
+point), cli/errors.py (UserError: one line, exit 2), model/memory.py (sizes refused before they are allocated)
 and storage/user_files.py (a file the user names: a regular file, read within a bound).
 
 What is not here: a module's own file keeps the refusals of that module's own options beside the tests of what the

@@ -10,10 +10,10 @@ import pytest
 import safetensors.torch
 import torch
 
-from model.errors import UserError
+from cli.errors import UserError
 from model import GPT, GPTConfig
-from storage.checkpoint import CheckpointError, load_model, save_model
 from storage.atomic import atomic_write
+from storage.checkpoint import CheckpointError, load_model, save_model
 from tests.conftest import TINY_MODEL as TINY
 
 

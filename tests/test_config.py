@@ -5,7 +5,7 @@ from dataclasses import replace
 
 import pytest
 
-from model.errors import UserError
+from cli.errors import UserError
 from training.config import ConfigError, RunConfig, TrainConfig, load_config, parse_override
 
 

@@ -8,12 +8,13 @@ import copy
 import pytest
 import torch
 
-from model import GPT, GPTConfig, ModelInputError
+from cli.errors import ModelInputError
+from model import GPT, GPTConfig
+from model.sampling import generate, stream_with_logits
 from model.speed import speed_up
-from model.speed.fast_gpt import DecodeStep
 from model.speed import decode_weights
 from model.speed.decode_weights import apply, check_format, pack, quantize_rows
-from model.sampling import generate, stream_with_logits
+from model.speed.fast_gpt import DecodeStep
 from tests.conftest import TINY_MODEL as TINY
 
 BF16_STEP = 2.0**-8  # the relative spacing of bf16 numbers: what one rounding of a value can change

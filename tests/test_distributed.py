@@ -63,7 +63,7 @@ def test_a_nan_on_one_rank_stops_every_rank_with_the_error_line_not_a_hang(tmp_p
 
 
 def test_cuda_n_under_torchrun_is_refused_since_every_rank_would_take_that_gpu(monkeypatch):
-    from model.errors import UserError
+    from cli.errors import UserError
     from training.distributed import Distributed
 
     monkeypatch.setenv("WORLD_SIZE", "2")

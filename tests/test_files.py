@@ -9,7 +9,7 @@ import pytest
 
 from inspection.files import load_npz, write_records
 from inspection.views import VIEWS, Settings, compute
-from model.errors import UserError
+from cli.errors import UserError
 from tests.conftest import biased_model, toy_run
 
 IDS = [0, 5, 17, 3, 42, 17, 9]

@@ -9,8 +9,8 @@ import math
 import pytest
 import torch
 
-from model.errors import UserError
-from model import GPT, GPTConfig, ModelConfigError, ModelInputError
+from cli.errors import ModelConfigError, ModelInputError, UserError
+from model import GPT, GPTConfig
 from model.attention import reference_attention
 from tests.conftest import TINY_MODEL as TINY
 

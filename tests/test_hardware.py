@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 import torch
 
+from cli.errors import UserError
 from model.device import resolve_device
-from model.errors import UserError
 from training import hardware
 
 

@@ -12,15 +12,15 @@ import numpy as np
 import pytest
 import torch
 
+from cli.errors import ModelInputError
 from cli.messages import messages
 from common.heads_off import HeadsOff, head_means, read_heads
 from inspection.html import frame, page, walkthrough_data
-from inspection.plot import draw_layer
 from inspection.labels import vector
+from inspection.plot import draw_layer
 from inspection.trace import trace_ids
 from inspection.views import VIEWS, Settings, compute
 from inspection.views.roles import head_importance
-from model.config import ModelInputError
 from model.sampling import generate
 from model.speed import speed_up
 from model.speed.fast_gpt import has_hooks

@@ -24,7 +24,7 @@ import generate
 from inspection import live_server
 from inspection.live_server import MAX_BODY, LiveServer
 from inference.runs import load_run
-from model.errors import UserError
+from cli.errors import UserError
 from tests.conftest import CHROMIUM, ROOT, trained_tiny_run
 
 PROMPT = "대한민국 국회는"

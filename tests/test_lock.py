@@ -11,7 +11,7 @@ import socket
 import pytest
 
 import train
-from model.errors import UserError
+from cli.errors import UserError
 from tests.conftest import TINY, train_paused_in_a_save
 from training.lock import RunLock
 

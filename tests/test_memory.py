@@ -4,13 +4,13 @@ runs (fused attention, the plain loss, bf16 autocast) at configs/gpu.toml's shap
 import pytest
 import torch
 
+from cli.errors import ModelInputError
 from model import GPT, GPTConfig
-from model.config import ModelInputError
 from model.memory import GB, available_bytes, check_fits, param_count, training_bytes
 from model.speed import FastGPT, speed_up
-from training.config import load_config
 from tests.conftest import ROOT
 from tests.fake_device import cuda_queries
+from training.config import load_config
 
 
 def saved_bytes(model, x, dtype) -> int:

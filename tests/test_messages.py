@@ -248,7 +248,7 @@ def test_a_language_that_is_not_one_is_refused_in_one_line_that_names_the_argume
     import torch
 
     from inspection.views.maps import format_stats_table, head_stats
-    from model.errors import UserError
+    from cli.errors import UserError
 
     with pytest.raises(UserError, match=rf"^lang = '{lang}' is not one of 'en', 'ko'$"):
         messages(lang)

@@ -27,7 +27,7 @@ from inspection import notebook as nb
 from inspection import notebook_live
 from inspection.labels import display_width
 from storage.checkpoint import read_metrics
-from model.errors import UserError
+from cli.errors import UserError
 from tests.conftest import CHROMIUM, ROOT, TINY
 from tests.test_watch import SHOWN
 

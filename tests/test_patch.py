@@ -8,7 +8,7 @@ import pytest
 
 from inspection.views import Settings, compute
 from inspection.views.patch import named_patch, patch, text
-from model.errors import UserError
+from cli.errors import UserError
 from tests.conftest import CHROMIUM, copying_model, toy_run
 
 # The copying model predicts, at the last 3, the token that followed 3 before: 5 on the clean text, 4 on the

@@ -10,7 +10,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from model.errors import UserError
+from cli.errors import UserError
 
 
 def test_a_checkpoint_from_before_a_new_setting_still_resumes(tmp_path):

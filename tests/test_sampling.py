@@ -10,7 +10,8 @@ import math
 import pytest
 import torch
 
-from model import GPT, GPTConfig, ModelInputError
+from model import GPT, GPTConfig
+from cli.errors import ModelInputError
 from model.speed import speed_up
 from model.speed.fast_gpt import DecodeStep
 from model.sampling import (

@@ -78,7 +78,7 @@ def test_off_a_training_step_and_a_cached_decoding_run_only_the_textbook_files()
     assert found["step"] == ["model/attention.py", "model/gpt.py"]
     # sampling.py is the decoding loop (and its filters), memory.py its check that the cache fits and arguments.py
     # its check of the options' types, both before the loop, config.py the sizes the cache is made with
-    assert found["decode"] == ["model/arguments.py", "model/attention.py", "model/config.py", "model/gpt.py",
+    assert found["decode"] == ["cli/arguments.py", "model/attention.py", "model/config.py", "model/gpt.py",
                                "model/kv_cache.py", "model/memory.py", "model/sampling.py"]
 
 

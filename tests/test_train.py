@@ -14,7 +14,7 @@ import pytest
 import torch
 
 import train
-from model.errors import UserError
+from cli.errors import UserError
 from training.config import TrainConfig
 from storage.checkpoint import load_model
 from tests.conftest import ROOT, TINY, tiny

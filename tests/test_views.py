@@ -13,7 +13,7 @@ from common.heads_off import HeadsOff
 from inference.scoring import score_text
 from inspection import trace as trace_module
 from inspection.views import OF_TEXT, VIEWS, Settings, compute
-from model.config import ModelInputError
+from cli.errors import ModelInputError
 from tests.conftest import biased_model, look_at, toy_run
 
 IDS = [0, 5, 17, 3, 42, 17, 9, 63, 1]

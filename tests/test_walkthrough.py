@@ -13,13 +13,13 @@ import numpy as np
 import pytest
 import torch
 
+from cli.errors import UserError
 from cli.messages import messages
 from inspection.html import page as page_html
 from inspection.trace import load_trace, save_trace, trace_ids
-from inspection.views import Settings, compute, walkthrough
 from inspection.trace import resolve_query
+from inspection.views import Settings, compute, walkthrough
 from model.config import GPTConfig
-from model.errors import UserError
 from model.gpt import GPT
 from model.sampling import Sampling, stream_with_logits
 from tests.conftest import CHROMIUM, biased_model, look_at, toy_run

@@ -12,7 +12,7 @@ from inspection.html import page as page_html
 from inspection.trace import trace_ids
 from inspection.views import Settings, compute, why
 from inspection.views.why import attribute, shares_per_token, token_id
-from model.errors import UserError
+from cli.errors import UserError
 from tests.conftest import CHROMIUM, biased_model, look_at, toy_run
 
 IDS = [0, 5, 17, 3, 42, 17, 9, 63, 1]

@@ -23,13 +23,13 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 
 from cli.command import INT_RANGE
+from cli.errors import UserError
 from cli.messages import messages
+from common.heads_off import read_heads
 from data.config import DataConfig
 from hf.pretrained import open_pretrained
 from model.config import GPTConfig
-from common.heads_off import read_heads
 from model.device import check_device_name
-from model.errors import UserError
 from model.sampling import MAX_SEED
 from storage.user_files import CONFIG_BYTES, read_user_file
 from training.recipe import AUTO, MANY_EPOCHS_BATCH, parse_duration

@@ -18,8 +18,8 @@ import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
 
+from cli.errors import UserError
 from model.device import resolve_device
-from model.errors import UserError
 
 
 COLLECTIVE_TIMEOUT = datetime.timedelta(hours=2)

@@ -38,8 +38,8 @@ from common.heads_off import head_means
 from inspection.heldout import WINDOW, WINDOWS, held_out_windows
 from inspection.views.roles import (DROP_FORMED, FORMED, SEQUENCES, Circuit, copying_circuit, head_importance,
                                     marked_off, measure_heads, roles_from_record, roles_record)
+from cli.errors import UserError
 from inspection.views.words import word_start_ids
-from model.errors import UserError
 from model.sampling import generate
 from model.speed import is_sped_up, speed_up
 from storage.checkpoint import checkpoint_step, load_kept_off, load_model

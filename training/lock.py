@@ -16,7 +16,7 @@ import os
 import socket
 from pathlib import Path
 
-from model.errors import UserError
+from cli.errors import UserError
 from storage.atomic import DiskError, write_failure
 
 LOCK = ".lock"

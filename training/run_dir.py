@@ -23,10 +23,10 @@ from types import SimpleNamespace
 
 import torch
 
-from data.config import DataConfig
+from cli.errors import UserError
 from common.heads_off import read_heads
+from data.config import DataConfig
 from model import GPTConfig
-from model.errors import UserError
 from storage.atomic import signals_held
 from storage.checkpoint import (SNAPSHOTS, CheckpointError, expected_shapes, load_train_state, read_config, read_json,
                                 read_meta, read_model_table)  # fmt: skip

@@ -19,15 +19,15 @@ import numpy as np
 import torch
 
 from cli.command import is_out_of_memory
+from cli.errors import UserError
 from cli.messages import messages
+from common.heads_off import HeadsOff, read_heads
 from data.lessons import CopyLessons
 from data.loader import BatchLoader, draw_seed
 from data.prepare import Prepared, check_splits, prepare
 from data.tokenizer import load_tokenizer, ordinary_ids
 from hf.pretrained import open_pretrained
 from model import GPT
-from common.heads_off import HeadsOff, read_heads
-from model.errors import UserError
 from model.nll import windows_read
 from model.speed import speed_up
 from storage.atomic import write_json

@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 from cli.command import Interrupted
-from model.errors import UserError
+from cli.errors import UserError
 from storage.checkpoint import checkpoint_step
 from training.run_dir import run_content
 

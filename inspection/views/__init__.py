@@ -31,13 +31,13 @@ from typing import Callable
 import numpy as np
 import torch
 
+from cli.arguments import ArgumentValueError, need_choice, need_int, need_text, need_token_ids, need_type
 from common.heads_off import MODES, HeadsOff, check_heads, read_head, read_heads
 from inference.runs import Run, crop, need_run
 from inspection.heldout import held_out_means
 from inspection.labels import labeller, token_labels
 from inspection.trace import Trace, resolve_query, trace_ids
 from inspection.views import lens, maps, patch, path, roles, score, walkthrough, why, words
-from model.arguments import ArgumentValueError, need_choice, need_int, need_text, need_token_ids, need_type
 from model.sampling import Sampling
 
 VIEWS = {"maps": maps, "walkthrough": walkthrough, "path": path, "lens": lens, "why": why, "patch": patch,

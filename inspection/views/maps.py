@@ -28,9 +28,9 @@ import math
 import numpy as np
 import torch
 
+from cli.arguments import ArgumentValueError, need_maps, need_type
 from cli.messages import messages
 from inspection.labels import display_width, format_top_attended, pad, token_pieces
-from model.arguments import ArgumentValueError, need_maps, need_type
 from model.device import sum_dtype
 from model.nll import token_nll
 

@@ -26,13 +26,13 @@ the rows of a batch patch different cells, so one forward covers a stage's every
 import numpy as np
 import torch
 
+from cli.arguments import need_token_ids, need_type
+from cli.errors import UserError
 from cli.messages import messages
 from common.heads_off import head_name, read_heads
 from inspection.labels import display_width, off_mark, off_names, pad
 from inspection.views.why import choice_and_runner_up
 from model import GPT
-from model.arguments import need_token_ids, need_type
-from model.errors import UserError
 
 MIN_GAP = 0.1  # logits: the least gap between the two texts' logit differences that patching measures
 

@@ -40,6 +40,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from cli.arguments import need_int, need_token_ids, need_type
+from cli.errors import UserError
 from cli.messages import messages
 from common.heads_off import HeadsOff, head_name
 from inspection.heldout import held_out_ids, held_out_means, held_out_windows, usable_ids, where
@@ -47,8 +49,6 @@ from inspection.labels import display_width, pad
 from inspection.views.maps import text_role_sums
 from inspection.views.words import word_role_sums, word_start_ids
 from model import GPT
-from model.arguments import need_int, need_token_ids, need_type
-from model.errors import UserError
 from storage.checkpoint import checkpoint_step, read_metrics
 
 ROLES = ("previous-token", "first-token", "self", "duplicate-token", "induction")

@@ -22,12 +22,12 @@ Every number is read from the recording forward (inspection/trace.py) and the mo
 
 import numpy as np
 
+from cli.arguments import need_int, need_type
+from cli.errors import UserError
 from cli.messages import messages
-from inspection.trace import Trace, resolve_query
 from inspection.labels import off_mark, off_names, table
+from inspection.trace import Trace, resolve_query
 from model import GPT
-from model.arguments import need_int, need_type
-from model.errors import UserError
 
 TOP = 5  # tokens a head pushes up and down the most, shown per head
 

@@ -29,7 +29,7 @@ import torch
 
 from cli.messages import messages
 from inspection.labels import VISIBLE, bytes_label, display_width, pad
-from model.arguments import ArgumentTypeError, ArgumentValueError, kind, need_labels, need_maps, need_token_ids, need_type
+from cli.arguments import ArgumentTypeError, ArgumentValueError, kind, need_labels, need_maps, need_token_ids, need_type
 
 MARKED = {symbol: ch for ch, symbol in VISIBLE.items()}  # "␣" -> " ": a label's markers read back
 LABEL_PIECE = re.compile(r"<0x([0-9A-F]{2})>|<U\+(10[0-9A-F]{4}|0?[0-9A-F]{4,5})>|(.)", re.S)  # a byte, a code point, a character

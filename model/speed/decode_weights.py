@@ -23,7 +23,7 @@ fp32's by the rounding of the weights and of those inputs; tests/test_decode_wei
 import torch
 import torch.nn.functional as F
 
-from model.config import ModelInputError
+from cli.errors import ModelInputError
 
 FORMATS = ("fp32", "bf16", "int8")
 INT8_WIDTH = 16  # _weight_int8pack_mm's input width must be a multiple of this

@@ -44,7 +44,7 @@ import threading
 import torch
 import torch.nn.functional as F
 
-from model.config import ModelInputError
+from cli.errors import ModelInputError
 from model.gpt import GPT, logits_loss
 from model.kv_cache import KVCache
 from model.speed import decode_weights

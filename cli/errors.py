@@ -26,6 +26,14 @@ class UserError(Exception):
         return [f"{type(self).__name__}: {self}"]
 
 
+class ModelConfigError(UserError, ValueError):
+    """A model setting is out of range (caught as `UserError` by the CLIs, or as `ValueError`)."""
+
+
+class ModelInputError(UserError, ValueError):
+    """What the model was given does not fit it: a sequence longer than `block_size`, a bad sampling option."""
+
+
 def check_utf8(text: str, what: str, fix: str) -> None:
     """UserError "`what` is not valid UTF-8 (byte 0xB4 at position 2); `fix`" if `text` holds a lone surrogate."""
     found = LONE_SURROGATE.search(text)

@@ -15,8 +15,7 @@ import numbers
 
 import numpy as np
 
-from model.config import ModelInputError
-from model.errors import UserError
+from cli.errors import ModelInputError, UserError
 
 
 class ArgumentTypeError(UserError, TypeError):
