@@ -91,7 +91,7 @@ def parse_args(argv):
     p.add_argument("--words", action="store_true", help="read attention by word (어절): word-level maps, and the "
                    "walkthrough's and --head's attention summed per word")
     p.add_argument("--layers", metavar="LIST", help="layers of the page and PNGs, e.g. 0,2 or 0-3 (default: all)")
-    p.add_argument("--lang", choices=LANGUAGES, help="language of the walkthrough, the tables, the PNGs and the page: "
+    p.add_argument("--lang", choices=LANGUAGES, help="language of every line printed (warnings too), the PNGs and the page: "
                    "ko or en (default: the locale's, ko where LANG or LC_ALL begins with ko)")
     p.add_argument("--serve", action="store_true", help="the live inspector: a local page where the maps, the "
                    "walkthrough and the next token follow a text as it is typed (Ctrl-C stops it)")
