@@ -48,10 +48,8 @@ class Utf8Stream:
 
 def check_batch(max_new_tokens: int, num_samples: int) -> tuple[int, int]:
     """Both as ints (numpy's too); a UserError for a number of tokens or samples no decoding takes."""
-    max_new_tokens = need_int("max_new_tokens", max_new_tokens)  # the type first: "5" is no number, `<` names none
+    max_new_tokens = need_int("max_new_tokens", max_new_tokens, lo=0)
     num_samples = need_int("num_samples", num_samples)
-    if max_new_tokens < 0:
-        raise ModelInputError(f"max_new_tokens {max_new_tokens} must be >= 0; use 0 for none")
     if num_samples < 1:
         raise ModelInputError(f"num_samples {num_samples} must be >= 1")
     if num_samples > MAX_SAMPLES:

@@ -184,8 +184,7 @@ def stream_with_logits(model, idx, max_new_tokens, sampling: Sampling | None = N
 
 def check_decoding(model, idx, max_new_tokens, attention) -> None:
     """ModelInputError for a decoding this model cannot run: before any step, and before a word is printed."""
-    if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) or max_new_tokens < 0:
-        raise ModelInputError(f"max_new_tokens {max_new_tokens!r} must be an integer >= 0")
+    need_int("max_new_tokens", max_new_tokens, lo=0)
     B, T = idx.shape
     if T == 0:
         raise ModelInputError("the prompt is empty; give at least one token (for example the end-of-text id)")

@@ -175,7 +175,7 @@ def test_the_sweep_covers_the_notebook_api():
 REVIEW = [
     ("N07", lambda c: generate_text(c.run, None), ArgumentTypeError, "prompt must be a str (the text to continue)"),
     ("N10", lambda c: generate_text(c.run, "x", max_new_tokens="5"), ArgumentTypeError,
-     "max_new_tokens must be an int, got str"),
+     "max_new_tokens must be an int >= 0, got str"),
     ("N15", lambda c: generate_text(c.run, "x", temperature="hot"), ArgumentTypeError,
      "temperature must be a number, got str"),
     ("N26", lambda c: generate_text(c.run, ["a", "b"]), ArgumentTypeError, "prompt must be a str"),

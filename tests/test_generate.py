@@ -583,7 +583,7 @@ BAD = [
     (["--prompt", "가", "--top-p", "0"], "top_p 0.0 must be in (0, 1]"),
     (["--prompt", "가", "--top-p", "1.5"], "top_p 1.5 must be in (0, 1]"),
     (["--prompt", "가", "--top-k", "0"], "top_k 0 must be a positive integer"),
-    (["--prompt", "가", "--max-new-tokens", "-1"], "max_new_tokens -1 must be >= 0"),
+    (["--prompt", "가", "--max-new-tokens", "-1"], "max_new_tokens must be an int >= 0, got -1"),
     (["--prompt", "가", "--num-samples", "0"], "num_samples 0 must be >= 1"),
     (["--prompt", "가", "--temperature", "hot"], "invalid float value: 'hot'"),
     (["--prompt", "가", "--bogus"], "unrecognized arguments: --bogus"),
