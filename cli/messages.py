@@ -1,7 +1,8 @@
 """Every text the commands print and the page shows, in English and in Korean: one table, looked up by key.
 
-    say = messages("ko")                                  # "en", "ko", or None: the locale's (`locale_language`)
+    say = messages("ko")                                  # "en", "ko", or None: the terminal's (below)
     say("explain.step4", d=16, C=64, H=4, root="4.0000")  # one text, its {fields} filled in
+    use_language("ko")                                    # where a command starts (--lang): messages() says Korean
 
 Korean follows the explainers Korean learners read: Korean sentences, with the technical terms in the form
 they are used in (query, key, value, score, softmax, √d_k, mask, head, token, residual stream, ...), and

@@ -35,7 +35,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 from starlette.routing import Route
 
-from cli.messages import messages, page_messages
+from cli.messages import messages, page_messages, use_language
 from inference.runs import warn
 from inspection.html import font_face_css
 from inspection.live import BadRequest
@@ -241,6 +241,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--lang", default="en")
     args = p.parse_args(argv)
+    use_language(args.lang)  # its warnings, as the page
     torch.set_num_threads(1)  # beside a trainer: one core's worth at most
     sock = socket.socket(fileno=args.socket)
     server = WatchServer([Path(r) for r in args.runs[:2]], args.host, sock.getsockname()[1], args.lang, sock=sock, parent=args.parent)

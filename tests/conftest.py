@@ -26,6 +26,9 @@ TINY = ROOT / "configs" / "tiny.toml"  # the smoke-run config: fp32, CPU, second
 TINY_MODEL = {"vocab_size": 64, "block_size": 16, "n_layer": 2, "n_head": 2, "n_embd": 32}
 HOOKED_TRAIN = ROOT / "tests" / "train_with_hooks.py"  # train.py's command line with its test hooks
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+# what the DevTools protocol answers an evaluation that the page's navigation (a reload) cut off
+NAVIGATING = ("Inspected target navigated or closed", "Cannot find context with specified id",
+              "Execution context was destroyed")
 
 
 @pytest.fixture(autouse=True)
@@ -344,10 +347,16 @@ class Browser:
                       code="Backspace", windowsVirtualKeyCode=8)
 
     def wait_for(self, js, timeout=20.0):
-        """The value of `js` once it is truthy (polled), else fail after `timeout` seconds."""
+        """The value of `js` once it is truthy (polled; an evaluation the page cut off by navigating, as a reload
+        does, is polled again), else fail after `timeout` seconds."""
         deadline = time.time() + timeout
         while time.time() < deadline:
-            value = self.evaluate(js)
+            try:
+                value = self.evaluate(js)
+            except AssertionError as e:
+                if not any(cut in str(e) for cut in NAVIGATING):
+                    raise
+                value = None
             if value:
                 return value
             time.sleep(0.05)
