@@ -32,7 +32,7 @@ import numpy as np
 from tqdm import tqdm
 
 from cli.command import ArgumentParser, run_command
-from cli.messages import messages
+from cli.messages import LANGUAGES, messages, use_language
 from data.cache import build_dir, cache_problem, file_records, remove_orphans
 from data.config import DataConfig, DataError, auto_vocab_size
 from data.corpora.build import build_corpus, report_line
@@ -264,6 +264,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = ArgumentParser(prog="python -m data.prepare", description=__doc__.split("\n")[0],
                             epilog="Overrides: --data.KEY=VALUE, the value parsed as TOML.")
     parser.add_argument("--config", default="configs/small.toml", help="a run config (TOML): its [data] table")
+    parser.add_argument("--lang", choices=LANGUAGES, help="language of the lines printed (default: the locale's)")
 
     def work():
         args, overrides = parser.parse_known_args(argv)
@@ -271,6 +272,7 @@ def main(argv: list[str] | None = None) -> int:
         if other is not None:
             raise UserError(f"bad option {other!r}; python -m data.prepare takes --data.KEY=VALUE overrides, "
                             f"e.g. --data.vocab_size=512")
+        use_language(args.lang)
         prepare(load_config(args.config, overrides).data)
 
     return run_command(work, interrupted="interrupted; the data cache is as it was (run the command again)")

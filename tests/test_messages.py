@@ -10,6 +10,7 @@ import string
 import numpy as np
 import pytest
 
+import data.prepare
 import generate
 import train
 from inspection.html import page as page_html
@@ -104,7 +105,7 @@ def test_generate_in_korean_leaves_no_english_prose_and_keeps_the_numbers(run, t
 
 def test_the_lines_said_on_the_way_follow_the_command_s_lang(run, tmp_path, capsys, data_cache):
     """--lang is set once where a command starts; the functions below it that warn as they compute (a prompt cut to
-    the context, training's set-up) take no language, and still say their lines in it."""
+    the context, training's set-up, the prepared data's report) take no language, and still say their lines in it."""
     long = "대한민국 국회는 법률을 만든다. " * 20
     for lang, cut in (("ko", "개만 씁니다"), ("en", "using the last")):
         assert generate.main(["--ckpt", str(run), "--prompt", long, "--max-new-tokens", "0", "--lang", lang]) == 0
@@ -114,6 +115,9 @@ def test_the_lines_said_on_the_way_follow_the_command_s_lang(run, tmp_path, caps
     for lang, summary in (("ko", "step당 토큰"), ("en", "tokens/step")):
         assert train.main([*argv, "--out", str(tmp_path / lang), "--lang", lang]) == 0
         assert summary in capsys.readouterr().out
+    for lang, tokenizer in (("ko", "토크나이저: 어휘 크기"), ("en", "tokenizer: vocab size")):  # python -m data.prepare
+        assert data.prepare.main([*argv[:2], f"--data.cache_dir={data_cache}", "--lang", lang]) == 0
+        assert tokenizer in capsys.readouterr().out
 
 
 # Beyond TERMS, the words a Korean line may hold as names: units, precisions, devices, the run's directories
