@@ -2,7 +2,6 @@
 final evaluation (`val_bpc`) and `generate.py --score`.
 
     nll, count = stream_nll(model, ids)        # nats summed over ids[1:], and how many were predicted
-    token_nll(logits, ids)                     # the same terms one by one, from one forward's logits
     bits_per_char(nll, n_chars)
 
 A stream longer than the context is read in windows of T = min(block_size, n - 1) tokens that start every
@@ -95,14 +94,6 @@ def stream_nll(model, ids, stride: int | None = None, rank: int = 0, world: int 
         dist.all_reduce(total)
     model.train(was_training)
     return total[0].item(), int(total[1].item())
-
-
-def token_nll(logits, ids) -> np.ndarray:
-    """(T, V) logits after each of T tokens `ids` -> (T - 1,) nats of ids[1:], each given the tokens before it: the
-    terms stream_nll sums, one per token (a text's surprise, token by token)."""
-    logits = torch.as_tensor(np.asarray(logits), dtype=torch.float32)
-    targets = torch.as_tensor(np.asarray(ids[1:], dtype=np.int64))
-    return F.cross_entropy(logits[:-1], targets, reduction="none").double().numpy()
 
 
 def bits_per_char(nll: float, chars: int) -> float:

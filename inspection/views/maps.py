@@ -15,8 +15,9 @@ prev, first and self are the previous-token, first-token and self role scores of
 definition for both (`text_role_sums`, here, which the roles read): means over the queries q = 2 .. T-1 (at q = 1 the previous token is the first) of
 att[q, q-1], att[q, 0] (often an "attention sink") and att[q, q]; NaN when T < 3.
 
-Each token's surprise is what teacher forcing trains: -log2 p of the token given the tokens before it (bits;
-model/nll.py's `token_nll`, the terms --score sums), beside the model's EXPECTED most likely tokens there.
+Each token's surprise is what teacher forcing trains: -log2 p of the token given the tokens before it (bits; the
+cross-entropy terms that model/nll.py's `stream_nll` sums for --score), beside the model's EXPECTED most likely
+tokens there.
 
 `att` comes from the text's recording forward, or, for text a decoding generated, from the decoding's own
 forwards: rows 0..prefill-1 from its prefill, each later row from one cached step (the KV cache's keys).
@@ -27,22 +28,21 @@ import math
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 
 from cli.arguments import ArgumentValueError, need_maps, need_type
 from cli.messages import messages
 from inspection.labels import display_width, format_top_attended, pad, token_pieces
-from model.device import sum_dtype
-from model.nll import token_nll
 
 STAT_NAMES = ("entropy", "distance", "prev", "first", "self")
 EXPECTED = 5  # the most likely next tokens kept beside each token's surprise
 
 
 def text_role_sums(maps: torch.Tensor, ids: torch.Tensor) -> dict[str, tuple[torch.Tensor, int]]:
-    """maps (B, L, H, T, T) of windows ids (B, T) -> role: (summed score (L, H), number of queries)."""
+    """maps (B, L, H, T, T) on the CPU of windows ids (B, T) -> role: (summed score (L, H), number of queries)."""
     B, T = ids.shape
     q = torch.arange(2, T)
-    maps = maps.to(sum_dtype(maps.device))
+    maps = maps.double()  # summed in float64: the maps come here on the CPU, which has it
     sums = {
         "previous-token": (maps[..., q, q - 1].sum((0, 3)), B * len(q)),
         "first-token": (maps[..., q, 0].sum((0, 3)), B * len(q)),
@@ -122,8 +122,10 @@ def surprise(logits: np.ndarray, ids: list[int], label) -> dict:
     """Tokens 1..T-1's surprise in bits (T - 1,), and at each the EXPECTED most likely tokens with their
     probabilities (T - 1, EXPECTED), ids and `label`s: what the page's token strip draws; "uniform": log2(V), the
     surprise of a guess spread evenly over the vocabulary (the strip's darkest colour)."""
-    bits = token_nll(logits, ids) / math.log(2)
-    p, top = torch.softmax(torch.as_tensor(logits[:-1], dtype=torch.float32), -1).topk(min(EXPECTED, logits.shape[-1]))
+    logits = torch.as_tensor(np.asarray(logits), dtype=torch.float32)[:-1]  # after tokens 0..T-2: of tokens 1..T-1
+    nats = F.cross_entropy(logits, torch.as_tensor(np.asarray(ids[1:], dtype=np.int64)), reduction="none")
+    bits = nats.double().numpy() / math.log(2)
+    p, top = torch.softmax(logits, -1).topk(min(EXPECTED, logits.shape[-1]))
     return {"surprise": np.round(bits, 6).tolist(), "expected": top.tolist(), "expected_p": np.round(p.double().numpy(), 6).tolist(),
             "expected_labels": {int(i): label(int(i)) for i in np.unique(top.numpy())},
             "uniform": math.log2(logits.shape[-1])}
