@@ -12,7 +12,6 @@ the seeds; --record appends a JSON line per run to bench/results/heads.jsonl.
 """
 
 import argparse
-import json
 import subprocess
 import sys
 from pathlib import Path

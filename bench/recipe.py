@@ -24,7 +24,6 @@ the same time (half the hours; each sees a shared memory bus). Prints a table an
 import argparse
 import importlib.util
 import json
-import math
 import os
 import pickle
 import re

@@ -54,17 +54,6 @@ def test_a_map_multiplies_by_the_rounded_weight(weights, rows):
     assert (got.double() - (x.double() @ w.double().T + bias.double())).abs().max() > 1e-4
 
 
-def dequantized(model, weights):
-    """A copy of model whose matrices hold the values the step's stored weights stand for (fp32 modules)."""
-    copied = copy.deepcopy(model)
-    with torch.no_grad():
-        for module in copied.modules():
-            if isinstance(module, torch.nn.Linear):
-                stored = pack(module.weight, weights)
-                module.weight.copy_(stored.float() if weights == "bf16" else stored[0].float() * stored[1].float()[:, None])
-    return copied
-
-
 def stored_values(stored) -> torch.Tensor:
     """The fp32 matrix a stored form stands for: the bf16 weight, or q * scale."""
     return stored.float() if isinstance(stored, torch.Tensor) else stored[0].float() * stored[1].float()[:, None]

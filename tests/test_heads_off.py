@@ -18,7 +18,6 @@ from common.heads_off import HeadsOff, head_means, read_heads
 from inspection.html import frame, page, walkthrough_data
 from inspection.labels import vector
 from inspection.plot import draw_layer
-from inspection.trace import trace_ids
 from inspection.views import VIEWS, Settings, compute
 from inspection.views.roles import head_importance
 from model.sampling import generate

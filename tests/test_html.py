@@ -275,7 +275,6 @@ def hangul_drawn_by_other_fonts(page) -> list:
 def test_every_korean_text_of_the_page_is_drawn_with_its_embedded_font(tmp_path, browser):
     """The Korean page with every panel open (walkthrough, path, lens, roles, glossary): no Hangul falls back to a
     system font, which on a machine without a Korean font (CI's) draws empty boxes."""
-    from inspection.html import frames_page, frame, path_data
     from inspection.views.roles import measure_heads, roles_record
 
     ids, model = [0, 5, 17, 3, 42, 17, 9, 63, 1, 2, 30, 11], biased_model()

@@ -239,7 +239,6 @@ def test_the_page_s_one_sampling_rule_is_python_s_on_random_logits_with_ties(mod
     """The offline page's bars run path.js's samplingProbs, the page's one copy of model/sampling.py's rule: on 400
     random rows (logits in steps of 0.5, so many tie; top-k and top-p cut through the ties) it keeps the same tokens
     with the same probabilities as sampling_probs (float64: the page computes in doubles from float32 logits)."""
-    trace = trace_ids(model, IDS)
     page = browser(write_page(model, None, tmp_path / "attention.html"))
     rng = np.random.default_rng(0)
     cases = []

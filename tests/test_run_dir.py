@@ -16,8 +16,6 @@ from cli.errors import UserError
 def test_a_checkpoint_from_before_a_new_setting_still_resumes(tmp_path):
     """A setting added later (model.activation, train.heads_off_mode) is absent from an old config.json: its
     default is assumed."""
-    from dataclasses import asdict
-
     from model import GPTConfig
     from training.config import RunConfig
     from training.run_dir import check_same_experiment

@@ -168,7 +168,7 @@ def test_walkthrough_prints_the_models_numbers_in_the_textbook_order():
              "8. Where y goes"]
     steps = [text.index(m) for m in marks]
     assert steps == sorted(steps)  # the textbook's order
-    assert text.startswith(f"Layer 1, head 0, query token 5 '민국' of 9 tokens (n_embd 32, 2 heads of d_k = 16")
+    assert text.startswith("Layer 1, head 0, query token 5 '민국' of 9 tokens (n_embd 32, 2 heads of d_k = 16")
     assert "√16 = 4.0000" in text and "d_k = 16" in text
     x_rows = section(text, "|x_j|", "\n2. ").strip().splitlines()[1:]
     assert [r.split()[0] for r in x_rows] == [str(j) for j in range(i + 1)]  # the keys 0..5

@@ -9,9 +9,7 @@ import http.client
 import json
 import os
 import re
-import shutil
 import subprocess
-import sys
 import threading
 
 import numpy as np
