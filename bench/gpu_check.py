@@ -298,8 +298,9 @@ def gpu_tests(selection: str) -> Callable[[Context, float], dict]:
     """A step that runs pytest -m gpu on the tests that `selection` (pytest's -k) picks."""
 
     def run(ctx: Context, timeout: float) -> dict:
-        # a module that fails to import (a missing package) costs its own tests, not every gpu test
-        cmd = [PY, "-m", "pytest", "-q", "-rs", "-m", "gpu", "-k", selection, "-p", "no:cacheprovider",
+        # a module that fails to import (a missing package) costs its own tests, not every gpu test; one process
+        # (no addopts: pyproject's -n 2), as the GPU is one and the machine may lack pytest-xdist
+        cmd = [PY, "-m", "pytest", "-q", "-rs", "-m", "gpu", "-k", selection, "-p", "no:cacheprovider", "-o", "addopts=",
                "--continue-on-collection-errors", "tests"]  # fmt: skip
         return judge_pytest(*run_command(cmd, timeout, ctx))
 
