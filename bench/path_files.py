@@ -11,9 +11,10 @@ files that loading a run opens, which every command shares: the run is loaded on
 (--max-new-tokens 0: a decoded token is a path of its own). "To open" leaves out, besides, the files where only
 checks of the options ran (a check's name starts with check or need_) and the tokenizer's files (a token's
 text and bytes, for the labels and the prompt: the tokenizer's own path). A live keystroke is the model side of
-the page's request (inspection/live.py's `inspect`, run as the model thread runs it) plus the two files that carry
-it there, the server's route and the model thread (inspection/live_server.py, inspection/live_worker.py). With
---functions, each file's functions that ran.
+the page's request (inspection/live.py's `inspect` of the body the page sends for a keystroke, run as the model
+thread runs it: no walkthrough tensors, which a click asks for) plus the two files that carry it there, the
+server's route and the model thread (inspection/live_server.py, inspection/live_worker.py). With --functions, each
+file's functions that ran.
 """
 
 import argparse
@@ -65,6 +66,7 @@ def paths(run_dir: Path) -> dict:
     from inference import load_run
     from inspection import notebook as nb
     from inspection.live import LiveInspector
+    from model.sampling import TEMPERATURE
 
     run = load_run(run_dir)
     inspector = LiveInspector(run)
@@ -73,8 +75,9 @@ def paths(run_dir: Path) -> dict:
     def command(*options):
         return lambda: generate.main(["--ckpt", str(run_dir), "--prompt", PROMPT, "--max-new-tokens", "0", *options])
 
-    def keystroke():
-        for _ in inspector.inspect({"text": PROMPT}):
+    def keystroke():  # the body live.js's settings() sends for a keystroke: no walkthrough tensors until a click
+        body = {"text": PROMPT, "temperature": TEMPERATURE, "top_k": None, "top_p": None, "explain": False, "ablate": []}
+        for _ in inspector.inspect(body):
             pass
 
     return {"--why": command("--why"), "--explain L.H": command("--explain", "1.0"),

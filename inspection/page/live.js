@@ -25,9 +25,9 @@ function showNext(next, heldOut) {  // the next token's top candidates under the
 
 // A switch on each head of a live page: the heads switched off (common/heads_off.py, their mean output) go
 // with every request, and the page shows what changes against the full model.
-const switchedOff = new Set();  // "layer.head"
+const switchedOff = new Map();  // "layer.head", as the page names a head -> [layer, head], as the request sends it
 
-function offList() { return Array.from(switchedOff).sort(); }
+function offList() { return Array.from(switchedOff.keys()).sort(); }
 
 function headSwitch(layer, h) {
   const key = layer + "." + h, label = el("label"), box = el("input");
@@ -36,7 +36,7 @@ function headSwitch(layer, h) {
   box.dataset.head = key;
   box.checked = switchedOff.has(key);
   box.addEventListener("change", () => {
-    if (box.checked) switchedOff.add(key); else switchedOff.delete(key);
+    if (box.checked) switchedOff.set(key, [layer, h]); else switchedOff.delete(key);
     inspectText();
   });
   label.appendChild(box);
@@ -67,7 +67,7 @@ function settings() {
   const value = (id) => document.getElementById(id).value;
   const opt = (id, parse) => (value(id) === "" ? null : parse(value(id)));
   return { text: value("live-text"), temperature: opt("temperature", Number) ?? DATA.temperature, top_k: opt("top-k", Number),
-           top_p: opt("top-p", Number), explain: false, ablate: offList().map((k) => k.split(".").map(Number)) };
+           top_p: opt("top-p", Number), explain: false, ablate: offList().map((k) => switchedOff.get(k)) };
 }
 
 // A keystroke's view comes without the walkthrough's tensors (q, k, v, y of every head: most of its bytes);

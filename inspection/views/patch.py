@@ -29,7 +29,7 @@ import torch
 from cli.arguments import need_token_ids, need_type
 from cli.errors import UserError
 from cli.messages import messages
-from common.heads_off import head_name, read_heads
+from common.heads_off import head_name, read_head, read_heads
 from inspection.labels import display_width, off_mark, off_names, pad
 from inspection.views.why import choice_and_runner_up
 from model import GPT
@@ -195,7 +195,7 @@ def text(record: dict, lang: str) -> str:
         together = ", ".join(h + off_mark(off.get(h), say) for h in record["together_heads"])
         lines.append(say("patch.together", heads=together, share=f"{record['together']:.2f}"))
     if off:
-        named = {tuple(int(x) for x in name.split(".")): mode for name, mode in off.items()}
+        named = {read_head(name, "off"): mode for name, mode in off.items()}
         lines.append(say("patch.off", heads=off_names(named, say)))
     lines += ["", say("patch.cone")]
     return "\n".join(lines)
