@@ -35,6 +35,7 @@ from data.jamo import compose
 from data.token_bytes import byte_of_token, piece_reader
 from data.tokenizer import special_ids
 from cli.arguments import need_int, need_labels, need_maps
+from common.heads_off import head_name
 
 VISIBLE = {" ": "␣", "\n": "↵", "\t": "⇥", "\r": "␍"}
 # Conjoining jamo, modern and old (Hangul Jamo and its Extended-A and -B blocks): 초성, 중성, 종성; a run of them,
@@ -188,7 +189,7 @@ def off_mark(mode: str | None, say) -> str:
 
 def off_names(off: dict, say) -> str:
     """Switched-off heads {(layer, head): mode} as the views name them: "0.0 off (mean), 1.1 off (zero)"."""
-    return ", ".join(f"{l}.{h} " + say("ablate.off", mode=say("ablate.short_" + mode)) for (l, h), mode in sorted(off.items()))
+    return ", ".join(head_name(l, h) + off_mark(mode, say) for (l, h), mode in sorted(off.items()))
 
 
 def format_top_attended(att: np.ndarray, labels: list[str], k: int = 3) -> str:

@@ -27,7 +27,7 @@ from pathlib import Path
 from cli.arguments import need_choice, need_int, need_text, need_type
 from cli.errors import UserError
 from cli.messages import LANGUAGES, use_language
-from common.heads_off import check_heads, read_head
+from common.heads_off import check_heads, head_name, read_head
 from inference.runs import Run, load_run
 from inspection import notebook_live
 from inspection.html import page as page_html
@@ -91,7 +91,7 @@ class RolesTable(Text):
         if role not in self.roles.roles and role != "mixed":
             raise UserError(f"role {role!r} is not one of {', '.join(self.roles.roles)} or mixed")
         L, H = self.roles.scores[ROLES[0]].shape
-        return ",".join(f"{l}.{h}" for l in range(L) for h in range(H) if self.roles.strongest(l, h)[0] == role)
+        return ",".join(head_name(l, h) for l in range(L) for h in range(H) if self.roles.strongest(l, h)[0] == role)
 
 
 # Once the page in the frame has loaded, and whenever it grows or shrinks after (a section opened, a walkthrough

@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 from cli.messages import messages
+from common.heads_off import head_name
 from inference.runs import load_run
 from inspection.heldout import held_out_ids, usable_ids
 from inspection.html import frame, frames_page, opening
@@ -102,6 +103,6 @@ def format_snapshot_table(frames: list[dict], layers: list[int], lang: str = "en
         for role in ("previous-token", "induction"):
             layer, head, score = max(((li, h, x) for li, row in enumerate(r["scores"][role]) for h, x in enumerate(row)
                                       if x is not None), key=lambda t: t[2], default=(0, 0, float("nan")))  # fmt: skip
-            cells.append(f"{layers[layer]}.{head} {score:.3f}".ljust(18))
+            cells.append(f"{head_name(layers[layer], head)} {score:.3f}".ljust(18))
         lines.append(f"{shown['step']:>8}  {''.join(cells)}{r['loss_first_copy'] - r['loss_second_copy']:.3f} nats")
     return "\n".join(lines)

@@ -30,7 +30,7 @@ const switchedOff = new Map();  // "layer.head", as the page names a head -> [la
 function offList() { return Array.from(switchedOff.keys()).sort(); }
 
 function headSwitch(layer, h) {
-  const key = layer + "." + h, label = el("label"), box = el("input");
+  const key = headLH(layer, h), label = el("label"), box = el("input");
   box.type = "checkbox";
   box.className = "off";
   box.dataset.head = key;

@@ -370,7 +370,7 @@ function renderLens() {
   }
   richTable(box, [t("lens.stage"), t("lens.rank_column")].concat(LENS.top[0][f].map((_, k) => "#" + (k + 1))), rows, "lens");
   if (LENS.off && LENS.off.length) box.appendChild(el("p", "hint", t("lens.off", { heads: LENS.off.map(([l, h, m]) =>
-    l + "." + h + " " + t("ablate.off", { mode: t("ablate.short_" + m) })).join(", ") })));
+    headLHOff(l, h, m)).join(", ") })));
   box.appendChild(el("p", "hint", t("lens.caveat")));
 }
 

@@ -25,7 +25,7 @@ function pathStep(panel, text) {
 }
 
 function headLink(layer, h, i) {  // a head of the path: a click opens its walkthrough at this token
-  const a = el("a", "headlink", layer + "." + h);
+  const a = el("a", "headlink", headLH(layer, h));
   a.href = "#";
   a.addEventListener("click", (e) => {
     e.preventDefault();
@@ -90,8 +90,7 @@ function renderPath() {
                  mode ? t("ablate.off", { mode: t("ablate.short_" + mode) }) : ""]);
     }
     richTable(block, ["head", t("path.key"), "j", "att", "|share|", ""], rows, "path-heads");
-    const off = b.off[l].map((m, h) => m ? l + "." + h + " " + t("ablate.off", { mode: t("ablate.short_" + m) }) : "")
-      .filter((name) => name);
+    const off = b.off[l].map((m, h) => (m ? headLHOff(l, h, m) : "")).filter((name) => name);
     if (off.length) block.appendChild(el("div", "vec", t("path.off_note", { heads: off.join(", ") })));
     if (b.active) block.appendChild(el("div", "vec", t("path.mlp", { mlp: b.mlp_norm[l][i].toFixed(4),
       active: (100 * b.active[l][i]).toFixed(1), hidden: 4 * P.C })));
@@ -186,7 +185,7 @@ function renderBars() {
 }
 
 function offHeads() {  // "1.0, 0.3": the heads the page's model has switched off, in any layer
-  return FRAME.off.flatMap((row, li) => row.map((m, h) => (m ? LAYERS[li] + "." + h : "")).filter((x) => x)).join(", ");
+  return FRAME.off.flatMap((row, li) => row.map((m, h) => (m ? headLH(LAYERS[li], h) : "")).filter((x) => x)).join(", ");
 }
 
 // ---- the glossary (inspection/glossary.py), in the page's language ---------------------------------------

@@ -10,7 +10,7 @@ function shareBar(value, largest) {  // a share as a bar, blue pushing the model
 }
 
 function offMark(name) {  // " · off (mean)" after a switched-off head's part name, as the terminal marks it
-  const off = (DATA.why.off || []).find(([l, h]) => name === "head " + l + "." + h);
+  const off = (DATA.why.off || []).find(([l, h]) => name === "head " + headLH(l, h));
   return off ? " · " + t("ablate.off", { mode: t("ablate.short_" + off[2]) }) : "";
 }
 
@@ -38,8 +38,7 @@ function renderWhy() {
   }
   panel.appendChild(el("p", "hint", t("why.meaning")));
   if (W.off && W.off.length)  // the heads switched off: their shares are their replacements'
-    panel.appendChild(el("p", "hint", t("why.off", { heads: W.off.map(([l, h, m]) => l + "." + h + " " +
-      t("ablate.off", { mode: t("ablate.short_" + m) })).join(", ") })));
+    panel.appendChild(el("p", "hint", t("why.off", { heads: W.off.map(([l, h, m]) => headLHOff(l, h, m)).join(", ") })));
 }
 
 function patchColour(x) {  // recovered share: 1 blue, 0 white, negative red
