@@ -28,9 +28,10 @@ function t(key, values) {  // the text of `key` in LANG, each {name} replaced by
 
 function headLH(layer, head) { return layer + "." + head; }  // "1.0", as common/heads_off.py's head_name
 
-function headLHOff(layer, head, mode) {  // "1.0 off (mean)", as inspection/labels.py's off_names says it
-  return headLH(layer, head) + " " + t("ablate.off", { mode: t("ablate.short_" + mode) });
-}
+// "off (mean)" after a switched-off head (inspection/labels.py's off_mark); "1.0 off (mean)" (its off_names)
+function offText(mode) { return t("ablate.off", { mode: t("ablate.short_" + mode) }); }
+
+function headLHOff(layer, head, mode) { return headLH(layer, head) + " " + offText(mode); }
 
 function caption(c) {  // a head's role: a [role, score] pair named in LANG, or a caption given as it is
   return typeof c === "string" ? c : t("role." + c[0]) + " " + c[1].toFixed(2);

@@ -16,7 +16,7 @@ function offMode(li, h) { return FRAME.off ? FRAME.off[li][h] : ""; }  // "", "m
 
 function offName(li, h) {  // " · off (mean)" for a switched-off head, as the terminal names it
   const mode = offMode(li, h);
-  return mode ? " · " + t("ablate.off", { mode: t("ablate.short_" + mode) }) : "";
+  return mode ? " · " + offText(mode) : "";
 }
 
 // A head's colour in the lines, the same in the head view and the overview (bertviz's: one colour per head).
@@ -265,7 +265,7 @@ function renderOverview() {
         td.dataset.head = h;
         td.appendChild(lineThumb(li, h));
         td.appendChild(el("div", "", FRAME.roles ? caption(FRAME.roles[li][h]) : ""));
-        if (offMode(li, h)) td.appendChild(el("div", "", t("ablate.off", { mode: t("ablate.short_" + offMode(li, h)) })));
+        if (offMode(li, h)) td.appendChild(el("div", "", offText(offMode(li, h))));
         tr.appendChild(td);
       }
       table.appendChild(tr);

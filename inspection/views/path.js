@@ -87,7 +87,7 @@ function renderPath() {
       cell.appendChild(document.createTextNode(" " + a.toFixed(4)));
       const mode = b.off[l][h];  // a switched-off head's share is its replacement's (mean W_O, or 0)
       rows.push([{ node: headLink(l, h, at) }, TOKENS[j], String(j), { node: cell, cls: "barcell" }, b.share[l][h][i].toFixed(4),
-                 mode ? t("ablate.off", { mode: t("ablate.short_" + mode) }) : ""]);
+                 mode ? offText(mode) : ""]);
     }
     richTable(block, ["head", t("path.key"), "j", "att", "|share|", ""], rows, "path-heads");
     const off = b.off[l].map((m, h) => (m ? headLHOff(l, h, m) : "")).filter((name) => name);

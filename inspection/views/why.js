@@ -11,7 +11,7 @@ function shareBar(value, largest) {  // a share as a bar, blue pushing the model
 
 function offMark(name) {  // " · off (mean)" after a switched-off head's part name, as the terminal marks it
   const off = (DATA.why.off || []).find(([l, h]) => name === "head " + headLH(l, h));
-  return off ? " · " + t("ablate.off", { mode: t("ablate.short_" + off[2]) }) : "";
+  return off ? " · " + offText(off[2]) : "";
 }
 
 function renderWhy() {
@@ -67,7 +67,7 @@ function renderPatch() {
     table.appendChild(tr);
   });
   panel.appendChild(table);
-  const off = (h) => P.off && P.off[h] ? " " + t("ablate.off", { mode: t("ablate.short_" + P.off[h]) }) : "";
+  const off = (h) => P.off && P.off[h] ? " " + offText(P.off[h]) : "";
   panel.appendChild(el("p", "", t("patch.heads", { heads: P.ranked_heads.slice(0, 5).map(([h, x]) => h + " " + x.toFixed(2) + off(h)).join(", ") })));
   if (P.together !== null)
     panel.appendChild(el("p", "", t("patch.together", { heads: P.together_heads.map((h) => h + off(h)).join(", "), share: P.together.toFixed(2) })));
